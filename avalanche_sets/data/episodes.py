@@ -1,0 +1,382 @@
+"""Semi-supervised few-shot episodes: configuration, sampler, and (meta-)batch collation.
+
+An episode (Ren et al. 2018; paper §3) has
+
+* a labeled **support** set: ``n_way`` classes × ``n_shot`` images from the labeled part,
+* a **query** set: ``n_way`` × ``n_query`` other images from the labeled part (their labels are
+  used for the loss and for scoring only),
+* an **unlabeled** set: ``n_way`` × ``n_unlabeled`` images from the unlabeled part of the same
+  classes (in-distribution) mixed with ``n_ood`` images drawn equally from the OOD sources, in
+  a random order so that position says nothing about which is which.
+
+The ground truth of which unlabeled image is OOD (and where every image came from) travels in
+``Episode.oracle`` for metrics and tests. **No learner may read it**: strategies receive
+``batch.without_oracle()``.
+
+Episode ``i`` of a sampler is a pure function of ``(seed, i)``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, fields, replace
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .domain import SPLITS, Domain
+
+__all__ = [
+    "EpisodeConfig",
+    "Episode",
+    "EpisodeOracle",
+    "EpisodeBatch",
+    "EpisodeSampler",
+    "collate_episodes",
+]
+
+
+@dataclass(frozen=True)
+class EpisodeConfig:
+    """Shape of a semi-supervised episode (paper: 5-way, 1/5-shot, Z = 10, R = 50).
+
+    Args:
+        n_way: classes per episode (N).
+        n_shot: labeled support images per class (K).
+        n_query: query images per class (Q).
+        n_unlabeled: unlabeled in-distribution images per class (Z).
+        n_ood: unlabeled out-of-distribution images per episode (R), mixed equally from the
+            OOD sources.
+    """
+
+    n_way: int = 5
+    n_shot: int = 1
+    n_query: int = 10
+    n_unlabeled: int = 10
+    n_ood: int = 50
+
+    def __post_init__(self) -> None:
+        for name in ("n_way", "n_shot", "n_query"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"EpisodeConfig.{name} must be a positive integer, got {value!r}")
+        if self.n_way < 2:
+            raise ValueError(f"EpisodeConfig.n_way must be at least 2, got {self.n_way}")
+        for name in ("n_unlabeled", "n_ood"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or value < 0:
+                raise ValueError(
+                    f"EpisodeConfig.{name} must be a non-negative integer, got {value!r}"
+                )
+
+    @property
+    def n_support_total(self) -> int:
+        return self.n_way * self.n_shot
+
+    @property
+    def n_query_total(self) -> int:
+        return self.n_way * self.n_query
+
+    @property
+    def n_unlabeled_total(self) -> int:
+        return self.n_way * self.n_unlabeled + self.n_ood
+
+    @property
+    def n_images(self) -> int:
+        return self.n_support_total + self.n_query_total + self.n_unlabeled_total
+
+
+@dataclass
+class EpisodeOracle:
+    """Ground truth and provenance of an episode: **for metrics and tests only**.
+
+    Attributes:
+        unlabeled_is_ood: bool ``[U]``, True where the unlabeled image is OOD.
+        unlabeled_source: int ``[U]``: -1 for the episode's own domain, ``s`` for OOD source s.
+        unlabeled_class: int ``[U]``: the image's class id in its source (domain or OOD pack).
+        unlabeled_index: int ``[U]``: the image's index in its source.
+        support_index / query_index: int ``[N*K]`` / ``[N*Q]``: indices in the domain.
+        class_ids: int ``[N]``: the domain class id behind episode label ``0..N-1``.
+        episode_index: int ``[]``: ``i`` in "episode i of the stream".
+    """
+
+    unlabeled_is_ood: Tensor
+    unlabeled_source: Tensor
+    unlabeled_class: Tensor
+    unlabeled_index: Tensor
+    support_index: Tensor
+    query_index: Tensor
+    class_ids: Tensor
+    episode_index: Tensor
+
+
+@dataclass
+class Episode:
+    """One semi-supervised episode. Images are uint8 ``[n, H, W, 3]`` (channels last)."""
+
+    support_x: Tensor
+    support_y: Tensor
+    query_x: Tensor
+    query_y: Tensor
+    unlabeled_x: Tensor
+    oracle: EpisodeOracle | None = None
+
+
+def _map_tensors(obj, fn):
+    """Apply ``fn`` to every tensor field of a dataclass (recursing into nested dataclasses)."""
+    if obj is None:
+        return None
+    changes = {}
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if isinstance(value, Tensor):
+            changes[f.name] = fn(value)
+        elif hasattr(value, "__dataclass_fields__"):
+            changes[f.name] = _map_tensors(value, fn)
+    return replace(obj, **changes)
+
+
+@dataclass
+class EpisodeBatch:
+    """A meta-batch of ``B`` episodes of one shape, stacked along a leading dimension.
+
+    ``support_x`` is ``[B, N*K, H, W, 3]`` uint8, ``support_y`` ``[B, N*K]``, and so on.
+    It behaves like a tensor where Avalanche needs it to (``.to(device)``, ``len``).
+    """
+
+    support_x: Tensor
+    support_y: Tensor
+    query_x: Tensor
+    query_y: Tensor
+    unlabeled_x: Tensor
+    oracle: EpisodeOracle | None = None
+
+    def to(self, *args, **kwargs) -> EpisodeBatch:
+        return _map_tensors(self, lambda t: t.to(*args, **kwargs))
+
+    def without_oracle(self) -> EpisodeBatch:
+        """The view a learner gets: identical inputs, no ground truth of the unlabeled set."""
+        return replace(self, oracle=None)
+
+    def __len__(self) -> int:
+        return int(self.support_x.shape[0])
+
+    @property
+    def n_way(self) -> int:
+        return int(self.support_y.max().item()) + 1
+
+    def episode(self, b: int) -> Episode:
+        """Episode ``b`` of the batch (views, no copy)."""
+        return Episode(**{f.name: _index(getattr(self, f.name), b) for f in fields(Episode)})
+
+    def select(self, index: Sequence[int] | Tensor) -> EpisodeBatch:
+        """A sub-batch of the given episodes."""
+        index = torch.as_tensor(index, dtype=torch.long)
+        return _map_tensors(self, lambda t: t[index])
+
+
+def _index(value, b):
+    if value is None:
+        return None
+    if isinstance(value, Tensor):
+        return value[b]
+    return _map_tensors(value, lambda t: t[b])
+
+
+def _stack(values):
+    if values[0] is None:
+        return None
+    if isinstance(values[0], Tensor):
+        return torch.stack(values)
+    return type(values[0])(
+        **{f.name: _stack([getattr(v, f.name) for v in values]) for f in fields(values[0])}
+    )
+
+
+def collate_episodes(episodes: Sequence[Episode]) -> tuple[EpisodeBatch, Tensor, Tensor]:
+    """Collate episodes into the Avalanche mini-batch ``(x, y, t)``.
+
+    ``x`` is the :class:`EpisodeBatch`, ``y`` the flattened query labels ``[B*N*Q]`` (so that
+    Avalanche's accuracy and loss metrics, which compare ``mb_output`` with ``mb_y``, work
+    unchanged) and ``t`` the task labels ``[B]`` (all zero: SETS is task-free).
+    """
+    if len(episodes) == 0:
+        raise ValueError("collate_episodes needs at least one episode")
+    batch = EpisodeBatch(
+        **{f.name: _stack([getattr(e, f.name) for e in episodes]) for f in fields(Episode)}
+    )
+    return batch, batch.query_y.reshape(-1), torch.zeros(len(episodes), dtype=torch.long)
+
+
+def _split_counts(total: int, n_parts: int, rng: np.random.Generator) -> np.ndarray:
+    """Split ``total`` into ``n_parts`` counts as equal as possible (remainder to random parts)."""
+    counts = np.full(n_parts, total // n_parts, dtype=np.int64)
+    extra = total - counts.sum()
+    if extra:
+        counts[rng.choice(n_parts, size=extra, replace=False)] += 1
+    return counts
+
+
+class EpisodeSampler:
+    """Draws semi-supervised episodes from one domain (and OOD sources), deterministically.
+
+    Args:
+        domain: the in-distribution domain.
+        ood_sources: OOD domains; the ``R`` OOD images are split equally among them.
+        split: class split to draw from (``"train"``, ``"val"`` or ``"test"``). OOD images come
+            from the same split of the OOD sources (train for training, test for evaluation).
+        config: episode shape.
+        seed: base seed; episode ``i`` is a pure function of ``(seed, i)``.
+        small_classes: what to do with classes too small for the episode shape (fewer than
+            ``K + Q`` labeled or ``Z`` unlabeled images): ``"error"`` (default) raises
+            :class:`ValueError`; ``"drop"`` leaves them out of this sampler with a warning that
+            names how many were dropped.
+
+    Raises:
+        ValueError: at construction, for any setting that would fail while sampling.
+    """
+
+    def __init__(
+        self,
+        domain: Domain,
+        ood_sources: Sequence[Domain] = (),
+        *,
+        split: str = "train",
+        config: EpisodeConfig = EpisodeConfig(),
+        seed: int = 0,
+        small_classes: str = "error",
+    ) -> None:
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        if small_classes not in ("error", "drop"):
+            raise ValueError(f"small_classes must be 'error' or 'drop', got {small_classes!r}")
+        self.domain = domain
+        self.ood_sources = tuple(ood_sources)
+        self.split = split
+        self.config = config
+        self.seed = int(seed)
+        cfg = config
+
+        classes = domain.classes(split)
+        n_lab = domain.part_sizes("labeled")[classes]
+        n_unl = domain.part_sizes("unlabeled")[classes]
+        ok = (n_lab >= cfg.n_shot + cfg.n_query) & (n_unl >= cfg.n_unlabeled)
+        if not ok.all():
+            bad = classes[~ok]
+            detail = (
+                f"{bad.size} of {classes.size} {split} classes of domain {domain.name!r} are too "
+                f"small for n_shot + n_query = {cfg.n_shot + cfg.n_query} labeled and "
+                f"n_unlabeled = {cfg.n_unlabeled} unlabeled images per class (smallest labeled "
+                f"part: {int(n_lab.min())}, smallest unlabeled part: {int(n_unl.min())})"
+            )
+            if small_classes == "error":
+                raise ValueError(
+                    detail + "; lower n_shot/n_query/n_unlabeled or pass small_classes='drop'"
+                )
+            warnings.warn(detail + "; they are left out of this sampler", stacklevel=2)
+            classes = classes[ok]
+        if classes.size < cfg.n_way:
+            raise ValueError(
+                f"domain {domain.name!r} has {classes.size} usable {split} classes, fewer than "
+                f"n_way = {cfg.n_way}; lower n_way or use a domain with more classes"
+            )
+        self.classes = classes
+
+        self._ood_pools: list[np.ndarray] = []
+        if cfg.n_ood > 0:
+            if not self.ood_sources:
+                raise ValueError(
+                    f"n_ood = {cfg.n_ood} OOD images per episode need at least one OOD source; "
+                    "pass ood_sources or set n_ood = 0"
+                )
+            per_source = -(-cfg.n_ood // len(self.ood_sources))
+            for src in self.ood_sources:
+                src_classes = src.classes(split)
+                pool = (
+                    np.concatenate([src.indices(c) for c in src_classes])
+                    if src_classes.size
+                    else np.zeros(0, dtype=np.int64)
+                )
+                if pool.size < per_source:
+                    raise ValueError(
+                        f"OOD source {src.name!r} has {pool.size} images in its {split} classes, "
+                        f"fewer than the {per_source} an episode may draw from it "
+                        f"(n_ood = {cfg.n_ood} over {len(self.ood_sources)} sources)"
+                    )
+                if src.image_size != domain.image_size:
+                    raise ValueError(
+                        f"OOD source {src.name!r} has {src.image_size} px images but domain "
+                        f"{domain.name!r} has {domain.image_size} px; load both at one size"
+                    )
+                self._ood_pools.append(pool)
+
+    def __repr__(self) -> str:
+        return (
+            f"EpisodeSampler({self.domain.name!r}, split={self.split!r}, {self.config}, "
+            f"ood={[s.name for s in self.ood_sources]}, seed={self.seed})"
+        )
+
+    def sample(self, index: int) -> Episode:
+        """Episode ``index``: a pure function of ``(self.seed, index)``."""
+        cfg, dom = self.config, self.domain
+        rng = np.random.default_rng([self.seed, int(index)])
+        class_ids = rng.choice(self.classes, size=cfg.n_way, replace=False)
+        k, q, z = cfg.n_shot, cfg.n_query, cfg.n_unlabeled
+
+        support, query, unlabeled = [], [], []
+        for c in class_ids:
+            lab = dom.indices(c, "labeled")
+            picked = lab[rng.choice(lab.size, size=k + q, replace=False)]
+            support.append(picked[:k])
+            query.append(picked[k:])
+            if z:
+                unl = dom.indices(c, "unlabeled")
+                unlabeled.append(unl[rng.choice(unl.size, size=z, replace=False)])
+        support_idx = np.concatenate(support)
+        query_idx = np.concatenate(query)
+        id_idx = np.concatenate(unlabeled) if z else np.zeros(0, dtype=np.int64)
+
+        # OOD: equal share per source, uniformly over the images of its split's classes.
+        ood_src, ood_idx = [], []
+        if cfg.n_ood:
+            counts = _split_counts(cfg.n_ood, len(self.ood_sources), rng)
+            for s, (pool, n) in enumerate(zip(self._ood_pools, counts)):
+                ood_idx.append(pool[rng.choice(pool.size, size=n, replace=False)])
+                ood_src.append(np.full(n, s, dtype=np.int64))
+        n_id = id_idx.size
+        u_src = np.concatenate([np.full(n_id, -1, dtype=np.int64), *ood_src])
+        u_idx = np.concatenate([id_idx, *ood_idx]).astype(np.int64)
+        perm = rng.permutation(u_src.size)
+        u_src, u_idx = u_src[perm], u_idx[perm]
+
+        u_img = np.empty((u_idx.size, *dom.images.shape[1:]), dtype=np.uint8)
+        u_cls = np.empty(u_idx.size, dtype=np.int64)
+        is_id = u_src < 0
+        u_img[is_id] = dom.images[u_idx[is_id]]
+        u_cls[is_id] = dom.labels[u_idx[is_id]]
+        for s, src in enumerate(self.ood_sources):
+            m = u_src == s
+            if m.any():
+                u_img[m] = src.images[u_idx[m]]
+                u_cls[m] = src.labels[u_idx[m]]
+
+        labels = np.arange(cfg.n_way, dtype=np.int64)
+        return Episode(
+            support_x=torch.from_numpy(dom.images[support_idx]),
+            support_y=torch.from_numpy(np.repeat(labels, k)),
+            query_x=torch.from_numpy(dom.images[query_idx]),
+            query_y=torch.from_numpy(np.repeat(labels, q)),
+            unlabeled_x=torch.from_numpy(u_img),
+            oracle=EpisodeOracle(
+                unlabeled_is_ood=torch.from_numpy(~is_id),
+                unlabeled_source=torch.from_numpy(u_src),
+                unlabeled_class=torch.from_numpy(u_cls),
+                unlabeled_index=torch.from_numpy(u_idx),
+                support_index=torch.from_numpy(support_idx.astype(np.int64)),
+                query_index=torch.from_numpy(query_idx.astype(np.int64)),
+                class_ids=torch.from_numpy(class_ids.astype(np.int64)),
+                episode_index=torch.tensor(int(index)),
+            ),
+        )
