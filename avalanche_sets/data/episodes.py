@@ -200,14 +200,16 @@ def collate_episodes(episodes: Sequence[Episode]) -> tuple[EpisodeBatch, Tensor,
 
     ``x`` is the :class:`EpisodeBatch`, ``y`` the flattened query labels ``[B*N*Q]`` (so that
     Avalanche's accuracy and loss metrics, which compare ``mb_output`` with ``mb_y``, work
-    unchanged) and ``t`` the task labels ``[B]`` (all zero: SETS is task-free).
+    unchanged) and ``t`` the task labels, one per query like ``y`` (all zero: SETS is
+    task-free; Avalanche's task-aware metrics need one label per prediction).
     """
     if len(episodes) == 0:
         raise ValueError("collate_episodes needs at least one episode")
     batch = EpisodeBatch(
         **{f.name: _stack([getattr(e, f.name) for e in episodes]) for f in fields(Episode)}
     )
-    return batch, batch.query_y.reshape(-1), torch.zeros(len(episodes), dtype=torch.long)
+    y = batch.query_y.reshape(-1)
+    return batch, y, torch.zeros_like(y)
 
 
 def _split_counts(total: int, n_parts: int, rng: np.random.Generator) -> np.ndarray:

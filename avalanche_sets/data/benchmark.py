@@ -1,0 +1,351 @@
+"""SETS benchmarks as Avalanche scenarios: one experience per domain, each a dataset of episodes.
+
+``sets_benchmark`` builds
+
+* ``train_stream``: one experience per in-distribution domain, in the chosen order; each is an
+  :class:`~avalanche.benchmarks.utils.AvalancheDataset` of ``tasks_per_domain`` training
+  episodes (train classes, OOD from the OOD sources' train classes);
+* ``valid_stream``: ``n_val_episodes`` episodes per domain from its validation classes (OOD from
+  validation classes), for hyper-parameter search;
+* ``test_stream``: a fixed set of ``n_test_episodes`` episodes per domain from its test classes
+  (OOD from test classes).
+
+Episodes are generated on access from ``(seed, domain, split, index)``: nothing is stored, yet
+episode ``i`` is always the same. Every setting that could fail while sampling is checked here,
+when the benchmark is built.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from avalanche.benchmarks.scenarios.dataset_scenario import DatasetExperience
+from avalanche.benchmarks.scenarios.generic_scenario import CLScenario, EagerCLStream
+from avalanche.benchmarks.utils import AvalancheDataset
+
+from .domain import Domain
+from .episodes import EpisodeConfig, EpisodeSampler, collate_episodes
+
+__all__ = [
+    "EpisodeDataset",
+    "SETSExperience",
+    "SETSBenchmark",
+    "sets_benchmark",
+    "load_source",
+    "ORDER_PERMUTATIONS",
+    "SOURCES",
+]
+
+SOURCES = ("synthetic", "packs", "paper")
+
+# The paper's domain orders 2 and 3 as permutations of order 1 (appendix C):
+#   order 1: Plantae, CUB, MiniImagenet, CIFARFS, Aircraft, Butterfly
+#   order 2: Butterfly, CUB, CIFARFS, Plantae, MiniImagenet, Aircraft
+#   order 3: CUB, CIFARFS, Plantae, MiniImagenet, Butterfly, Aircraft
+# Applied to any source with six domains, whose own default order plays the role of order 1.
+ORDER_PERMUTATIONS = {1: (0, 1, 2, 3, 4, 5), 2: (5, 1, 3, 0, 2, 4), 3: (1, 3, 0, 2, 5, 4)}
+
+# Default order 1 of the real packs in shared/data/sets-mini (natural photos first, glyphs last).
+SETS_MINI_ORDER = (
+    "tinyimagenet_animals",
+    "tinyimagenet_objects",
+    "gtsrb",
+    "icons",
+    "glyphs_western",
+    "glyphs_eastern",
+)
+SETS_MINI_OOD = ("ood_omniglot", "ood_fish", "ood_textures")
+
+_SPLIT_CODE = {"train": 1, "val": 2, "test": 3}
+
+
+class EpisodeDataset(torch.utils.data.Dataset):
+    """A map-style dataset of ``n_episodes`` episodes drawn on access from a sampler."""
+
+    def __init__(self, sampler: EpisodeSampler, n_episodes: int) -> None:
+        if n_episodes < 1:
+            raise ValueError(f"n_episodes must be positive, got {n_episodes}")
+        self.sampler = sampler
+        self.n_episodes = int(n_episodes)
+        # Avalanche's generic machinery (metrics, replay buffers) expects these attributes.
+        self.targets = [0] * self.n_episodes
+
+    def __len__(self) -> int:
+        return self.n_episodes
+
+    def __getitem__(self, index: int):
+        if not 0 <= index < self.n_episodes:
+            raise IndexError(f"episode {index} out of range 0..{self.n_episodes - 1}")
+        return self.sampler.sample(index)
+
+
+class SETSExperience(DatasetExperience):
+    """An experience of a SETS stream: the episodes of one domain.
+
+    Attributes:
+        domain_name: name of the domain (e.g. ``"plantae"``).
+        split: ``"train"``, ``"val"`` or ``"test"``.
+        sampler: the :class:`EpisodeSampler` behind the dataset.
+    """
+
+    def __init__(self, *, dataset: AvalancheDataset, current_experience: int, sampler) -> None:
+        super().__init__(dataset=dataset, current_experience=current_experience)
+        self.sampler = sampler
+        self.domain_name = sampler.domain.name
+        self.split = sampler.split
+        self.task_label = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"SETSExperience({self.current_experience}: {self.domain_name!r}, {self.split}, "
+            f"{len(self.dataset)} episodes)"
+        )
+
+
+class SETSBenchmark(CLScenario):
+    """An Avalanche scenario with ``train_stream``, ``valid_stream`` and ``test_stream``.
+
+    Also exposes ``domains`` (in stream order), ``ood_sources``, ``config`` (the
+    :class:`EpisodeConfig`) and ``seed``.
+    """
+
+    def __init__(self, streams, *, domains, ood_sources, config, seed, settings) -> None:
+        super().__init__(streams)
+        self.domains: list[Domain] = list(domains)
+        self.ood_sources: list[Domain] = list(ood_sources)
+        self.config: EpisodeConfig = config
+        self.seed = seed
+        self.settings = dict(settings)
+
+    @property
+    def domain_names(self) -> list[str]:
+        return [d.name for d in self.domains]
+
+    def describe(self) -> str:
+        """A human-readable description of the stream: domains, class counts, episode shape."""
+        cfg = self.config
+        lines = [
+            f"SETS benchmark ({self.settings.get('source')}, seed {self.seed}): "
+            f"{cfg.n_way}-way {cfg.n_shot}-shot, Q={cfg.n_query}/class, "
+            f"Z={cfg.n_unlabeled}/class unlabeled ID, R={cfg.n_ood} OOD per episode",
+            f"{'#':>2} {'domain':<24} {'train/val/test classes':>22} {'images':>8} "
+            f"{'img/class min/med/max':>22} {'train episodes':>15}",
+        ]
+        for exp, dom in zip(self.train_stream, self.domains):
+            s = dom.summary()
+            c = s["classes"]
+            lines.append(
+                f"{exp.current_experience:>2} {dom.name:<24} "
+                f"{c['train']:>8}/{c['val']}/{c['test']:<8} {s['images']:>8} "
+                f"{'/'.join(map(str, s['images_per_class'])):>22} {len(exp.dataset):>15}"
+            )
+        lines.append("OOD sources: " + ", ".join(
+            f"{d.name} ({d.classes('train').size}/{d.classes('val').size}/"
+            f"{d.classes('test').size} classes)" for d in self.ood_sources
+        ) if self.ood_sources else "OOD sources: none")
+        lines.append(
+            f"Episode: {cfg.n_support_total} support + {cfg.n_query_total} query + "
+            f"{cfg.n_unlabeled_total} unlabeled ({cfg.n_way * cfg.n_unlabeled} ID + {cfg.n_ood} "
+            f"OOD) = {cfg.n_images} images; test stream: "
+            f"{len(self.test_stream[0].dataset)} episodes/domain"
+        )
+        return "\n".join(lines)
+
+
+def _stream_seed(seed: int, domain: str, split: str) -> int:
+    """Seed of one domain's episodes in one split: independent of the domain order."""
+    return (int(seed) * 1_000_003 + zlib.crc32(domain.encode()) * 7 + _SPLIT_CODE[split]) % (
+        2**63
+    )
+
+
+def load_source(
+    source: str,
+    *,
+    root: str | Path | None = None,
+    domains: Sequence[str] | None = None,
+    ood: Sequence[str] | None = None,
+    order: int = 1,
+    image_size: int | None = None,
+    seed: int = 0,
+) -> tuple[list[Domain], list[Domain]]:
+    """Load the in-distribution domains (in stream order) and OOD sources of a source.
+
+    Args:
+        source: ``"synthetic"`` (generated offline), ``"packs"`` (a folder of ``.npz`` domain
+            packs) or ``"paper"`` (the paper's nine datasets from a local root).
+        root: folder of the packs or of the paper's datasets (not used by ``"synthetic"``).
+        domains: custom domain order (names); defaults to the source's order ``order``.
+        ood: OOD source names; defaults to the source's three OOD sources.
+        order: the paper's order 1, 2 or 3 (ignored when ``domains`` is given).
+        image_size: image side in pixels (defaults: 32 for synthetic/packs, 84 for paper).
+        seed: seed of the synthetic generator.
+    """
+    if source not in SOURCES:
+        raise ValueError(f"unknown source {source!r}; choose one of {SOURCES}")
+    if domains is None and order not in ORDER_PERMUTATIONS:
+        raise ValueError(
+            f"unknown domain order {order!r}; the paper defines orders "
+            f"{sorted(ORDER_PERMUTATIONS)}, or pass domains=[...] for a custom order"
+        )
+
+    def ordered(default: Sequence[str]) -> list[str]:
+        if domains is not None:
+            return list(domains)
+        if len(default) != 6:
+            raise ValueError(f"paper orders need six domains, this source has {len(default)}")
+        return [default[i] for i in ORDER_PERMUTATIONS[order]]
+
+    if source == "synthetic":
+        from .synthetic import SYNTHETIC_ID_DOMAINS, SYNTHETIC_OOD_SOURCES, make_synthetic_domain
+
+        id_names = ordered(SYNTHETIC_ID_DOMAINS)
+        ood_names = list(SYNTHETIC_OOD_SOURCES if ood is None else ood)
+        valid = set(SYNTHETIC_ID_DOMAINS) | set(SYNTHETIC_OOD_SOURCES)
+        _check_names(id_names + ood_names, valid, "synthetic")
+        size = image_size or 32
+        load = lambda n: make_synthetic_domain(n, seed=seed, image_size=size)  # noqa: E731
+    elif source == "packs":
+        from .packs import list_packs, load_pack
+
+        if root is None:
+            raise ValueError("source='packs' needs root=<folder of .npz domain packs>")
+        available = list_packs(root)
+        default_id = [n for n in SETS_MINI_ORDER if n in available]
+        if len(default_id) != 6:
+            default_id = [n for n in available if not n.startswith("ood_")]
+        id_names = ordered(default_id) if (domains is not None or len(default_id) == 6) else (
+            list(default_id)
+        )
+        ood_names = list(ood) if ood is not None else [n for n in available if n.startswith("ood_")]
+        _check_names(id_names + ood_names, set(available), f"packs in {root}")
+        load = lambda n: load_pack(Path(root) / f"{n}.npz", image_size=image_size)  # noqa: E731
+    else:
+        from .paper import PAPER_DATASETS, PAPER_OOD, PAPER_ORDERS, load_paper_domain
+
+        if root is None:
+            raise ValueError("source='paper' needs root=<folder holding the paper's datasets>")
+        id_names = list(domains) if domains is not None else list(PAPER_ORDERS[order])
+        ood_names = list(PAPER_OOD if ood is None else ood)
+        _check_names(id_names + ood_names, set(PAPER_DATASETS), "paper datasets")
+        size = image_size or 84
+        load = lambda n: load_paper_domain(n, root, image_size=size)  # noqa: E731
+
+    if len(set(id_names)) != len(id_names):
+        raise ValueError(f"a domain appears twice in the order {id_names}")
+    overlap = set(id_names) & set(ood_names)
+    if overlap:
+        raise ValueError(f"{sorted(overlap)} cannot be both a stream domain and an OOD source")
+    cache: dict[str, Domain] = {}
+    id_domains = [cache.setdefault(n, load(n)) for n in id_names]
+    ood_domains = [cache.setdefault(n, load(n)) for n in ood_names]
+    return id_domains, ood_domains
+
+
+def _check_names(names: Sequence[str], valid: set[str], what: str) -> None:
+    unknown = [n for n in names if n not in valid]
+    if unknown:
+        raise ValueError(f"unknown domain name(s) {unknown} for {what}; valid: {sorted(valid)}")
+
+
+def sets_benchmark(
+    source: str = "synthetic",
+    *,
+    root: str | Path | None = None,
+    domains: Sequence[str] | None = None,
+    ood: Sequence[str] | None = None,
+    order: int = 1,
+    n_way: int = 5,
+    n_shot: int = 1,
+    n_query: int = 10,
+    n_unlabeled: int = 10,
+    n_ood: int = 50,
+    tasks_per_domain: int = 12_000,
+    n_val_episodes: int = 100,
+    n_test_episodes: int = 600,
+    image_size: int | None = None,
+    seed: int = 0,
+    small_classes: str = "error",
+    loaded: tuple[Sequence[Domain], Sequence[Domain]] | None = None,
+) -> SETSBenchmark:
+    """Build a SETS benchmark (an Avalanche scenario) from a source of domains.
+
+    Args:
+        source: ``"synthetic"`` (offline default), ``"packs"`` or ``"paper"``.
+        root: data folder for ``"packs"``/``"paper"``.
+        domains: custom domain order; ``order`` picks the paper's orders 1–3 otherwise.
+        ood: OOD source names (default: the source's three OOD sources). ``[]`` for none.
+        n_way, n_shot, n_query, n_unlabeled, n_ood: the episode shape (N, K, Q, Z, R).
+        tasks_per_domain: training episodes per domain (paper: 12,000).
+        n_val_episodes: validation episodes per domain (validation classes).
+        n_test_episodes: test episodes per domain (paper: 600).
+        image_size: image side in pixels.
+        seed: seed of the episode streams (and of the synthetic generator).
+        small_classes: ``"error"`` or ``"drop"`` classes too small for the episode shape.
+        loaded: already loaded ``(domains, ood_sources)`` to use instead of ``source``.
+
+    Raises:
+        ValueError: for any invalid setting, before training starts.
+    """
+    config = EpisodeConfig(
+        n_way=n_way, n_shot=n_shot, n_query=n_query, n_unlabeled=n_unlabeled, n_ood=n_ood
+    )
+    for name, value in (
+        ("tasks_per_domain", tasks_per_domain),
+        ("n_val_episodes", n_val_episodes),
+        ("n_test_episodes", n_test_episodes),
+    ):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if loaded is not None:
+        id_domains, ood_domains = list(loaded[0]), list(loaded[1])
+    else:
+        id_domains, ood_domains = load_source(
+            source, root=root, domains=domains, ood=ood, order=order,
+            image_size=image_size, seed=seed,
+        )  # fmt: skip
+    if not id_domains:
+        raise ValueError("a SETS benchmark needs at least one in-distribution domain")
+
+    streams = []
+    for stream_name, split, n_episodes in (
+        ("train", "train", tasks_per_domain),
+        ("valid", "val", n_val_episodes),
+        ("test", "test", n_test_episodes),
+    ):
+        exps = []
+        for i, dom in enumerate(id_domains):
+            sampler = EpisodeSampler(
+                dom,
+                ood_domains,
+                split=split,
+                config=config,
+                seed=_stream_seed(seed, dom.name, split),
+                small_classes=small_classes,
+            )
+            data = AvalancheDataset(
+                [EpisodeDataset(sampler, n_episodes)], collate_fn=collate_episodes
+            )
+            exps.append(SETSExperience(dataset=data, current_experience=i, sampler=sampler))
+        streams.append(EagerCLStream(stream_name, exps))
+    settings = dict(
+        source=source if loaded is None else "custom",
+        root=str(root) if root is not None else None,
+        order=order if domains is None else "custom",
+        tasks_per_domain=tasks_per_domain,
+        n_val_episodes=n_val_episodes,
+        n_test_episodes=n_test_episodes,
+        image_size=id_domains[0].image_size,
+        small_classes=small_classes,
+    )
+    return SETSBenchmark(
+        streams,
+        domains=id_domains,
+        ood_sources=ood_domains,
+        config=config,
+        seed=seed,
+        settings=settings,
+    )

@@ -1,0 +1,661 @@
+"""Domain packs: one ``.npz`` file per image domain, and tools to read, write and build them.
+
+A *domain pack* is the on-disk form of a :class:`~avalanche_sets.data.domain.Domain`
+(``np.savez_compressed``, loadable with ``np.load(path)`` and no pickle):
+
+=============== =================== ==================================================
+key             dtype / shape       meaning
+=============== =================== ==================================================
+``images``      uint8 ``[N,H,W,3]`` RGB, channels last, square (``H == W``)
+``labels``      int ``[N]``         class ids ``0..C-1`` (index into ``class_names``)
+``class_names`` str ``[C]``         human-readable class names
+``class_split`` str ``[C]``         ``"train"`` / ``"val"`` / ``"test"`` per class
+``source``      str scalar          optional: where the images come from, and their licence
+=============== =================== ==================================================
+
+``../shared/data/sets-mini/`` holds real packs (see its README). Build your own from a folder
+with one sub-folder per class::
+
+    from avalanche_sets.data.packs import build_pack_from_folder, load_pack
+    path = build_pack_from_folder("my_images/", "packs/my_domain.npz", image_size=32)
+    domain = load_pack(path)
+
+The class split of :func:`build_pack_from_folder` follows the shared packs:
+``np.random.default_rng(seed).permutation(C)``; the first ``n_test`` classes go to test, the
+next ``n_val`` to val, the rest to train (see :func:`split_classes`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import warnings
+import zipfile
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageOps
+
+from .domain import SPLITS, Domain
+
+__all__ = [
+    "PACK_KEYS",
+    "IMAGE_EXTENSIONS",
+    "CorruptImageError",
+    "load_pack",
+    "load_packs",
+    "list_packs",
+    "save_pack",
+    "build_pack_from_folder",
+    "split_classes",
+    "scan_image_folder",
+    "load_image",
+    "load_images",
+    "resize_images",
+]
+
+#: Required keys of a domain pack (``source`` is optional).
+PACK_KEYS = ("images", "labels", "class_names", "class_split")
+
+#: File name endings treated as images when scanning folders (case-insensitive).
+IMAGE_EXTENSIONS = (
+    ".jpg",
+    ".jpeg",
+    ".png",
+    ".bmp",
+    ".gif",
+    ".tif",
+    ".tiff",
+    ".webp",
+    ".ppm",
+    ".pgm",
+    ".pbm",
+)
+
+_PACK_LAYOUT = (
+    "a .npz file with keys images (uint8 [N,H,W,3]), labels (int [N]), class_names (str [C]), "
+    "class_split (str [C] in train/val/test) and optionally source (str)"
+)
+_FOLDER_LAYOUT = "<folder>/<class name>/<image files>, one sub-folder per class"
+
+_LANCZOS = Image.Resampling.LANCZOS
+
+
+class CorruptImageError(ValueError):
+    """An image file that Pillow cannot decode (the message names the file)."""
+
+    def __init__(self, path: str | os.PathLike, reason: object) -> None:
+        self.path = Path(path)
+        super().__init__(f"cannot read image file {self.path}: {reason}")
+
+
+# ----------------------------------------------------------------------------- images
+def _to_rgb(img: Image.Image) -> Image.Image:
+    """RGB view of any Pillow image: grey is replicated, transparency composited on white."""
+    if img.mode == "P" and "transparency" in img.info:
+        img = img.convert("RGBA")
+    if img.mode in ("RGBA", "LA", "PA", "RGBa", "La"):
+        rgba = img.convert("RGBA")
+        background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(background, rgba).convert("RGB")
+    if img.mode in ("I", "I;16", "I;16B", "I;16L", "F"):
+        arr = np.asarray(img, dtype=np.float64)
+        top = arr.max() if arr.size and arr.max() > 255 else 255.0
+        img = Image.fromarray(np.clip(arr * (255.0 / top), 0, 255).astype(np.uint8))
+    return img if img.mode == "RGB" else img.convert("RGB")
+
+
+def _center_square(img: Image.Image) -> Image.Image:
+    w, h = img.size
+    if w == h:
+        return img
+    side = min(w, h)
+    left, top = (w - side) // 2, (h - side) // 2
+    return img.crop((left, top, left + side, top + side))
+
+
+def load_image(
+    path: str | os.PathLike,
+    image_size: int,
+    *,
+    crop_bottom: int = 0,
+    resample: Image.Resampling = _LANCZOS,
+) -> np.ndarray:
+    """Read one image file as uint8 RGB ``[image_size, image_size, 3]``.
+
+    The image is EXIF-oriented, converted to RGB (grey replicated to three channels, alpha
+    composited on white), optionally stripped of its bottom ``crop_bottom`` pixel rows,
+    centre-cropped to a square and resized (Pillow LANCZOS by default).
+
+    Raises:
+        CorruptImageError: (a :class:`ValueError`) naming the file when it cannot be decoded.
+    """
+    path = Path(path)
+    try:
+        with Image.open(path) as img:
+            if img.format == "JPEG":
+                # Decode big JPEGs at a reduced scale (1/2, 1/4 or 1/8) that is still >= 2x the
+                # target size: much faster, and LANCZOS does the final reduction.
+                height = img.size[1]
+                img.draft(img.mode if img.mode in ("L", "CMYK") else "RGB", (2 * image_size,) * 2)
+                crop_bottom = int(round(crop_bottom * img.size[1] / height))
+            img.load()
+            img = ImageOps.exif_transpose(img)
+            img = _to_rgb(img)
+            if crop_bottom and img.size[1] > 4 * crop_bottom:
+                img = img.crop((0, 0, img.size[0], img.size[1] - crop_bottom))
+            img = _center_square(img)
+            if img.size != (image_size, image_size):
+                img = img.resize((image_size, image_size), resample)
+            out = np.asarray(img, dtype=np.uint8)
+    except CorruptImageError:
+        raise
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError, EOFError) as err:
+        raise CorruptImageError(path, err) from err
+    if out.shape != (image_size, image_size, 3):  # pragma: no cover - defensive
+        raise CorruptImageError(path, f"decoded to an unexpected shape {out.shape}")
+    return out
+
+
+def _n_workers(workers: int | None) -> int:
+    if workers is not None:
+        return max(1, int(workers))
+    return max(1, min(8, os.cpu_count() or 1))
+
+
+def load_images(
+    paths: Sequence[str | os.PathLike],
+    image_size: int,
+    *,
+    crop_bottom: int = 0,
+    workers: int | None = None,
+    desc: str = "images",
+    progress: bool | None = None,
+) -> np.ndarray:
+    """Decode many image files into one uint8 array ``[len(paths), S, S, 3]``.
+
+    Decoding runs in a thread pool (Pillow releases the GIL while decoding and resizing) with
+    a tqdm progress bar (``progress=None`` shows it only on a terminal, for 200+ images). The
+    first file that cannot be decoded raises :class:`CorruptImageError` naming it; nothing is
+    silently skipped.
+    """
+    n = len(paths)
+    out = np.empty((n, image_size, image_size, 3), dtype=np.uint8)
+    if n == 0:
+        return out
+    from tqdm.auto import tqdm
+
+    disable = (n < 200 or None) if progress is None else (not progress)
+    one = lambda p: load_image(p, image_size, crop_bottom=crop_bottom)  # noqa: E731
+    n_workers = _n_workers(workers)
+    with tqdm(total=n, desc=desc, unit="img", disable=disable, leave=False) as bar:
+        if n_workers == 1 or n < 16:
+            for i, p in enumerate(paths):
+                out[i] = one(p)
+                bar.update()
+        else:
+            pool = ThreadPoolExecutor(n_workers)
+            try:
+                for i, arr in enumerate(pool.map(one, paths)):
+                    out[i] = arr
+                    bar.update()
+            except BaseException:
+                pool.shutdown(wait=True, cancel_futures=True)  # fail fast on a corrupt file
+                raise
+            pool.shutdown()
+    return out
+
+
+def resize_images(
+    images: np.ndarray, image_size: int, *, resample: Image.Resampling = _LANCZOS
+) -> np.ndarray:
+    """Resize uint8 ``[N, H, W, 3]`` images to ``[N, S, S, 3]`` (centre-cropped to a square).
+
+    Returns ``images`` itself when they already have the requested size.
+    """
+    images = np.asarray(images)
+    n, h, w = images.shape[:3]
+    if h == w == image_size:
+        return images
+    out = np.empty((n, image_size, image_size, 3), dtype=np.uint8)
+    side = min(h, w)
+    top, left = (h - side) // 2, (w - side) // 2
+    for i in range(n):
+        img = Image.fromarray(images[i, top : top + side, left : left + side])
+        out[i] = np.asarray(img.resize((image_size, image_size), resample))
+    return out
+
+
+# ----------------------------------------------------------------------------- validation
+def _fail(where: str, key: str, expected: str, got: str) -> ValueError:
+    return ValueError(f"{where}: key {key!r} must be {expected}, got {got}")
+
+
+def _as_str_array(value: np.ndarray, where: str, key: str) -> np.ndarray:
+    arr = np.asarray(value)
+    if arr.dtype.kind == "S":
+        try:
+            arr = np.char.decode(arr, "utf-8")
+        except UnicodeDecodeError as err:
+            raise _fail(where, key, "UTF-8 strings", f"undecodable bytes ({err})") from err
+    if arr.dtype.kind != "U":
+        raise _fail(where, key, "a unicode string array", f"dtype {arr.dtype}")
+    return arr
+
+
+def _validate_arrays(arrays: Mapping[str, object], where: str) -> dict[str, np.ndarray]:
+    """Check the pack keys, dtypes and shapes; return normalised arrays (or raise ValueError)."""
+    missing = [k for k in PACK_KEYS if k not in arrays]
+    if missing:
+        raise ValueError(
+            f"{where}: missing key(s) {missing}; a domain pack is {_PACK_LAYOUT} "
+            f"(found keys {sorted(arrays)})"
+        )
+    images = np.asarray(arrays["images"])
+    if images.dtype != np.uint8:
+        raise _fail(where, "images", "uint8 [N, H, W, 3]", f"dtype {images.dtype}")
+    if images.ndim != 4 or images.shape[-1] != 3:
+        raise _fail(where, "images", "uint8 [N, H, W, 3] (RGB)", f"shape {images.shape}")
+    if images.shape[0] == 0:
+        raise _fail(where, "images", "a non-empty uint8 [N, H, W, 3] array", "N = 0")
+    if images.shape[1] != images.shape[2]:
+        raise _fail(where, "images", "square (H == W)", f"shape {images.shape}")
+    n = images.shape[0]
+
+    labels = np.asarray(arrays["labels"])
+    if labels.dtype.kind not in "iu":
+        raise _fail(where, "labels", "an integer array [N]", f"dtype {labels.dtype}")
+    if labels.shape != (n,):
+        raise _fail(where, "labels", f"shape [{n}] (one per image)", f"shape {labels.shape}")
+
+    names = _as_str_array(arrays["class_names"], where, "class_names")
+    if names.ndim != 1 or names.size == 0:
+        raise _fail(where, "class_names", "a non-empty 1-D string array [C]", f"{names.shape}")
+    n_classes = names.size
+    if labels.min() < 0 or labels.max() >= n_classes:
+        raise _fail(
+            where,
+            "labels",
+            f"class ids in 0..{n_classes - 1} (C = {n_classes} class_names)",
+            f"values {labels.min()}..{labels.max()}",
+        )
+    if len(set(names.tolist())) != n_classes:
+        dup = sorted({s for s in names.tolist() if (names == s).sum() > 1})
+        raise _fail(where, "class_names", "unique names", f"duplicates {dup[:5]}")
+
+    split = _as_str_array(arrays["class_split"], where, "class_split")
+    if split.shape != (n_classes,):
+        raise _fail(
+            where, "class_split", f"shape [{n_classes}] (one per class)", f"shape {split.shape}"
+        )
+    bad = sorted(set(split.tolist()) - set(SPLITS))
+    if bad:
+        raise _fail(where, "class_split", f"values in {list(SPLITS)}", f"{bad}")
+
+    out = {
+        "images": images,
+        "labels": labels.astype(np.int32 if n_classes < 2**31 else np.int64, copy=False),
+        "class_names": names,
+        "class_split": split,
+    }
+    if "source" in arrays and arrays["source"] is not None:
+        source = _as_str_array(arrays["source"], where, "source")
+        if source.size != 1:
+            raise _fail(where, "source", "a single string", f"shape {source.shape}")
+        out["source"] = source.reshape(())
+    return out
+
+
+# ----------------------------------------------------------------------------- reading
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    where = f"domain pack {path}"
+    try:
+        npz = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
+        raise ValueError(
+            f"{where}: not a readable .npz file ({err}); expected {_PACK_LAYOUT}"
+        ) from err
+    if not isinstance(npz, np.lib.npyio.NpzFile):
+        raise ValueError(
+            f"{where}: holds a single array, not a .npz archive; expected {_PACK_LAYOUT}"
+        )
+    arrays: dict[str, np.ndarray] = {}
+    with npz:
+        for key in npz.files:
+            if key not in (*PACK_KEYS, "source"):
+                continue
+            try:
+                arrays[key] = npz[key]
+            except ValueError as err:  # object arrays need pickle: refused
+                raise ValueError(
+                    f"{where}: key {key!r} is stored as a pickled object array, which is not "
+                    f"loaded (allow_pickle=False); store strings as a unicode array ({err})"
+                ) from err
+            except (OSError, zipfile.BadZipFile, EOFError) as err:
+                raise ValueError(f"{where}: key {key!r} cannot be read ({err})") from err
+    return _validate_arrays(arrays, where)
+
+
+def load_pack(
+    path: str | os.PathLike,
+    *,
+    image_size: int | None = None,
+    labeled_fraction: float = 0.4,
+    split_seed: int = 0,
+    name: str | None = None,
+) -> Domain:
+    """Load one domain pack as a :class:`Domain`.
+
+    Args:
+        path: the ``.npz`` file.
+        image_size: resize the images to this side (Pillow LANCZOS) if it differs from the
+            pack's; ``None`` keeps the pack's size.
+        labeled_fraction: fraction of every class's images in its labeled part (paper: 0.4).
+        split_seed: seed of the labeled/unlabeled split inside every class.
+        name: domain name; defaults to the file stem (``gtsrb.npz`` -> ``"gtsrb"``).
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        ValueError: the file is not a valid pack; the message names the file, the key and what
+            was expected.
+    """
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(f"domain pack {path} not found; expected {_PACK_LAYOUT}")
+    arrays = _read_npz(path)
+    images = arrays["images"]
+    if image_size is not None:
+        if int(image_size) < 1:
+            raise ValueError(f"image_size must be a positive integer, got {image_size!r}")
+        images = resize_images(images, int(image_size))
+    source = str(arrays["source"]) if "source" in arrays else f"domain pack {path.name}"
+    return Domain(
+        name=name if name is not None else path.stem,
+        images=images,
+        labels=arrays["labels"],
+        class_names=arrays["class_names"].tolist(),
+        class_split=arrays["class_split"],
+        labeled_fraction=labeled_fraction,
+        split_seed=split_seed,
+        source=source,
+    )
+
+
+def _check_root(root: str | os.PathLike) -> Path:
+    root = Path(root).expanduser()
+    if not root.is_dir():
+        raise FileNotFoundError(
+            f"domain pack folder {root} not found; expected a folder of <name>.npz files, each "
+            f"{_PACK_LAYOUT} (e.g. ../shared/data/sets-mini)"
+        )
+    return root
+
+
+def list_packs(root: str | os.PathLike) -> list[str]:
+    """Names (file stems) of the ``.npz`` domain packs in ``root``, sorted."""
+    root = _check_root(root)
+    return sorted(p.stem for p in root.glob("*.npz") if p.is_file() and not p.name.startswith("."))
+
+
+def load_packs(
+    root: str | os.PathLike, names: Iterable[str] | None = None, **kwargs
+) -> dict[str, Domain]:
+    """Load several packs of a folder: ``{name: Domain}`` in the order of ``names``.
+
+    Args:
+        root: folder of ``<name>.npz`` packs.
+        names: pack names (file stems); all packs of the folder when ``None``.
+        **kwargs: passed to :func:`load_pack` (``image_size``, ``labeled_fraction``, ...).
+    """
+    root = _check_root(root)
+    available = list_packs(root)
+    names = available if names is None else list(names)
+    missing = [n for n in names if n not in available]
+    if missing:
+        raise FileNotFoundError(
+            f"domain pack(s) {[str(root / f'{n}.npz') for n in missing]} not found; "
+            f"available in {root}: {available}"
+        )
+    if "name" in kwargs:
+        raise TypeError("load_packs names every domain after its file; do not pass name=")
+    return {n: load_pack(root / f"{n}.npz", **kwargs) for n in names}
+
+
+# ----------------------------------------------------------------------------- writing
+def _atomic_savez(path: Path, arrays: Mapping[str, np.ndarray], *, compress: bool = True) -> None:
+    """Write ``arrays`` to ``path`` as .npz via a temporary file and :func:`os.replace`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for key, value in arrays.items():
+        if np.asarray(value).dtype.kind == "O":  # pragma: no cover - validated before
+            raise ValueError(f"{path}: refusing to write key {key!r} as a pickled object array")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            (np.savez_compressed if compress else np.savez)(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _pack_arrays(domain_or_arrays: Domain | Mapping[str, object], source: str) -> dict:
+    if isinstance(domain_or_arrays, Domain):
+        d = domain_or_arrays
+        arrays: dict[str, object] = {
+            "images": d.images,
+            "labels": d.labels,
+            "class_names": np.asarray(list(d.class_names), dtype=str),
+            "class_split": np.asarray(d.class_split, dtype=str),
+            "source": source or d.source,
+        }
+    elif isinstance(domain_or_arrays, Mapping):
+        arrays = dict(domain_or_arrays)
+        for key in ("class_names", "class_split"):
+            if key in arrays and not isinstance(arrays[key], np.ndarray):
+                arrays[key] = np.asarray([str(s) for s in arrays[key]], dtype=str)
+        if source:
+            arrays["source"] = source
+    else:
+        raise TypeError(
+            f"save_pack needs a Domain or a mapping of arrays, got {type(domain_or_arrays)}"
+        )
+    if "source" in arrays:
+        arrays["source"] = np.asarray(str(arrays["source"] or ""), dtype=str)
+    return arrays
+
+
+def save_pack(
+    domain_or_arrays: Domain | Mapping[str, object],
+    path: str | os.PathLike,
+    *,
+    source: str = "",
+) -> Path:
+    """Write a domain pack (``np.savez_compressed``, no pickles), atomically.
+
+    Args:
+        domain_or_arrays: a :class:`Domain`, or a mapping with the keys ``images``,
+            ``labels``, ``class_names``, ``class_split`` (and optionally ``source``).
+        path: destination ``.npz`` file (parent folders are created).
+        source: one line on where the images come from (overrides the domain's own).
+
+    Returns:
+        The path written. The file appears only once complete (temporary file, then
+        :func:`os.replace`).
+    """
+    path = Path(path).expanduser()
+    arrays = _validate_arrays(_pack_arrays(domain_or_arrays, source), f"domain pack for {path}")
+    arrays.setdefault("source", np.asarray("", dtype=str))
+    _atomic_savez(path, arrays, compress=True)
+    return path
+
+
+# ----------------------------------------------------------------------------- folders
+def split_classes(
+    n_classes: int,
+    split: Sequence[float] = (0.6, 0.2, 0.2),
+    seed: int = 0,
+) -> np.ndarray:
+    """A fixed random train/val/test split of ``n_classes`` classes, as the shared packs do.
+
+    ``perm = np.random.default_rng(seed).permutation(n_classes)``; the first ``n_test`` classes
+    of ``perm`` go to test, the next ``n_val`` to val, the rest to train, with
+    ``n_x = round(ratio_x * C)`` (ratios normalised to sum 1). As in the shared packs, a
+    non-zero val/test share gets at least 5 classes when ``C >= 20`` (so 5-way episodes are
+    possible) and at least one class when ``C >= 3``; train keeps at least one class when its
+    ratio is non-zero. With the default ratios this is exactly the split of
+    ``../shared/data/sets-mini`` (``n = round(0.2 C)``, ``n >= 5`` for ``C >= 20``).
+
+    Returns:
+        ``[C]`` array of ``"train"`` / ``"val"`` / ``"test"``.
+    """
+    ratios = np.asarray(split, dtype=np.float64)
+    if ratios.shape != (3,) or (ratios < 0).any() or ratios.sum() <= 0:
+        raise ValueError(
+            f"split must be three non-negative ratios (train, val, test), got {tuple(split)}"
+        )
+    ratios = ratios / ratios.sum()
+    c = int(n_classes)
+    if c < 1:
+        raise ValueError(f"n_classes must be positive, got {n_classes}")
+
+    def share(r: float) -> int:
+        if r == 0:
+            return 0
+        n = int(round(r * c))
+        if c >= 20:
+            n = max(n, 5)
+        if c >= 3:
+            n = max(n, 1)
+        return n
+
+    n_test, n_val = share(ratios[2]), share(ratios[1])
+    if ratios[0] > 0:
+        while n_test + n_val > c - 1 and (n_test > 1 or n_val > 1):
+            if n_test >= n_val:
+                n_test -= 1
+            else:
+                n_val -= 1
+    n_test = min(n_test, c)
+    n_val = min(n_val, c - n_test)
+    perm = np.random.default_rng(seed).permutation(c)
+    out = np.full(c, "train", dtype="<U5")
+    out[perm[:n_test]] = "test"
+    out[perm[n_test : n_test + n_val]] = "val"
+    return out
+
+
+def _is_image_file(p: Path) -> bool:
+    return p.is_file() and not p.name.startswith(".") and p.suffix.lower() in IMAGE_EXTENSIONS
+
+
+def scan_image_folder(folder: Path, *, what: str = "image folder") -> dict[str, list[Path]]:
+    """``{class name: sorted image files}`` of ``folder/<class>/<images>`` (sorted by name).
+
+    Hidden entries are ignored; files whose ending is not in :data:`IMAGE_EXTENSIONS` are
+    ignored too (with one warning that counts them).
+    """
+    classes: dict[str, list[Path]] = {}
+    ignored = 0
+    for d in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        files, other = [], 0
+        for p in sorted(d.iterdir()):
+            if _is_image_file(p):
+                files.append(p)
+            elif p.is_file() and not p.name.startswith("."):
+                other += 1
+        ignored += other
+        classes[d.name] = files
+    if ignored:
+        warnings.warn(
+            f"{what} {folder}: ignored {ignored} file(s) whose names do not end in an image "
+            f"extension {IMAGE_EXTENSIONS}",
+            stacklevel=3,
+        )
+    return classes
+
+
+def build_pack_from_folder(
+    folder: str | os.PathLike,
+    out_path: str | os.PathLike,
+    *,
+    image_size: int = 32,
+    split: Sequence[float] = (0.6, 0.2, 0.2),
+    seed: int = 0,
+    min_images_per_class: int = 1,
+    source: str = "",
+    workers: int | None = None,
+    progress: bool | None = None,
+) -> Path:
+    """Build a domain pack from an image folder with one sub-folder per class.
+
+    Every image is converted to RGB (grey replicated, transparency composited on white),
+    centre-cropped to a square and resized to ``image_size`` with Pillow LANCZOS. Classes are
+    the sub-folder names, sorted; their train/val/test split is :func:`split_classes`
+    ``(C, split, seed)``.
+
+    Args:
+        folder: ``<folder>/<class name>/<image files>``.
+        out_path: the ``.npz`` pack to write (atomically).
+        image_size: side of the square images.
+        split: (train, val, test) class ratios.
+        seed: seed of the class split.
+        min_images_per_class: classes with fewer images are left out (with a warning naming
+            them).
+        source: one line stored in the pack (default: the folder's path).
+        workers: decoding threads (default: up to 8).
+        progress: tqdm progress bar; ``None`` shows it on a terminal for big folders.
+
+    Raises:
+        FileNotFoundError: ``folder`` does not exist.
+        ValueError: no class sub-folders / no images, or an image that cannot be decoded
+            (:class:`CorruptImageError`, naming the file; nothing is skipped silently).
+    """
+    folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        raise FileNotFoundError(f"image folder {folder} not found; expected {_FOLDER_LAYOUT}")
+    if int(image_size) < 1:
+        raise ValueError(f"image_size must be a positive integer, got {image_size!r}")
+    classes = scan_image_folder(folder)
+    if not classes:
+        raise ValueError(
+            f"image folder {folder} has no class sub-folders; expected {_FOLDER_LAYOUT}"
+        )
+    small = {c: len(f) for c, f in classes.items() if len(f) < max(1, min_images_per_class)}
+    if small:
+        empty = [c for c, n in small.items() if n == 0]
+        detail = ", ".join(f"{c!r} ({n})" for c, n in list(small.items())[:10])
+        warnings.warn(
+            f"image folder {folder}: left out {len(small)} class(es) with fewer than "
+            f"{max(1, min_images_per_class)} images: {detail}"
+            + (f"; {len(empty)} of them have no image files" if empty else ""),
+            stacklevel=2,
+        )
+    kept = {c: f for c, f in classes.items() if c not in small}
+    if not kept:
+        raise ValueError(
+            f"image folder {folder} has no class with at least {max(1, min_images_per_class)} "
+            f"image(s); expected {_FOLDER_LAYOUT} with files ending in {IMAGE_EXTENSIONS}"
+        )
+    names = list(kept)
+    files = [p for c in names for p in kept[c]]
+    labels = np.repeat(np.arange(len(names)), [len(kept[c]) for c in names])
+    images = load_images(
+        files, int(image_size), workers=workers, desc=folder.name, progress=progress
+    )
+    return save_pack(
+        {
+            "images": images,
+            "labels": labels,
+            "class_names": names,
+            "class_split": split_classes(len(names), split, seed),
+        },
+        out_path,
+        source=source or f"image folder {folder} ({len(names)} classes, {len(files)} images)",
+    )

@@ -1,0 +1,133 @@
+"""Episodic models: a backbone plus a prototype head, split into ``encode`` and ``classify``.
+
+The split lets plugins act between the two (design §3): :class:`~avalanche_sets.order.OODSplitPlugin`
+reads the embeddings after :meth:`PrototypicalModel.encode` and decides which unlabeled
+images refine the prototypes in :meth:`PrototypicalModel.classify`; the MI and OT plugins reuse
+the same embeddings for their losses, so every image of a meta-batch goes through the backbone
+exactly once per iteration (design §8).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+
+from ..data.episodes import EpisodeBatch
+from .backbone import autocast_bf16, embed_episodes
+from .heads import MaskedSoftKMeans, proto_logits, prototypes, soft_kmeans_refine
+
+__all__ = ["EpisodeState", "PrototypicalModel", "REFINEMENTS"]
+
+REFINEMENTS = ("none", "soft_kmeans", "mskm")
+
+
+@dataclass
+class EpisodeState:
+    """Everything a forward pass computed on a meta-batch of ``B`` episodes.
+
+    Attributes:
+        support_emb / query_emb / unlabeled_emb: float32 ``[B, n, d]`` embeddings.
+        support_y: ``[B, N*K]`` support labels; ``n_way``: N.
+        prototypes: ``[B, N, d]`` support-mean prototypes ``p_c``.
+        unlabeled_weight: ``[B, U]`` weight of every unlabeled image in the refinement
+            (1 = use, 0 = ignore). Plugins may set it (ORDER's OOD split sets the U_id mask).
+        refined_prototypes: ``[B, N, d]`` prototypes used for the logits (after ``classify``).
+        extras: free slot for plugins (e.g. the OOD split's distances and threshold).
+    """
+
+    support_emb: Tensor
+    query_emb: Tensor
+    unlabeled_emb: Tensor
+    support_y: Tensor
+    n_way: int
+    prototypes: Tensor
+    unlabeled_weight: Tensor
+    refined_prototypes: Tensor | None = None
+    extras: dict = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(self.support_emb.shape[0])
+
+
+class PrototypicalModel(nn.Module):
+    """ProtoNet-style episodic model: ``h_θ`` + (optionally refined) prototypes + −‖·‖² logits.
+
+    Args:
+        backbone: maps images ``[n, 3, H, W]`` to embeddings ``[n, d]``.
+        refine: ``"none"`` (ProtoNet; unlabeled data ignored), ``"soft_kmeans"`` (one soft
+            k-means step with the unlabeled images weighted by ``unlabeled_weight``, design §3.3)
+            or ``"mskm"`` (Ren et al. 2018 masked soft k-means with learned masks).
+        bf16: run the backbone under bfloat16 autocast where the CPU supports it (prototype
+            distances, MI and OT stay in float32).
+
+    ``forward(batch)`` returns query logits ``[B * N * Q, N]`` so that Avalanche's criterion
+    and metrics work unchanged; ``last_state`` keeps the :class:`EpisodeState`.
+    """
+
+    def __init__(self, backbone: nn.Module, *, refine: str = "none", bf16: bool = False) -> None:
+        super().__init__()
+        if refine not in REFINEMENTS:
+            raise ValueError(f"refine must be one of {REFINEMENTS}, got {refine!r}")
+        self.backbone = backbone
+        self.refine = refine
+        self.bf16 = bool(bf16)
+        self.mskm = MaskedSoftKMeans() if refine == "mskm" else None
+        self.last_state: EpisodeState | None = None
+
+    def encode(self, batch: EpisodeBatch) -> EpisodeState:
+        """Embed every image of the meta-batch in one backbone call; compute ``p_c``."""
+        with autocast_bf16(self.bf16):
+            s, q, u = embed_episodes(
+                self.backbone, [batch.support_x, batch.query_x, batch.unlabeled_x]
+            )
+        n_way = int(batch.support_y.max().item()) + 1
+        protos = prototypes(s, batch.support_y, n_way)
+        weight = torch.ones(u.shape[:2], dtype=s.dtype, device=s.device)
+        return EpisodeState(
+            support_emb=s,
+            query_emb=q,
+            unlabeled_emb=u,
+            support_y=batch.support_y,
+            n_way=n_way,
+            prototypes=protos,
+            unlabeled_weight=weight,
+        )
+
+    def refine_prototypes(self, state: EpisodeState) -> Tensor:
+        """Prototypes used for classification, ``[B, N, d]``."""
+        if self.refine == "none" or state.unlabeled_emb.shape[1] == 0:
+            return state.prototypes
+        out = []
+        for b in range(len(state)):
+            if self.refine == "soft_kmeans":
+                out.append(
+                    soft_kmeans_refine(
+                        state.prototypes[b],
+                        state.support_emb[b],
+                        state.support_y[b],
+                        state.unlabeled_emb[b],
+                        weights=state.unlabeled_weight[b],
+                    )
+                )
+            else:
+                out.append(
+                    self.mskm(
+                        state.prototypes[b],
+                        state.support_emb[b],
+                        state.support_y[b],
+                        state.unlabeled_emb[b],
+                    )
+                )
+        return torch.stack(out)
+
+    def classify(self, state: EpisodeState) -> Tensor:
+        """Query logits ``[B * N * Q, N]`` from (refined) prototypes."""
+        state.refined_prototypes = self.refine_prototypes(state)
+        logits = proto_logits(state.query_emb, state.refined_prototypes)
+        self.last_state = state
+        return logits.reshape(-1, state.n_way)
+
+    def forward(self, batch: EpisodeBatch) -> Tensor:
+        return self.classify(self.encode(batch))

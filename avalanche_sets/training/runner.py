@@ -1,0 +1,207 @@
+"""Run a strategy over a SETS benchmark: train domain by domain, evaluate, checkpoint, resume.
+
+``run_sets`` is the loop every entry point shares (the main job, the command line, the
+benchmark scripts): after each training domain it evaluates the test stream (the accuracy
+matrix row), and it can checkpoint every ``checkpoint_every`` iterations and at every domain
+end, so an interrupted run continues where it stopped with the same final numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .checkpoint import CheckpointPlugin, load_checkpoint, save_checkpoint
+
+__all__ = ["RunResult", "run_sets", "episode_accuracies"]
+
+
+@dataclass
+class RunResult:
+    """Results of a run.
+
+    Attributes:
+        domains: domain names in stream order.
+        matrix: ``matrix[i][j]`` = mean test episode accuracy on domain j after training on
+            domains 0..i (the accuracy matrix).
+        ci95: half-widths of the 95% confidence intervals of ``matrix`` (over episodes).
+        final: final per-domain accuracy (last row); ``final_ci95`` its CI half-widths.
+        mean_accuracy: mean of the final row (the paper's reported accuracy).
+        mean_ci95: 95% CI half-width of the mean (pooled over all test episodes).
+    """
+
+    domains: list[str]
+    matrix: list[list[float]] = field(default_factory=list)
+    ci95: list[list[float]] = field(default_factory=list)
+    episode_acc: list[list[float]] = field(default_factory=list)
+
+    @property
+    def final(self) -> list[float]:
+        return self.matrix[-1] if self.matrix else []
+
+    @property
+    def final_ci95(self) -> list[float]:
+        return self.ci95[-1] if self.ci95 else []
+
+    @property
+    def mean_accuracy(self) -> float:
+        return float(np.mean(self.final)) if self.final else float("nan")
+
+    @property
+    def mean_ci95(self) -> float:
+        # Pooled over every final test episode of every domain (equal episodes per domain, so
+        # the pooled mean equals the mean of the per-domain means).
+        acc = np.asarray(self.episode_acc, dtype=float)
+        if acc.size < 2:
+            return float("nan")
+        return float(1.96 * acc.std(ddof=1) / math.sqrt(acc.size))
+
+    def forgetting(self) -> list[float]:
+        """Per domain: best accuracy before the end minus final accuracy (Chaudhry et al.)."""
+        m = np.asarray(self.matrix, dtype=float)
+        if m.shape[0] < 2:
+            return [0.0] * len(self.domains)
+        return [float(np.max(m[:-1, j]) - m[-1, j]) for j in range(m.shape[1])]
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.update(
+            final=self.final,
+            final_ci95=self.final_ci95,
+            mean_accuracy=self.mean_accuracy,
+            mean_ci95=self.mean_ci95,
+            forgetting=self.forgetting(),
+        )
+        return d
+
+    def table(self) -> str:
+        """Per-domain accuracy table (markdown) with 95% confidence intervals."""
+        lines = ["| domain | accuracy (%) | forgetting (pts) |", "|---|---:|---:|"]
+        for name, acc, ci, fg in zip(self.domains, self.final, self.final_ci95, self.forgetting()):
+            lines.append(f"| {name} | {100 * acc:.2f} ± {100 * ci:.2f} | {100 * fg:.2f} |")
+        lines.append(
+            f"| **mean** | **{100 * self.mean_accuracy:.2f} ± {100 * self.mean_ci95:.2f}** | "
+            f"{100 * float(np.mean(self.forgetting())):.2f} |"
+        )
+        return "\n".join(lines)
+
+
+def episode_accuracies(strategy, stream) -> list[np.ndarray]:
+    """Evaluate ``stream`` with ``strategy`` and return every domain's per-episode accuracies.
+
+    Uses Avalanche's ``strategy.eval`` (so the evaluator's metrics and loggers see the
+    evaluation) and reads each episode's accuracy off the query logits as they pass.
+    """
+    per_exp: dict[int, list[float]] = {}
+    from avalanche.core import SupervisedPlugin
+
+    class _Collect(SupervisedPlugin):
+        def after_eval_iteration(self, s, **kw):
+            b = len(s.mb_x)
+            correct = (s.mb_output.argmax(-1) == s.mb_y).float().reshape(b, -1).mean(1)
+            per_exp.setdefault(s.experience.current_experience, []).extend(correct.tolist())
+
+    collector = _Collect()
+    strategy.plugins.append(collector)
+    try:
+        strategy.eval(stream)
+    finally:
+        strategy.plugins.remove(collector)
+    return [np.asarray(per_exp[e.current_experience]) for e in stream]
+
+
+def run_sets(
+    strategy,
+    benchmark,
+    *,
+    checkpoint_path: str | Path | None = None,
+    checkpoint_every: int | None = None,
+    resume: bool = True,
+    eval_stream: str = "test",
+    stop_after: int | None = None,
+) -> RunResult:
+    """Train ``strategy`` on ``benchmark.train_stream``, evaluating after every domain.
+
+    Args:
+        strategy: an :class:`~avalanche_sets.training.EpisodicTemplate` (or subclass).
+        benchmark: a :class:`~avalanche_sets.data.SETSBenchmark`.
+        checkpoint_path: where to checkpoint (atomically); ``None`` for no checkpoints.
+        checkpoint_every: also checkpoint every this many iterations inside a domain.
+        resume: continue from ``checkpoint_path`` when it exists.
+        eval_stream: ``"test"`` (default) or ``"valid"`` (validation classes, for tuning).
+        stop_after: stop after this many training iterations in total (to test resuming).
+
+    Returns:
+        the :class:`RunResult` with the accuracy matrix.
+    """
+    stream = getattr(benchmark, f"{eval_stream}_stream")
+    result = RunResult(domains=benchmark.domain_names)
+    start_exp, start_it = 0, 0
+    if checkpoint_path is not None and resume and Path(checkpoint_path).is_file():
+        restored = load_checkpoint(checkpoint_path, strategy)
+        start_exp = restored["position"]["experience"]
+        start_it = restored["position"]["iteration"]
+        saved = restored["extra"].get("result")
+        if saved:
+            result = RunResult(**saved)
+
+    ckpt_plugin = None
+    if checkpoint_path is not None and checkpoint_every:
+        ckpt_plugin = CheckpointPlugin(
+            checkpoint_path,
+            every=checkpoint_every,
+            extra_fn=lambda: {"result": asdict(result)},
+        )
+        strategy.plugins.append(ckpt_plugin)
+
+    class _Stop(Exception):
+        pass
+
+    budget = {"left": stop_after}
+    from avalanche.core import SupervisedPlugin
+
+    class _StopAfter(SupervisedPlugin):
+        def after_training_iteration(self, s, **kw):
+            if budget["left"] is not None:
+                budget["left"] -= 1
+                if budget["left"] <= 0:
+                    raise _Stop
+
+    stopper = _StopAfter()
+    strategy.plugins.append(stopper)
+    try:
+        for e in range(start_exp, len(benchmark.train_stream)):
+            exp = benchmark.train_stream[e]
+            n_iter = math.ceil(len(exp.dataset) / strategy.train_mb_size)
+            it = start_it if e == start_exp else 0
+            if it < n_iter:
+                strategy.train(exp, eval_streams=[], start_iteration=it)
+            accs = episode_accuracies(strategy, stream)
+            result.matrix.append([float(a.mean()) for a in accs])
+            result.ci95.append(
+                [float(1.96 * a.std(ddof=1) / math.sqrt(a.size)) if a.size > 1 else 0.0 for a in accs]
+            )
+            result.episode_acc = [float(x) for a in accs for x in a]
+            if checkpoint_path is not None:
+                save_checkpoint(
+                    checkpoint_path,
+                    strategy,
+                    position={"experience": e + 1, "iteration": 0},
+                    extra={"result": asdict(result)},
+                )
+    except _Stop:
+        pass
+    finally:
+        strategy.plugins.remove(stopper)
+        if ckpt_plugin is not None:
+            strategy.plugins.remove(ckpt_plugin)
+    return result
+
+
+def save_result(result: RunResult, path: str | Path) -> None:
+    """Write a :class:`RunResult` as JSON."""
+    Path(path).write_text(json.dumps(result.to_dict(), indent=2))

@@ -1,0 +1,177 @@
+"""The episodic strategy template: Avalanche's SGD training loop over meta-batches of episodes.
+
+Built on :class:`avalanche.training.templates.SupervisedTemplate` (not
+``SupervisedMetaLearningTemplate``, which never fires ``after_backward``, so gradient plugins such
+as A-GEM, GEM or GPM would silently do nothing there). A mini-batch is a *meta-batch* of
+episodes: ``train_mb_size`` counts episodes (paper: 2). Every Avalanche callback fires as usual,
+and one extra event, ``after_encode``, fires between embedding a meta-batch and classifying its
+queries, so plugins (ORDER's OOD split) can act on the embeddings.
+
+What the template guarantees:
+
+* Learners only ever see ``mb_x.without_oracle()``: the OOD ground truth that travels with an
+  episode never reaches the model (``mb_x`` still carries it for metrics).
+* ``mb_output`` are the query logits ``[B*N*Q, N]`` and ``mb_y`` the query labels, so
+  Avalanche's accuracy, loss, forgetting, BWT, timing, CPU and RAM metrics work unchanged.
+* The train loader keeps the episode collate function (Avalanche's default loader drops it for
+  experiences without task labels) and does not shuffle: episodes are already random, and a
+  fixed order makes runs reproducible and resumable at any iteration (``start_iteration``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from avalanche.core import SupervisedPlugin
+from avalanche.training.plugins import EvaluationPlugin
+from avalanche.training.plugins.evaluation import default_evaluator
+from avalanche.training.templates import SupervisedTemplate
+from avalanche.training.utils import trigger_plugins
+from torch.nn import CrossEntropyLoss
+from torch.utils.data import DataLoader, Subset
+
+from ..data.episodes import EpisodeBatch, collate_episodes
+
+__all__ = ["EpisodicTemplate", "EpisodicPlugin"]
+
+
+class EpisodicPlugin(SupervisedPlugin):
+    """A :class:`SupervisedPlugin` with the template's extra event.
+
+    ``after_encode(strategy)`` fires after a meta-batch is embedded and before its queries are
+    classified; ``strategy.episode_state`` then holds the embeddings and prototypes.
+    """
+
+    def after_encode(self, strategy, *args, **kwargs):
+        pass
+
+
+class EpisodicTemplate(SupervisedTemplate):
+    """Avalanche SGD template whose mini-batches are meta-batches of semi-supervised episodes.
+
+    Args:
+        model: an episodic model. If it has ``encode(batch)`` and ``classify(state)`` (as
+            :class:`~avalanche_sets.models.PrototypicalModel`), the template calls them with
+            an ``after_encode`` plugin event in between and keeps the
+            :class:`~avalanche_sets.models.EpisodeState` in ``strategy.episode_state``;
+            otherwise it calls ``model(batch)``. Either way the model returns query logits.
+        optimizer: the model's optimiser (paper: Adam, lr 1e-3).
+        criterion: loss on the query logits (default cross-entropy, the meta loss).
+        train_mb_size: episodes per meta-batch (paper: 2).
+        train_epochs: passes over each experience's episodes (SETS: 1).
+        eval_mb_size: episodes per evaluation batch.
+        device: torch device.
+        plugins: Avalanche plugins.
+        evaluator: an :class:`EvaluationPlugin` (Avalanche's default if omitted).
+        eval_every: as in Avalanche (-1: no periodic evaluation).
+    """
+
+    PLUGIN_CLASS = EpisodicPlugin
+
+    def __init__(
+        self,
+        *,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        criterion=None,
+        train_mb_size: int = 2,
+        train_epochs: int = 1,
+        eval_mb_size: int = 8,
+        device: str | torch.device = "cpu",
+        plugins: Sequence | None = None,
+        evaluator: EvaluationPlugin | None = default_evaluator,
+        eval_every: int = -1,
+        **kwargs,
+    ) -> None:
+        for name, value in (
+            ("train_mb_size", train_mb_size),
+            ("train_epochs", train_epochs),
+            ("eval_mb_size", eval_mb_size),
+        ):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(
+                    f"{name} must be a positive integer (episodes per meta-batch), got {value!r}"
+                )
+        super().__init__(
+            model=model,
+            optimizer=optimizer,
+            criterion=CrossEntropyLoss() if criterion is None else criterion,
+            train_mb_size=train_mb_size,
+            train_epochs=train_epochs,
+            eval_mb_size=eval_mb_size,
+            device=device,
+            plugins=list(plugins or []),
+            evaluator=evaluator if evaluator is not None else EvaluationPlugin(),
+            eval_every=eval_every,
+            **kwargs,
+        )
+        self.episode_state = None
+        self.start_iteration = 0
+        self.exp_iteration = 0
+        """Index of the current meta-batch inside the current training experience."""
+
+    # ------------------------------------------------------------------ data
+    def train(self, experiences, eval_streams=None, *, start_iteration: int = 0, **kwargs):
+        """Avalanche's ``train``; ``start_iteration`` skips the first meta-batches (resume)."""
+        if start_iteration < 0:
+            raise ValueError(f"start_iteration must be >= 0, got {start_iteration}")
+        self.start_iteration = int(start_iteration)
+        try:
+            return super().train(experiences, eval_streams, **kwargs)
+        finally:
+            self.start_iteration = 0
+
+    def make_train_dataloader(self, num_workers=0, shuffle=False, pin_memory=None, **kwargs):
+        data = self.adapted_dataset
+        first = self.start_iteration * self.train_mb_size
+        if first:
+            if first >= len(data):
+                raise ValueError(
+                    f"cannot resume at iteration {self.start_iteration}: the experience has "
+                    f"only {len(data)} episodes ({len(data) // self.train_mb_size} iterations)"
+                )
+            data = Subset(data, range(first, len(data)))
+        self.exp_iteration = self.start_iteration
+        self.dataloader = DataLoader(
+            data,
+            batch_size=self.train_mb_size,
+            shuffle=False,
+            num_workers=num_workers,
+            collate_fn=collate_episodes,
+        )
+
+    def make_eval_dataloader(self, num_workers=0, shuffle=False, pin_memory=None, **kwargs):
+        self.dataloader = DataLoader(
+            self.adapted_dataset,
+            batch_size=self.eval_mb_size,
+            shuffle=False,
+            num_workers=num_workers,
+            collate_fn=collate_episodes,
+        )
+
+    # ------------------------------------------------------------------ model
+    @property
+    def learner_batch(self) -> EpisodeBatch:
+        """The meta-batch as learners see it: inputs and labels, never the OOD ground truth."""
+        return self.mb_x.without_oracle()
+
+    def forward(self):
+        batch = self.learner_batch
+        if hasattr(self.model, "encode") and hasattr(self.model, "classify"):
+            self.episode_state = self.model.encode(batch)
+            trigger_plugins(self, "after_encode")
+            return self.model.classify(self.episode_state)
+        self.episode_state = None
+        return self.model(batch)
+
+    def _after_training_iteration(self, **kwargs):
+        super()._after_training_iteration(**kwargs)
+        self.exp_iteration += 1
+
+    # ------------------------------------------------------------------ helpers
+    def replace_batch(self, x: EpisodeBatch, y: torch.Tensor) -> None:
+        """Replace the current mini-batch (e.g. to append replayed episodes)."""
+        self.mbatch[0] = x
+        self.mbatch[1] = y
+        self.mbatch[-1] = torch.zeros_like(y)
