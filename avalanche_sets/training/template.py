@@ -106,6 +106,10 @@ class EpisodicTemplate(SupervisedTemplate):
             eval_every=eval_every,
             **kwargs,
         )
+        # Avalanche's first make_optimizer() call resets the optimiser's state (to record which
+        # parameters it optimises). Doing it now, while the state is empty, keeps a state
+        # restored from a checkpoint alive when train() calls make_optimizer() again.
+        self.make_optimizer()
         self.episode_state = None
         self.start_iteration = 0
         self.exp_iteration = 0

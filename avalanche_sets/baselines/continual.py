@@ -1,0 +1,379 @@
+"""The continual-learning baselines of the paper's Table 3: MSKM + a continual mechanism.
+
+Every baseline is the :class:`~avalanche_sets.training.EpisodicTemplate` with the MSKM learner
+(:class:`~avalanche_sets.models.PrototypicalModel` with ``refine="mskm"``, Ren et al. 2018:
+masked soft k-means over the unlabeled set, ID and OOD images alike) and one mechanism, as the
+paper does ("we combine CL methods with MSKM", §5.2). Memory-based baselines keep at most
+``mem_size = 200`` tasks (whole episodes, their R = 50 OOD images included); memory episodes
+reach the learner without their ground truth, like current ones. All of them checkpoint and
+resume with :func:`~avalanche_sets.training.save_checkpoint` /
+:func:`~avalanche_sets.training.load_checkpoint`.
+
+=================  ===================================================  ==================
+strategy           mechanism                                            needs boundaries
+=================  ===================================================  ==================
+``SemiSeq``        none (sequential fine-tuning)                        no
+``SemiER``         Avalanche ``ReplayPlugin`` + storage policy          yes (memory update)
+``SemiAGEM``       Avalanche ``AGEMPlugin`` (episodic subclass)         yes (memory update)
+``SemiGEM``        Avalanche ``GEMPlugin`` (episodic subclass)          yes (memory update)
+``SemiMER``        :class:`MERPlugin` (Reptile within/across batches)   no
+``SemiGPM``        :class:`GPMPlugin` (gradient projection)             yes (bases update)
+``SemiDER``        :class:`DERPlugin` (DER++ logit + label replay)      no
+``JointTraining``  none, on :func:`joint_benchmark` (upper bound)       —
+=================  ===================================================  ==================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from ..models.backbone import cpu_backbone
+from ..models.episodic import PrototypicalModel
+from ..training.template import EpisodicTemplate
+from .joint import joint_benchmark
+from .plugins import (
+    DERPlugin,
+    EpisodicAGEMPlugin,
+    EpisodicGEMPlugin,
+    EpisodicReplayPlugin,
+    GPMPlugin,
+    MERPlugin,
+)
+
+__all__ = [
+    "SemiSeq",
+    "SemiER",
+    "SemiAGEM",
+    "SemiGEM",
+    "SemiMER",
+    "SemiGPM",
+    "SemiDER",
+    "JointTraining",
+    "mskm_model",
+]
+
+
+def mskm_model(image_size: int = 32, width: int = 64) -> PrototypicalModel:
+    """The MSKM learner every continual baseline uses by default (4-block CPU backbone)."""
+    return PrototypicalModel(cpu_backbone(image_size, width), refine="mskm")
+
+
+class _MSKMBaseline(EpisodicTemplate):
+    """Shared construction: MSKM model and optimiser defaults, the mechanism plugin first."""
+
+    def __init__(
+        self,
+        *,
+        model: torch.nn.Module | None,
+        optimizer: torch.optim.Optimizer | None,
+        lr: float,
+        sgd: bool = False,
+        cl_plugin=None,
+        plugins: Sequence | None = None,
+        train_mb_size: int = 2,
+        **kwargs,
+    ) -> None:
+        if model is None:
+            model = mskm_model()
+        if optimizer is None:
+            cls = torch.optim.SGD if sgd else torch.optim.Adam
+            optimizer = cls(model.parameters(), lr=lr)
+        self.cl_plugin = cl_plugin
+        """The continual-learning mechanism (``None`` for SemiSeq / JointTraining)."""
+        own = [cl_plugin] if cl_plugin is not None else []
+        super().__init__(
+            model=model,
+            optimizer=optimizer,
+            train_mb_size=train_mb_size,
+            plugins=[*own, *(plugins or [])],
+            **kwargs,
+        )
+
+
+class SemiSeq(_MSKMBaseline):
+    """Semi-Seq: the MSKM learner (Ren et al., ICLR 2018) trained sequentially on the domains,
+    without any mechanism against forgetting (the paper's "Seq" lower bound).
+
+    Args:
+        model: an episodic model; default :func:`mskm_model` (4 blocks, 32 px).
+        optimizer: default Adam(lr) (paper: Adam, 1e-3).
+        lr: learning rate of the default optimiser.
+        train_mb_size: episodes per meta-batch (paper: 2).
+        plugins: extra Avalanche plugins. Other keyword arguments go to
+            :class:`~avalanche_sets.training.EpisodicTemplate` (``evaluator``, ``device`` …).
+    """
+
+    def __init__(
+        self,
+        *,
+        model: torch.nn.Module | None = None,
+        optimizer: torch.optim.Optimizer | None = None,
+        lr: float = 1e-3,
+        plugins: Sequence | None = None,
+        **kwargs,
+    ) -> None:
+        super().__init__(model=model, optimizer=optimizer, lr=lr, plugins=plugins, **kwargs)
+
+
+class SemiER(_MSKMBaseline):
+    """Semi-ER: MSKM + experience replay (Chaudhry et al. 2019, "On Tiny Episodic Memories in
+    Continual Learning") with Avalanche's ``ReplayPlugin`` and storage policies, through
+    :class:`~avalanche_sets.baselines.plugins.EpisodicReplayPlugin`.
+
+    Every meta-batch is ``train_mb_size`` current episodes plus ``replay_batch`` memory
+    episodes (one :class:`EpisodeBatch`, one forward pass, the MSKM meta-loss on all). The
+    memory (``mem_size`` tasks, default a reservoir — uniform over all tasks seen) is updated by
+    Avalanche at each domain end, where the paper's ER updates its reservoir online; see the
+    plugin for the consequences.
+
+    Args:
+        mem_size: memory in tasks (paper: 200). replay_batch: memory episodes per meta-batch.
+        storage_policy: an Avalanche storage policy (default ``ReservoirSamplingBuffer``).
+        seed: seed of the replay order. Others: as :class:`SemiSeq`.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: torch.nn.Module | None = None,
+        optimizer: torch.optim.Optimizer | None = None,
+        lr: float = 1e-3,
+        mem_size: int = 200,
+        replay_batch: int = 2,
+        storage_policy=None,
+        seed: int = 0,
+        plugins: Sequence | None = None,
+        **kwargs,
+    ) -> None:
+        plugin = EpisodicReplayPlugin(
+            mem_size=mem_size, batch_size_mem=replay_batch, storage_policy=storage_policy, seed=seed
+        )
+        super().__init__(
+            model=model, optimizer=optimizer, lr=lr, cl_plugin=plugin, plugins=plugins, **kwargs
+        )
+
+
+class SemiAGEM(_MSKMBaseline):
+    """Semi-A-GEM: MSKM + averaged gradient episodic memory (Chaudhry et al., ICLR 2019) with
+    Avalanche's ``AGEMPlugin`` through
+    :class:`~avalanche_sets.baselines.plugins.EpisodicAGEMPlugin`.
+
+    The gradient of the current meta-batch is projected whenever it conflicts with the gradient
+    of ``sample_size`` memory episodes (memory: ``mem_size`` tasks, balanced over the domains
+    seen, updated at domain ends).
+
+    Args:
+        mem_size: memory in tasks (paper: 200). sample_size: episodes in the reference batch.
+        seed: seed of memory sampling. Others: as :class:`SemiSeq`.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: torch.nn.Module | None = None,
+        optimizer: torch.optim.Optimizer | None = None,
+        lr: float = 1e-3,
+        mem_size: int = 200,
+        sample_size: int = 2,
+        seed: int = 0,
+        plugins: Sequence | None = None,
+        **kwargs,
+    ) -> None:
+        plugin = EpisodicAGEMPlugin(mem_size=mem_size, sample_size=sample_size, seed=seed)
+        super().__init__(
+            model=model, optimizer=optimizer, lr=lr, cl_plugin=plugin, plugins=plugins, **kwargs
+        )
+
+
+class SemiGEM(_MSKMBaseline):
+    """Semi-GEM: MSKM + gradient episodic memory (Lopez-Paz & Ranzato, NeurIPS 2017) with
+    Avalanche's ``GEMPlugin`` QP (``quadprog``) through
+    :class:`~avalanche_sets.baselines.plugins.EpisodicGEMPlugin`.
+
+    One constraint per past domain, its gradient estimated on ``constraint_batch`` memory
+    episodes of that domain every iteration (``None``: the domain's whole memory, as GEM).
+
+    Args:
+        mem_size: memory in tasks (paper: 200). memory_strength: GEM's margin γ.
+        constraint_batch: episodes per past domain per iteration. seed: sampling seed.
+        Others: as :class:`SemiSeq`.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: torch.nn.Module | None = None,
+        optimizer: torch.optim.Optimizer | None = None,
+        lr: float = 1e-3,
+        mem_size: int = 200,
+        memory_strength: float = 0.5,
+        constraint_batch: int | None = 2,
+        seed: int = 0,
+        plugins: Sequence | None = None,
+        **kwargs,
+    ) -> None:
+        plugin = EpisodicGEMPlugin(
+            mem_size=mem_size,
+            memory_strength=memory_strength,
+            constraint_batch=constraint_batch,
+            seed=seed,
+        )
+        super().__init__(
+            model=model, optimizer=optimizer, lr=lr, cl_plugin=plugin, plugins=plugins, **kwargs
+        )
+
+
+class SemiMER(_MSKMBaseline):
+    """Semi-MER: MSKM + meta-experience replay (Riemer et al., ICLR 2019) through
+    :class:`~avalanche_sets.baselines.plugins.MERPlugin`.
+
+    Overrides only ``training_epoch``: for each meta-batch, the iteration-level callbacks fire
+    as usual, and the update in between is MER's — sequential one-episode steps over memory +
+    current episodes, with within-batch (``beta``) and across-batch (``gamma``) Reptile
+    interpolation; the memory is an online reservoir of ``mem_size`` tasks.
+
+    Args:
+        mem_size: memory in tasks (paper: 200). replay_batch: memory episodes per inner batch.
+        n_batches: inner batches per iteration (MER's k). beta, gamma: Reptile rates.
+        seed: seed of the reservoir. Others: as :class:`SemiSeq`.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: torch.nn.Module | None = None,
+        optimizer: torch.optim.Optimizer | None = None,
+        lr: float = 1e-3,
+        mem_size: int = 200,
+        replay_batch: int = 2,
+        n_batches: int = 1,
+        beta: float = 0.3,
+        gamma: float = 1.0,
+        seed: int = 0,
+        plugins: Sequence | None = None,
+        **kwargs,
+    ) -> None:
+        plugin = MERPlugin(
+            mem_size=mem_size,
+            replay_batch=replay_batch,
+            n_batches=n_batches,
+            beta=beta,
+            gamma=gamma,
+            seed=seed,
+        )
+        super().__init__(
+            model=model, optimizer=optimizer, lr=lr, cl_plugin=plugin, plugins=plugins, **kwargs
+        )
+
+    def training_epoch(self, **kwargs):
+        for mbatch in self.dataloader:
+            self.mbatch = mbatch
+            if self._stop_training:
+                break
+            self._unpack_minibatch()
+            self._before_training_iteration(**kwargs)
+            self.cl_plugin.train_iteration(self, **kwargs)
+            self._after_training_iteration(**kwargs)
+
+
+class SemiGPM(_MSKMBaseline):
+    """Semi-GPM: MSKM + gradient projection memory (Saha et al., ICLR 2021) through
+    :class:`~avalanche_sets.baselines.plugins.GPMPlugin`.
+
+    At each domain end the representation bases of every conv/linear layer are extended
+    (energy threshold ``threshold + threshold_increment·t``); gradients are projected off
+    them. The default optimiser is plain SGD (the update is then orthogonal to the bases,
+    as in GPM); pass ``optimizer`` for another.
+
+    Args:
+        lr: SGD learning rate of the default optimiser.
+        threshold, threshold_increment: GPM's energy threshold schedule (0.97, +0.003).
+        n_episodes: episodes of a finished domain forming its representation matrices.
+        other_params: ``"freeze"`` (GPM's code: BatchNorm affine frozen after the first
+            domain) or ``"train"``. seed: seed of the episode choice. Others: as
+            :class:`SemiSeq`.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: torch.nn.Module | None = None,
+        optimizer: torch.optim.Optimizer | None = None,
+        lr: float = 0.01,
+        threshold: float = 0.97,
+        threshold_increment: float = 0.003,
+        n_episodes: int = 10,
+        other_params: str = "freeze",
+        seed: int = 0,
+        plugins: Sequence | None = None,
+        **kwargs,
+    ) -> None:
+        plugin = GPMPlugin(
+            threshold=threshold,
+            threshold_increment=threshold_increment,
+            n_episodes=n_episodes,
+            other_params=other_params,
+            seed=seed,
+        )
+        super().__init__(
+            model=model,
+            optimizer=optimizer,
+            lr=lr,
+            sgd=True,
+            cl_plugin=plugin,
+            plugins=plugins,
+            **kwargs,
+        )
+
+
+class SemiDER(_MSKMBaseline):
+    """Semi-DER: MSKM + dark experience replay++ (Buzzega et al., NeurIPS 2020; the paper's
+    "DEGCL") through :class:`~avalanche_sets.baselines.plugins.DERPlugin`.
+
+    Online reservoir memory of ``mem_size`` tasks with their query logits; loss
+    ``L_meta + alpha·MSE(logits, stored logits) + beta·CE(memory queries)``.
+
+    Args:
+        mem_size: memory in tasks (paper: 200). replay_batch: memory episodes per term.
+        alpha: logit-matching weight. beta: memory label weight (0: plain DER).
+        seed: seed of the reservoir. Others: as :class:`SemiSeq`.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: torch.nn.Module | None = None,
+        optimizer: torch.optim.Optimizer | None = None,
+        lr: float = 1e-3,
+        mem_size: int = 200,
+        replay_batch: int = 2,
+        alpha: float = 0.1,
+        beta: float = 0.5,
+        seed: int = 0,
+        plugins: Sequence | None = None,
+        **kwargs,
+    ) -> None:
+        plugin = DERPlugin(
+            mem_size=mem_size, replay_batch=replay_batch, alpha=alpha, beta=beta, seed=seed
+        )
+        super().__init__(
+            model=model, optimizer=optimizer, lr=lr, cl_plugin=plugin, plugins=plugins, **kwargs
+        )
+
+
+class JointTraining(SemiSeq):
+    """Joint offline training, the stationary upper bound (paper §5.2): the plain MSKM learner
+    trained on the mixture of all domains.
+
+    Train it on :meth:`benchmark` ``(bench)`` — :func:`~avalanche_sets.baselines.joint.joint_benchmark`:
+    one training experience with every domain's training episodes in a seeded random order,
+    the test stream unchanged — e.g. ``run_sets(JointTraining(), JointTraining.benchmark(bench))``.
+    Arguments as :class:`SemiSeq`.
+    """
+
+    @staticmethod
+    def benchmark(bench, *, seed: int = 0):
+        """The joint version of a SETS benchmark (see :func:`joint_benchmark`)."""
+        return joint_benchmark(bench, seed=seed)

@@ -1,0 +1,367 @@
+"""Meta-learning baselines of the paper's Table 2: ProtoNet, MSKM and ANIL (TPN and LST live in
+:mod:`.tpn` and :mod:`.lst` and reuse the pieces defined here).
+
+Every baseline is a strategy class — the :class:`~avalanche_sets.training.EpisodicTemplate` with a
+default model and the paper's optimiser (Adam, lr 1e-3) — plus, where the shared
+:class:`~avalanche_sets.models.PrototypicalModel` does not fit, an episodic model: an
+``nn.Module`` mapping an :class:`~avalanche_sets.data.episodes.EpisodeBatch` to query logits
+``[B*N*Q, N]``. Like every learner of the package they only see ``strategy.learner_batch`` (the
+OOD ground truth stripped). "Adapted to SETS" means (paper §5.1): the methods run unchanged on
+the SETS stream, trained sequentially on the domains with no mechanism against forgetting, and
+the semi-supervised ones use the whole unlabeled set of an episode, OOD images included, as
+their original papers would.
+
+Shared pieces:
+
+* :class:`EpisodicBaseline` — the strategy constructor every baseline shares (default model,
+  default Adam optimiser, keyword-only arguments).
+* :class:`ANILModel` — backbone + linear head whose learn2learn ``MAML`` clone is adapted per
+  episode; :class:`~avalanche_sets.baselines.lst.LSTModel` extends it.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..data.episodes import EpisodeBatch
+from ..models.backbone import autocast_bf16, cpu_backbone, embed_episodes
+from ..models.episodic import EpisodeState, PrototypicalModel
+from ..training.template import EpisodicTemplate
+
+__all__ = [
+    "EpisodicBaseline",
+    "ProtoNetModel",
+    "ProtoNet",
+    "MSKM",
+    "ANILModel",
+    "ANIL",
+    "embedding_dim",
+    "weighted_cross_entropy",
+]
+
+
+def embedding_dim(backbone: nn.Module, emb_dim: int | None = None) -> int:
+    """Embedding size of ``backbone``: ``emb_dim`` if given, else ``backbone.out_dim``."""
+    if emb_dim is not None:
+        return int(emb_dim)
+    if not hasattr(backbone, "out_dim"):
+        raise ValueError(
+            "cannot tell the backbone's embedding size: give it an `out_dim` attribute "
+            "(as ConvBackbone has) or pass emb_dim=..."
+        )
+    return int(backbone.out_dim)
+
+
+class EpisodicBaseline(EpisodicTemplate):
+    """The constructor every baseline shares: a default model and the paper's Adam optimiser.
+
+    Subclasses implement :meth:`default_model` (called only when ``model`` is None, with the
+    subclass's model options); everything else goes to :class:`EpisodicTemplate`
+    (``train_mb_size`` — paper 2 —, ``train_epochs``, ``evaluator``, ``plugins``, ``device``...).
+    """
+
+    def __init__(
+        self,
+        *,
+        model: nn.Module | None = None,
+        optimizer: torch.optim.Optimizer | None = None,
+        lr: float = 1e-3,
+        **kwargs,
+    ) -> None:
+        if not lr > 0:
+            raise ValueError(f"lr must be positive, got {lr!r}")
+        if model is None:
+            model = self.default_model()
+        if optimizer is None:
+            optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+        super().__init__(model=model, optimizer=optimizer, **kwargs)
+
+    def default_model(self) -> nn.Module:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+# --------------------------------------------------------------------------- ProtoNet, MSKM
+class ProtoNetModel(PrototypicalModel):
+    """:class:`PrototypicalModel` with ``refine="none"`` that never embeds the unlabeled images.
+
+    Plain ``PrototypicalModel(refine="none")`` ignores unlabeled data in its logits but still
+    forwards the unlabeled images through the backbone with the rest of the meta-batch, so in
+    training mode they would enter BatchNorm's batch statistics. This subclass drops them
+    before the backbone: ProtoNet sees labeled data only. ``EpisodeState.unlabeled_emb`` is
+    then empty (``U = 0``).
+    """
+
+    def __init__(self, backbone: nn.Module, *, bf16: bool = False) -> None:
+        super().__init__(backbone, refine="none", bf16=bf16)
+
+    def encode(self, batch: EpisodeBatch) -> EpisodeState:
+        labeled_only = EpisodeBatch(
+            support_x=batch.support_x,
+            support_y=batch.support_y,
+            query_x=batch.query_x,
+            query_y=batch.query_y,
+            unlabeled_x=batch.unlabeled_x[:, :0],
+        )
+        return super().encode(labeled_only)
+
+
+class ProtoNet(EpisodicBaseline):
+    """Prototypical Networks (Snell, Swersky & Zemel, NeurIPS 2017), supervised only.
+
+    Query logits ``-‖h(q) − p_c‖²`` to the support-mean prototypes; the meta-loss is the query
+    cross-entropy. Adapted to SETS unchanged: it ignores the unlabeled set of every episode (ID
+    and OOD alike) — the unlabeled images are not even embedded (:class:`ProtoNetModel`).
+
+    Args:
+        model: default ``ProtoNetModel(backbone)``.
+        backbone: default :func:`~avalanche_sets.models.cpu_backbone` (4 blocks, 32 px).
+        bf16: bfloat16 autocast for the backbone (where supported).
+        optimizer / lr: default Adam(lr = 1e-3, the paper's).
+        **kwargs: :class:`EpisodicTemplate` arguments.
+    """
+
+    def __init__(self, *, backbone: nn.Module | None = None, bf16: bool = False, **kwargs) -> None:
+        self._options = dict(backbone=backbone, bf16=bf16)
+        super().__init__(**kwargs)
+
+    def default_model(self) -> nn.Module:
+        o = self._options
+        return ProtoNetModel(o["backbone"] or cpu_backbone(), bf16=o["bf16"])
+
+
+class MSKM(EpisodicBaseline):
+    """Masked soft k-means (Ren et al., ICLR 2018, "Meta-Learning for Semi-Supervised Few-Shot
+    Classification", §3.2.3).
+
+    ProtoNet whose prototypes are refined by one soft k-means step over the episode's unlabeled
+    images, each weighted by a learned soft mask (a small MLP on per-class distance statistics
+    gives a threshold and slope; see :class:`~avalanche_sets.models.MaskedSoftKMeans`).
+    Adapted to SETS unchanged: *all* unlabeled images enter the refinement, OOD included — no
+    filtering; the learned mask is the method's own (only) defence against distractors. This is
+    also the meta-learner the paper's continual baselines (Semi-*) build on.
+
+    Args:
+        model: default ``PrototypicalModel(backbone, refine="mskm")``.
+        backbone, bf16, optimizer, lr, **kwargs: as :class:`ProtoNet`.
+    """
+
+    def __init__(self, *, backbone: nn.Module | None = None, bf16: bool = False, **kwargs) -> None:
+        self._options = dict(backbone=backbone, bf16=bf16)
+        super().__init__(**kwargs)
+
+    def default_model(self) -> nn.Module:
+        o = self._options
+        return PrototypicalModel(o["backbone"] or cpu_backbone(), refine="mskm", bf16=o["bf16"])
+
+
+# --------------------------------------------------------------------------- ANIL
+def _maml(module: nn.Module, lr: float, first_order: bool) -> nn.Module:
+    """``learn2learn.algorithms.MAML(module, lr, first_order)``.
+
+    Imported on first use: importing learn2learn imports gym, which prints a deprecation notice.
+    """
+    from learn2learn.algorithms import MAML
+
+    return MAML(module, lr=lr, first_order=first_order)
+
+
+def weighted_cross_entropy(logits: Tensor, y: Tensor, weights: Tensor | None = None) -> Tensor:
+    """Cross-entropy averaged with per-example ``weights`` (``None``: plain mean):
+    ``Σ_i w_i CE_i / Σ_i w_i``."""
+    if weights is None:
+        return F.cross_entropy(logits, y)
+    losses = F.cross_entropy(logits, y, reduction="none")
+    return (weights * losses).sum() / weights.sum().clamp_min(1e-12)
+
+
+class ANILModel(nn.Module):
+    """ANIL's episodic model: backbone ``h_θ`` + linear head ``W`` (``N`` outputs).
+
+    Per episode, a learn2learn ``MAML`` clone of the head is adapted on the support embeddings
+    for ``inner_steps`` steps of gradient descent with step size ``inner_lr``; the adapted head
+    classifies the query. The backbone is not adapted in the inner loop (only the head is); the
+    outer loss (the query cross-entropy computed by the strategy) updates the backbone and the
+    head's initialisation. Support and query are embedded in one backbone call; the unlabeled
+    images are not embedded.
+
+    Args:
+        backbone: maps images to ``[n, d]`` embeddings.
+        n_way: classes per episode ``N`` (the head's outputs; episodes must match).
+        inner_steps: inner-loop steps in training.
+        inner_lr: inner-loop step size.
+        first_order: first-order MAML (no second derivatives through the inner loop).
+        eval_inner_steps: inner-loop steps in evaluation (default ``inner_steps``).
+        emb_dim: embedding size (default ``backbone.out_dim``).
+        bf16: bfloat16 autocast for the backbone (where supported).
+
+    Works under ``torch.no_grad()`` (Avalanche evaluates that way): the inner loop re-enables
+    autograd for the head only and the returned logits are detached.
+    """
+
+    embed_unlabeled = False
+
+    def __init__(
+        self,
+        backbone: nn.Module,
+        *,
+        n_way: int = 5,
+        inner_steps: int = 5,
+        inner_lr: float = 0.01,
+        first_order: bool = False,
+        eval_inner_steps: int | None = None,
+        emb_dim: int | None = None,
+        bf16: bool = False,
+    ) -> None:
+        super().__init__()
+        if not isinstance(n_way, int) or n_way < 2:
+            raise ValueError(f"n_way must be an integer >= 2, got {n_way!r}")
+        for name, value in (("inner_steps", inner_steps), ("eval_inner_steps", eval_inner_steps)):
+            if value is not None and (not isinstance(value, int) or value < 0):
+                raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+        if not inner_lr > 0:
+            raise ValueError(f"inner_lr must be positive, got {inner_lr!r}")
+        self.backbone = backbone
+        self.n_way = n_way
+        self.inner_steps = inner_steps
+        self.eval_inner_steps = inner_steps if eval_inner_steps is None else eval_inner_steps
+        self.first_order = bool(first_order)
+        self.bf16 = bool(bf16)
+        self.head = _maml(
+            nn.Linear(embedding_dim(backbone, emb_dim), n_way), float(inner_lr), first_order
+        )
+        self._grad_outside = True
+        self._second_order = not first_order
+
+    # ------------------------------------------------------------------ pieces
+    def embed(self, batch: EpisodeBatch) -> tuple[Tensor, Tensor, Tensor | None]:
+        """Support, query (and, if ``embed_unlabeled``, unlabeled) embeddings ``[B, n, d]``."""
+        parts = [batch.support_x, batch.query_x]
+        if self.embed_unlabeled:
+            parts.append(batch.unlabeled_x)
+        with autocast_bf16(self.bf16):
+            emb = embed_episodes(self.backbone, parts)
+        return emb[0], emb[1], (emb[2] if self.embed_unlabeled else None)
+
+    @property
+    def inner_lr(self) -> float:
+        """Inner-loop step size (the learn2learn ``MAML`` wrapper's ``lr``)."""
+        return self.head.lr
+
+    @inner_lr.setter
+    def inner_lr(self, value: float) -> None:
+        if not value > 0:
+            raise ValueError(f"inner_lr must be positive, got {value!r}")
+        self.head.lr = float(value)
+
+    @property
+    def current_inner_steps(self) -> int:
+        return self.inner_steps if self.training else self.eval_inner_steps
+
+    def clone_head(self) -> nn.Module:
+        """A fresh differentiable copy of the head's initialisation (a learn2learn MAML clone)."""
+        return self.head.clone(first_order=not self._second_order)
+
+    def detached_head(self) -> nn.Module:
+        """A clone of the head's initialisation cut off from it: gradients through it reach
+        neither the head nor anything upstream (its parameters still require grad)."""
+        from learn2learn.utils import detach_module
+
+        clone = self.clone_head()
+        detach_module(clone, keep_requires_grad=True)
+        return clone
+
+    def adapt(
+        self,
+        emb: Tensor,
+        y: Tensor,
+        *,
+        steps: int | None = None,
+        weights: Tensor | None = None,
+        learner: nn.Module | None = None,
+        second_order: bool | None = None,
+    ) -> nn.Module:
+        """Inner loop: ``steps`` gradient steps of the (weighted) cross-entropy on ``(emb, y)``.
+
+        Args:
+            emb: ``[n, d]`` embeddings; y: ``[n]`` labels; weights: optional ``[n]`` weights.
+            steps: default :attr:`current_inner_steps`.
+            learner: the head to adapt further (default: a new clone of the initialisation).
+            second_order: differentiate through the steps (default: not ``first_order``, and
+                never when autograd was off outside the model).
+
+        Returns:
+            the adapted MAML clone of the head (the model's own head is never modified).
+        """
+        steps = self.current_inner_steps if steps is None else steps
+        learner = self.clone_head() if learner is None else learner
+        first_order = not (self._second_order if second_order is None else second_order)
+        for _ in range(steps):
+            learner.adapt(weighted_cross_entropy(learner(emb), y, weights), first_order=first_order)
+        return learner
+
+    def episode_logits(self, s: Tensor, sy: Tensor, q: Tensor, u: Tensor | None) -> Tensor:
+        """Query logits ``[Q, N]`` of one episode from its embeddings."""
+        return self.adapt(s, sy)(q)
+
+    # ------------------------------------------------------------------ forward
+    def forward(self, batch: EpisodeBatch) -> Tensor:
+        n_way = batch.n_way
+        if n_way != self.n_way:
+            raise ValueError(f"this model was built for {self.n_way}-way episodes, got {n_way}-way")
+        grad_outside = torch.is_grad_enabled()
+        s, q, u = self.embed(batch)
+        self._grad_outside = grad_outside
+        self._second_order = grad_outside and not self.first_order
+        with torch.enable_grad():
+            logits = [
+                self.episode_logits(s[b], batch.support_y[b], q[b], None if u is None else u[b])
+                for b in range(len(batch))
+            ]
+        logits = torch.cat(logits)
+        return logits if grad_outside else logits.detach()
+
+
+class ANIL(EpisodicBaseline):
+    """ANIL — "Almost No Inner Loop" (Raghu, Raghu, Bengio & Vinyals, ICLR 2020, "Rapid Learning
+    or Feature Reuse? Towards Understanding the Effectiveness of MAML").
+
+    MAML (Finn et al. 2017) with the inner loop restricted to the final linear layer: per
+    episode, learn2learn's ``MAML`` clone of the head takes ``inner_steps`` gradient steps on the
+    support set; the query loss of the adapted head updates the backbone and the head's
+    initialisation (:class:`ANILModel`). Adapted to SETS unchanged: supervised only, the
+    unlabeled set (ID and OOD) is ignored.
+
+    Args:
+        model: default :class:`ANILModel` built from the options below.
+        backbone: default :func:`~avalanche_sets.models.cpu_backbone`.
+        n_way, inner_steps, inner_lr, first_order, eval_inner_steps, bf16: :class:`ANILModel`.
+        optimizer / lr: default Adam(lr = 1e-3). **kwargs: :class:`EpisodicTemplate`.
+    """
+
+    def __init__(
+        self,
+        *,
+        backbone: nn.Module | None = None,
+        n_way: int = 5,
+        inner_steps: int = 5,
+        inner_lr: float = 0.01,
+        first_order: bool = False,
+        eval_inner_steps: int | None = None,
+        bf16: bool = False,
+        **kwargs,
+    ) -> None:
+        self._options = dict(
+            n_way=n_way,
+            inner_steps=inner_steps,
+            inner_lr=inner_lr,
+            first_order=first_order,
+            eval_inner_steps=eval_inner_steps,
+            bf16=bf16,
+        )
+        self._backbone = backbone
+        super().__init__(**kwargs)
+
+    def default_model(self) -> nn.Module:
+        return ANILModel(self._backbone or cpu_backbone(), **self._options)
