@@ -91,7 +91,7 @@ class LSTModel(ANILModel):
         *,
         n_way: int = 5,
         inner_steps: int = 5,
-        inner_lr: float = 0.01,
+        inner_lr: float = 0.1,
         retrain_steps: int = 5,
         finetune_steps: int = 5,
         n_select: int = 5,
@@ -210,7 +210,7 @@ class LST(EpisodicBaseline):
     cross-entropy of the final head plus, for the SWN only, the query cross-entropy after the
     re-training steps (averaged over stages).
 
-    Differences from the original (documented; the lead copies this to the README):
+    Differences from the original:
 
     * **No pre-training and no meta-transfer (scaling/shifting) parameters.** LST starts from a
       ResNet-12 pre-trained on the meta-training classes and meta-learns only MTL's
@@ -247,7 +247,7 @@ class LST(EpisodicBaseline):
         backbone: nn.Module | None = None,
         n_way: int = 5,
         inner_steps: int = 5,
-        inner_lr: float = 0.01,
+        inner_lr: float = 0.1,
         retrain_steps: int = 5,
         finetune_steps: int = 5,
         n_select: int = 5,

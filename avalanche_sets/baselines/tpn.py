@@ -172,7 +172,7 @@ class TPN(EpisodicBaseline):
     images, OOD included, join the graph — no filtering (the kNN sparsification is the only
     thing that may isolate distractors).
 
-    Differences from the original (documented):
+    Differences from the original:
 
     * ``g`` is an MLP on the flattened embedding instead of two conv blocks on the last feature
       map followed by the FC layers: the CPU backbones' last maps are 2×2, too small for convs.

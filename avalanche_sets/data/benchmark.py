@@ -142,10 +142,16 @@ class SETSBenchmark(CLScenario):
                 f"{c['train']:>8}/{c['val']}/{c['test']:<8} {s['images']:>8} "
                 f"{'/'.join(map(str, s['images_per_class'])):>22} {len(exp.dataset):>15}"
             )
-        lines.append("OOD sources: " + ", ".join(
-            f"{d.name} ({d.classes('train').size}/{d.classes('val').size}/"
-            f"{d.classes('test').size} classes)" for d in self.ood_sources
-        ) if self.ood_sources else "OOD sources: none")
+        lines.append(
+            "OOD sources: "
+            + ", ".join(
+                f"{d.name} ({d.classes('train').size}/{d.classes('val').size}/"
+                f"{d.classes('test').size} classes)"
+                for d in self.ood_sources
+            )
+            if self.ood_sources
+            else "OOD sources: none"
+        )
         lines.append(
             f"Episode: {cfg.n_support_total} support + {cfg.n_query_total} query + "
             f"{cfg.n_unlabeled_total} unlabeled ({cfg.n_way * cfg.n_unlabeled} ID + {cfg.n_ood} "
@@ -157,9 +163,7 @@ class SETSBenchmark(CLScenario):
 
 def _stream_seed(seed: int, domain: str, split: str) -> int:
     """Seed of one domain's episodes in one split: independent of the domain order."""
-    return (int(seed) * 1_000_003 + zlib.crc32(domain.encode()) * 7 + _SPLIT_CODE[split]) % (
-        2**63
-    )
+    return (int(seed) * 1_000_003 + zlib.crc32(domain.encode()) * 7 + _SPLIT_CODE[split]) % (2**63)
 
 
 def load_source(
@@ -217,8 +221,10 @@ def load_source(
         default_id = [n for n in SETS_MINI_ORDER if n in available]
         if len(default_id) != 6:
             default_id = [n for n in available if not n.startswith("ood_")]
-        id_names = ordered(default_id) if (domains is not None or len(default_id) == 6) else (
-            list(default_id)
+        id_names = (
+            ordered(default_id)
+            if (domains is not None or len(default_id) == 6)
+            else (list(default_id))
         )
         ood_names = list(ood) if ood is not None else [n for n in available if n.startswith("ood_")]
         _check_names(id_names + ood_names, set(available), f"packs in {root}")

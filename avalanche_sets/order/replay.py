@@ -138,7 +138,9 @@ class FeatureReservoirReplayPlugin(SupervisedPlugin):
             unlabeled_x=torch.cat([learner.unlabeled_x, memory.unlabeled_x]),
         )
         strategy.replace_batch(merged, merged.query_y.reshape(-1))
-        strategy.replay_info = ReplayInfo(rows=range(self._n_current, self._n_current + n), tasks=tasks)
+        strategy.replay_info = ReplayInfo(
+            rows=range(self._n_current, self._n_current + n), tasks=tasks
+        )
 
     @torch.no_grad()
     def after_training_iteration(self, strategy, **kwargs) -> None:

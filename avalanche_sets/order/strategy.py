@@ -86,7 +86,9 @@ class OrderStrategy(EpisodicTemplate):
         check_solver(ot_solver)
         unknown = set(mi_terms) - {"id", "ood"}
         if unknown or not mi_terms:
-            raise ValueError(f"mi_terms must be a non-empty subset of ('id', 'ood'), got {mi_terms}")
+            raise ValueError(
+                f"mi_terms must be a non-empty subset of ('id', 'ood'), got {mi_terms}"
+            )
         if use_mi and not use_ood_split:
             raise ValueError("use_mi=True needs use_ood_split=True (MI separates U_id from U_ood)")
         if use_ot and not use_replay:

@@ -37,7 +37,9 @@ def _stateful(strategy) -> dict[str, Any]:
     return out
 
 
-def save_checkpoint(path: str | Path, strategy, *, position: dict, extra: dict | None = None) -> Path:
+def save_checkpoint(
+    path: str | Path, strategy, *, position: dict, extra: dict | None = None
+) -> Path:
     """Atomically write a checkpoint of ``strategy`` at stream ``position``.
 
     Args:

@@ -183,7 +183,10 @@ def run_sets(
             accs = episode_accuracies(strategy, stream)
             result.matrix.append([float(a.mean()) for a in accs])
             result.ci95.append(
-                [float(1.96 * a.std(ddof=1) / math.sqrt(a.size)) if a.size > 1 else 0.0 for a in accs]
+                [
+                    float(1.96 * a.std(ddof=1) / math.sqrt(a.size)) if a.size > 1 else 0.0
+                    for a in accs
+                ]
             )
             result.episode_acc = [float(x) for a in accs for x in a]
             if checkpoint_path is not None:

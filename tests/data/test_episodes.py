@@ -155,7 +155,9 @@ def check_episode(sampler: EpisodeSampler, index: int) -> None:
         counts.append(int(m.sum()))
         allowed = set(np.concatenate([src.indices(c) for c in src.classes(split)]).tolist())
         assert set(u_idx[m].tolist()) <= allowed
-        assert torch.equal(ep.unlabeled_x[torch.from_numpy(m)], torch.from_numpy(src.images[u_idx[m]]))
+        assert torch.equal(
+            ep.unlabeled_x[torch.from_numpy(m)], torch.from_numpy(src.images[u_idx[m]])
+        )
     if r:
         assert max(counts) - min(counts) <= 1 and sum(counts) == r
 

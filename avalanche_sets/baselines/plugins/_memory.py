@@ -11,7 +11,8 @@ episode at 84 px) and :func:`load_storage_state_dict` rebuilds the same buffer f
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, fields
 
 import numpy as np
@@ -38,6 +39,7 @@ __all__ = [
     "storage_state_dict",
     "load_storage_state_dict",
     "grad_vector",
+    "seeded_torch",
     "set_grad_vector",
 ]
 
@@ -148,6 +150,20 @@ def load_storage_state_dict(policy: ExemplarsBuffer, state: dict) -> None:
         f"checkpointed memory of kind {state.get('kind')!r} does not match the strategy's "
         f"{type(policy).__name__}; build the strategy with the same storage policy"
     )
+
+
+@contextlib.contextmanager
+def seeded_torch(*key: int) -> Iterator[None]:
+    """Run a block with torch's global CPU generator seeded from ``key``, then restore it.
+
+    Avalanche's storage policies draw their reservoir weights from the global generator; a
+    resumed run consumes that generator differently (a new data-loader iterator draws a seed),
+    so memory updates are made a pure function of the plugin's own state instead.
+    """
+    seed = int(np.random.SeedSequence(list(key)).generate_state(1, dtype=np.uint64)[0] >> 1)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
 
 
 # ---------------------------------------------------------------------- gradients

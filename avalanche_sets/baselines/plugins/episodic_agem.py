@@ -9,7 +9,13 @@ import torch
 from avalanche.training.plugins import AGEMPlugin
 from avalanche.training.storage_policy import ExperienceBalancedBuffer
 
-from ._memory import learner_batch, load_storage_state_dict, sample_episodes, storage_state_dict
+from ._memory import (
+    learner_batch,
+    load_storage_state_dict,
+    sample_episodes,
+    seeded_torch,
+    storage_state_dict,
+)
 
 __all__ = ["EpisodicAGEMPlugin"]
 
@@ -28,8 +34,10 @@ class EpisodicAGEMPlugin(AGEMPlugin):
 
     * **Memory** (:meth:`update_memory`, at each experience end, as Avalanche's): whole episodes,
       ``mem_size`` tasks in total, divided equally among the domains seen so far by Avalanche's
-      :class:`ExperienceBalancedBuffer` (random tasks within a domain), instead of a fixed
-      ``patterns_per_experience`` that grows without bound. ``self.buffers`` are its groups.
+      :class:`ExperienceBalancedBuffer` (random tasks within a domain, drawn from a generator
+      seeded by the plugin state so that a resumed run stores the same tasks), instead of a
+      fixed ``patterns_per_experience`` that grows without bound. ``self.buffers`` are its
+      groups.
     * **Sampling** (:meth:`sample_from_memory`): ``sample_size`` episodes spread equally over
       the domains (at least one per domain), uniformly without replacement, drawn with the
       plugin's own generator and collated with the episode collate into an ``EpisodeBatch``
@@ -56,11 +64,13 @@ class EpisodicAGEMPlugin(AGEMPlugin):
         super().__init__(patterns_per_experience=mem_size, sample_size=sample_size)
         self.mem_size = mem_size
         self.storage = ExperienceBalancedBuffer(max_size=mem_size, adaptive_size=True)
+        self.seed = int(seed)
         self._rng = np.random.default_rng(seed)
 
     @torch.no_grad()
     def update_memory(self, dataset, num_workers: int = 0, **kwargs) -> None:
-        self.storage.post_adapt(None, SimpleNamespace(dataset=dataset))
+        with seeded_torch(self.seed, len(self.storage.buffer_groups)):
+            self.storage.post_adapt(None, SimpleNamespace(dataset=dataset))
         self.buffers = [g.buffer for g in self.storage.buffer_groups.values()]
 
     def sample_from_memory(self):

@@ -12,6 +12,7 @@ from ._memory import (
     learner_batch,
     load_storage_state_dict,
     sample_episodes,
+    seeded_torch,
     set_grad_vector,
     storage_state_dict,
 )
@@ -31,7 +32,8 @@ class EpisodicGEMPlugin(GEMPlugin):
     Adapted where Avalanche's plugin does not fit episodes (the QP is reused as is):
 
     * **Memory**: whole episodes, ``mem_size`` tasks in total divided equally among the domains
-      seen (Avalanche's :class:`ExperienceBalancedBuffer`, updated at each experience end),
+      seen (Avalanche's :class:`ExperienceBalancedBuffer`, updated at each experience end with
+      a generator seeded by the plugin state),
       instead of per-experience *tensors* of patterns (``torch.cat`` of mini-batches, which an
       ``EpisodeBatch`` is not) of a fixed, growing ``patterns_per_experience``.
     * **No clock**: Avalanche's GEM counts past experiences with ``strategy.clock``, which a
@@ -73,6 +75,7 @@ class EpisodicGEMPlugin(GEMPlugin):
         self.mem_size = mem_size
         self.constraint_batch = constraint_batch
         self.storage = ExperienceBalancedBuffer(max_size=mem_size, adaptive_size=True)
+        self.seed = int(seed)
         self._rng = np.random.default_rng(seed)
 
     @property
@@ -109,7 +112,8 @@ class EpisodicGEMPlugin(GEMPlugin):
             set_grad_vector(params, self.solve_quadprog(g).to(g.device))
 
     def after_training_exp(self, strategy, **kwargs):
-        self.storage.post_adapt(strategy, strategy.experience)
+        with seeded_torch(self.seed, len(self.storage.buffer_groups)):
+            self.storage.post_adapt(strategy, strategy.experience)
 
     # ------------------------------------------------------------------ checkpoint
     def state_dict(self) -> dict:

@@ -10,7 +10,7 @@ from avalanche.training.plugins import ReplayPlugin
 from avalanche.training.storage_policy import ExemplarsBuffer, ReservoirSamplingBuffer
 
 from ...data.episodes import collate_episodes
-from ._memory import load_storage_state_dict, storage_state_dict
+from ._memory import load_storage_state_dict, seeded_torch, storage_state_dict
 
 __all__ = ["EpisodicReplayPlugin"]
 
@@ -111,8 +111,10 @@ class EpisodicReplayPlugin(ReplayPlugin):
         )
 
     def after_training_exp(self, strategy, **kwargs):
-        # ReplayPlugin calls the deprecated ``storage_policy.update``, i.e. this.
-        self.storage_policy.post_adapt(strategy, strategy.experience)
+        # ReplayPlugin calls the deprecated ``storage_policy.update``, i.e. this; seeded by the
+        # plugin state (the policy draws from torch's global generator) so resumes are exact.
+        with seeded_torch(self.seed, self.n_updates, 1):
+            self.storage_policy.post_adapt(strategy, strategy.experience)
         self.n_updates += 1
 
     # ------------------------------------------------------------------ checkpoint

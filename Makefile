@@ -1,0 +1,33 @@
+# The two commands of the README. Both install what they need first (idempotent).
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: install demo test lint format bench-sampler bench-iteration
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml scripts/install.sh
+	./scripts/install.sh
+	touch $@
+
+# Main job: ORDER on the offline synthetic benchmark, quick preset (< 5 min on 2 cores).
+demo: install
+	$(PY) -m avalanche_sets run --preset quick --out runs
+
+# The whole test suite.
+test: install
+	$(PY) -m pytest -q
+
+lint: install
+	$(VENV)/bin/ruff check avalanche_sets tests benchmarks examples
+	$(VENV)/bin/ruff format --check avalanche_sets tests benchmarks examples
+
+format: install
+	$(VENV)/bin/ruff format avalanche_sets tests benchmarks examples
+	$(VENV)/bin/ruff check --fix avalanche_sets tests benchmarks examples
+
+bench-sampler: install
+	$(PY) benchmarks/sampler_throughput.py
+
+bench-iteration: install
+	$(PY) benchmarks/iteration_time.py

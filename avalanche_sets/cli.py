@@ -1,0 +1,266 @@
+"""Command line: ``avalanche-sets {run,sweep,table,prepare,presets}`` (also ``python -m avalanche_sets``).
+
+Examples::
+
+    avalanche-sets run                                   # ORDER, quick preset, synthetic data
+    avalanche-sets run --method mskm --preset cpu --root ../shared/data/sets-mini --seeds 0 1 2
+    avalanche-sets sweep --methods order semi-er --preset cpu --root DATA --set n_shot=1,5
+    avalanche-sets table runs/ --out results/table
+    avalanche-sets prepare pack --folder my_images/ --out my_domain.npz --size 32
+    avalanche-sets presets cpu
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import itertools
+import json
+import sys
+from pathlib import Path
+
+__all__ = ["main", "build_parser"]
+
+
+def _parse_value(text: str):
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def _parse_sets(items: list[str] | None, *, grid: bool) -> dict:
+    """``key=value`` (or ``key=v1,v2`` for a grid) → dict of values (lists for a grid)."""
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            raise argparse.ArgumentTypeError(f"--set expects key=value, got {item!r}")
+        key, value = item.split("=", 1)
+        if grid:
+            out[key] = [_parse_value(v) for v in value.split(",")]
+        else:
+            out[key] = _parse_value(value)
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .experiment import LOGGERS
+    from .methods import method_names
+    from .presets import preset_names
+
+    p = argparse.ArgumentParser(
+        prog="avalanche-sets",
+        description="Semi-supervised meta-learning on evolving task distributions (SETS) and "
+        "ORDER for Avalanche.",
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def add_run_args(sp, many_methods: bool):
+        if many_methods:
+            sp.add_argument("--methods", nargs="+", default=["order"], choices=method_names())
+        else:
+            sp.add_argument("--method", default="order", choices=method_names())
+        sp.add_argument("--preset", default="quick", choices=preset_names())
+        sp.add_argument("--source", choices=["synthetic", "packs", "paper"])
+        sp.add_argument("--root", help="folder of domain packs or of the paper's datasets")
+        sp.add_argument("--order", type=int, choices=[1, 2, 3], help="the paper's domain order")
+        sp.add_argument("--seeds", type=int, nargs="+", help="seeds (default: the preset's)")
+        sp.add_argument("--out", default="runs", help="output folder (default: runs/)")
+        sp.add_argument(
+            "--set",
+            action="append",
+            metavar="KEY=VALUE",
+            help="override a preset setting, e.g. --set n_shot=5 (sweep: --set n_ood=50,100)",
+        )
+        sp.add_argument(
+            "--strategy-set",
+            action="append",
+            metavar="KEY=VALUE",
+            help="strategy constructor argument, e.g. --strategy-set lam=1e-4",
+        )
+        sp.add_argument("--eval-stream", default="test", choices=["test", "valid"])
+
+    run = sub.add_parser("run", help="run one method on one benchmark")
+    add_run_args(run, many_methods=False)
+    run.add_argument(
+        "--loggers", nargs="*", default=["interactive"], choices=list(LOGGERS),
+        help="Avalanche loggers (default: interactive progress bar)",
+    )  # fmt: skip
+
+    sweep = sub.add_parser("sweep", help="run a grid of methods x seeds x settings")
+    add_run_args(sweep, many_methods=True)
+    sweep.add_argument("--jobs", type=int, default=1, help="parallel runs (local processes)")
+    sweep.add_argument("--ray-address", help="run on a Ray cluster (e.g. auto or ray://host:port)")
+
+    table = sub.add_parser("table", help="aggregate run folders into tables with 95%% CIs")
+    table.add_argument("folders", nargs="+", help="folders searched for result.json files")
+    table.add_argument("--out", help="write <out>.md and <out>.csv")
+    table.add_argument("--by", default="method", help="comma-separated grouping keys")
+
+    prep = sub.add_parser("prepare", help="build domain packs or cache the paper's datasets")
+    psub = prep.add_subparsers(dest="what", required=True)
+    pack = psub.add_parser("pack", help="build a .npz domain pack from an image folder")
+    pack.add_argument("--folder", required=True, help="one sub-folder of images per class")
+    pack.add_argument("--out", required=True, help="output .npz file")
+    pack.add_argument("--size", type=int, default=32)
+    pack.add_argument("--seed", type=int, default=0)
+    paper = psub.add_parser("paper", help="resize and cache the paper's datasets")
+    paper.add_argument("--root", required=True)
+    paper.add_argument("--size", type=int, default=84)
+    paper.add_argument("--names", nargs="*", help="datasets (default: all nine)")
+
+    pr = sub.add_parser("presets", help="print a preset as JSON (copy and edit it)")
+    pr.add_argument("name", nargs="?", choices=preset_names())
+    return p
+
+
+def _preset_from_args(args, extra: dict | None = None) -> dict:
+    from .presets import resolve_preset
+
+    overrides = dict(_parse_sets(args.set, grid=False) if extra is None else extra)
+    for key in ("source", "root", "order"):
+        value = getattr(args, key, None)
+        if value is not None:
+            overrides[key] = value
+    return resolve_preset(args.preset, **overrides)
+
+
+def _cmd_run(args) -> int:
+    from .experiment import build_benchmark, run_experiment
+
+    preset = _preset_from_args(args)
+    seeds = args.seeds or preset["seeds"]
+    strategy_overrides = _parse_sets(args.strategy_set, grid=False)
+    print(build_benchmark(preset, seed=seeds[0]).describe(), flush=True)
+    for seed in seeds:
+        record = run_experiment(
+            args.method,
+            preset,
+            seed=seed,
+            out_root=args.out,
+            loggers=tuple(args.loggers),
+            eval_stream=args.eval_stream,
+            strategy_overrides=strategy_overrides,
+        )
+        from .training.runner import RunResult
+
+        res = record["result"]
+        table = RunResult(
+            domains=res["domains"], matrix=res["matrix"], ci95=res["ci95"],
+            episode_acc=res["episode_acc"],
+        ).table()  # fmt: skip
+        from .experiment import run_dir_name
+
+        folder = Path(args.out) / run_dir_name(args.method, preset, seed)
+        print(f"\n{args.method}, seed {seed} ({record['seconds']:.0f} s):\n{table}")
+        print(f"accuracy matrix heatmap: {folder / 'accuracy_matrix.png'}")
+    return 0
+
+
+def _grid(args) -> list[tuple[str, dict, int]]:
+    grid = _parse_sets(args.set, grid=True)
+    keys = sorted(grid)
+    runs = []
+    for values in itertools.product(*(grid[k] for k in keys)) if keys else [()]:
+        preset = _preset_from_args(args, dict(zip(keys, values)))
+        for method in args.methods:
+            for seed in args.seeds or preset["seeds"]:
+                runs.append((method, preset, seed))
+    return runs
+
+
+def _one(job):
+    method, preset, seed, out, eval_stream, strategy_overrides = job
+    from .experiment import run_experiment
+
+    rec = run_experiment(
+        method, preset, seed=seed, out_root=out, loggers=(), eval_stream=eval_stream,
+        strategy_overrides=strategy_overrides,
+    )  # fmt: skip
+    return method, seed, rec["result"]["mean_accuracy"], rec["seconds"]
+
+
+def _cmd_sweep(args) -> int:
+    from tqdm import tqdm
+
+    strategy_overrides = _parse_sets(args.strategy_set, grid=False)
+    jobs = [(m, p, s, args.out, args.eval_stream, strategy_overrides) for m, p, s in _grid(args)]
+    print(f"sweep: {len(jobs)} runs into {args.out}/ (finished runs are skipped)", flush=True)
+    if args.ray_address:
+        try:
+            import ray
+        except ImportError:
+            print("error: --ray-address needs Ray: pip install 'ray[default]'", file=sys.stderr)
+            return 2
+        ray.init(address=args.ray_address)
+        gpus = [1 if p.get("device", "cpu").startswith("cuda") else 0 for _, p, *_ in jobs]
+        remote = [ray.remote(num_gpus=g, num_cpus=1)(_one).remote(j) for j, g in zip(jobs, gpus)]
+        results = ray.get(remote)
+    elif args.jobs > 1:
+        import multiprocessing as mp
+
+        for j in jobs:
+            j[1]["threads"] = 1  # one core per run
+        with mp.get_context("spawn").Pool(args.jobs) as pool:
+            results = list(tqdm(pool.imap_unordered(_one, jobs), total=len(jobs)))
+    else:
+        results = [_one(j) for j in tqdm(jobs)]
+    for method, seed, acc, secs in sorted(results):
+        print(f"{method:<24} seed {seed}: {100 * acc:6.2f}%  ({secs:.0f} s)")
+    return 0
+
+
+def _cmd_table(args) -> int:
+    from .reporting import aggregate_results, find_results, write_table
+
+    records = find_results(args.folders)
+    if not records:
+        print(f"error: no result.json under {args.folders}", file=sys.stderr)
+        return 2
+    rows = aggregate_results(records, by=args.by.split(","))
+    text = write_table(rows, args.out)
+    print(text)
+    return 0
+
+
+def _cmd_prepare(args) -> int:
+    if args.what == "pack":
+        from .data.packs import build_pack_from_folder, load_pack
+
+        path = build_pack_from_folder(args.folder, args.out, image_size=args.size, seed=args.seed)
+        print(f"wrote {path}: {load_pack(path)!r}")
+        return 0
+    from .data.paper import PAPER_DATASETS, load_paper_domain
+
+    for name in args.names or list(PAPER_DATASETS):
+        dom = load_paper_domain(name, args.root, image_size=args.size)
+        print(f"cached {name}: {dom!r}")
+    return 0
+
+
+def _cmd_presets(args) -> int:
+    from .presets import PRESETS
+
+    print(json.dumps(PRESETS if args.name is None else PRESETS[args.name], indent=2))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = {
+        "run": _cmd_run,
+        "sweep": _cmd_sweep,
+        "table": _cmd_table,
+        "prepare": _cmd_prepare,
+        "presets": _cmd_presets,
+    }[args.command]
+    try:
+        return handler(args)
+    except (ValueError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,192 @@
+"""One run = one method on one benchmark with one preset and seed, written to a folder.
+
+A run folder holds ``result.json`` (accuracy matrix, final per-domain accuracy with 95% CIs,
+settings, timing, machine), ``table.md``, ``accuracy_matrix.png`` and, while it runs, a
+checkpoint. A folder with a ``result.json`` is finished and is not run again; a folder with a
+checkpoint resumes from it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+__all__ = ["run_experiment", "build_benchmark", "run_dir_name", "LOGGERS", "machine_info"]
+
+LOGGERS = ("interactive", "text", "csv", "tensorboard")
+
+
+def machine_info() -> dict[str, Any]:
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "platform": platform.platform(),
+    }
+
+
+def build_benchmark(preset: dict, *, seed: int):
+    """The SETS benchmark a preset describes (episode streams seeded by ``seed``)."""
+    from .data import sets_benchmark
+
+    source = preset["source"]
+    root = preset.get("root")
+    if source == "packs" and root is None:
+        root = os.environ.get("AVALANCHE_SETS_PACKS")
+        if root is None:
+            raise ValueError(
+                "the packs source needs a folder of .npz domain packs: pass --root (e.g. "
+                "../shared/data/sets-mini) or set AVALANCHE_SETS_PACKS"
+            )
+    return sets_benchmark(
+        source,
+        root=root,
+        domains=preset.get("domains"),
+        ood=preset.get("ood"),
+        order=preset.get("order", 1),
+        n_way=preset["n_way"],
+        n_shot=preset["n_shot"],
+        n_query=preset["n_query"],
+        n_unlabeled=preset["n_unlabeled"],
+        n_ood=preset["n_ood"],
+        tasks_per_domain=preset["tasks_per_domain"],
+        n_val_episodes=preset["n_val_episodes"],
+        n_test_episodes=preset["n_test_episodes"],
+        image_size=preset["image_size"],
+        seed=seed,
+        small_classes=preset.get("small_classes", "error"),
+    )
+
+
+def run_dir_name(method: str, preset: dict, seed: int) -> str:
+    src = preset["source"]
+    order = preset.get("order", 1)
+    return (
+        f"{method}/{src}-o{order}-{preset['n_way']}w{preset['n_shot']}s-R{preset['n_ood']}"
+        f"-seed{seed}"
+    )
+
+
+def _evaluator(loggers, out: Path):
+    from avalanche.evaluation.metrics import (
+        accuracy_metrics,
+        bwt_metrics,
+        forgetting_metrics,
+        loss_metrics,
+        timing_metrics,
+    )
+    from avalanche.logging import CSVLogger, InteractiveLogger, TensorboardLogger, TextLogger
+    from avalanche.training.plugins import EvaluationPlugin
+
+    from .metrics import episode_metrics
+
+    unknown = set(loggers) - set(LOGGERS)
+    if unknown:
+        raise ValueError(f"unknown logger(s) {sorted(unknown)}; choose from {LOGGERS}")
+    made = []
+    if "interactive" in loggers:
+        made.append(InteractiveLogger())
+    if "text" in loggers:
+        made.append(TextLogger(open(out / "log.txt", "a")))  # noqa: SIM115 - the logger owns it
+    if "csv" in loggers:
+        made.append(CSVLogger(log_folder=str(out / "csv")))
+    if "tensorboard" in loggers:
+        made.append(TensorboardLogger(tb_log_dir=str(out / "tb")))
+    return EvaluationPlugin(
+        accuracy_metrics(epoch=True, experience=True, stream=True),
+        loss_metrics(epoch=True, experience=True, stream=True),
+        forgetting_metrics(experience=True, stream=True),
+        bwt_metrics(experience=True, stream=True),
+        timing_metrics(epoch=True),
+        *episode_metrics(),
+        loggers=made,
+    )
+
+
+def run_experiment(
+    method: str,
+    preset: dict,
+    *,
+    seed: int,
+    out_root: str | Path,
+    loggers: tuple[str, ...] = ("interactive",),
+    checkpoint_every: int | None = 50,
+    eval_stream: str = "test",
+    strategy_overrides: dict | None = None,
+    tag: str = "",
+) -> dict:
+    """Run (or resume, or skip if finished) one method/preset/seed; returns the result dict."""
+    from .methods import build_strategy
+    from .metrics import plot_accuracy_matrix
+    from .training import run_sets
+
+    out = Path(out_root) / (run_dir_name(method, preset, seed) + tag)
+    result_path = out / "result.json"
+    if result_path.is_file():
+        return json.loads(result_path.read_text())
+    out.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(int(preset.get("threads", 1)))
+    bench = build_benchmark(preset, seed=seed)
+    if method == "joint":
+        from .baselines.joint import joint_benchmark
+
+        bench = joint_benchmark(bench, seed=seed)
+    strategy = build_strategy(
+        method,
+        preset,
+        seed=seed,
+        evaluator=_evaluator(loggers, out),
+        **(strategy_overrides or {}),
+    )
+    started = time.perf_counter()
+    result = run_sets(
+        strategy,
+        bench,
+        checkpoint_path=out / "checkpoint.pt",
+        checkpoint_every=checkpoint_every,
+        eval_stream=eval_stream,
+    )
+    elapsed = time.perf_counter() - started
+    record = {
+        "method": method,
+        "seed": seed,
+        "preset": {k: v for k, v in preset.items() if k != "seeds"},
+        "eval_stream": eval_stream,
+        "strategy_overrides": strategy_overrides or {},
+        "result": result.to_dict(),
+        "seconds": elapsed,
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine_info(),
+        "command": " ".join(sys.argv),
+    }
+    (out / "table.md").write_text(result.table() + "\n")
+    plot_accuracy_matrix(
+        [[100 * v for v in row] for row in result.matrix],
+        result.domains,
+        out / "accuracy_matrix.png",
+        title=f"{method}, seed {seed}: test accuracy (%) after each training domain",
+    )
+    tmp = result_path.with_name("result.json.tmp")
+    tmp.write_text(json.dumps(record, indent=2))
+    os.replace(tmp, result_path)
+    (out / "checkpoint.pt").unlink(missing_ok=True)
+    return record

@@ -1,0 +1,122 @@
+"""Aggregate run folders (``result.json``) into tables with 95% confidence intervals."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["find_results", "aggregate_results", "write_table", "seed_ci95"]
+
+
+def find_results(folders: Iterable[str | Path]) -> list[dict]:
+    """All ``result.json`` records under the given folders (recursively)."""
+    records = []
+    for folder in folders:
+        for path in sorted(Path(folder).rglob("result.json")):
+            rec = json.loads(path.read_text())
+            rec["_path"] = str(path.parent)
+            records.append(rec)
+    return records
+
+
+def seed_ci95(values: Sequence[float]) -> float:
+    """Half-width of the 95% CI of the mean over seeds (Student t); NaN for one seed."""
+    from scipy import stats
+
+    x = np.asarray(values, dtype=float)
+    if x.size < 2:
+        return float("nan")
+    return float(stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
+
+
+def _key(rec: dict, field: str):
+    if field in rec:
+        return rec[field]
+    if field in rec.get("strategy_overrides", {}):
+        return rec["strategy_overrides"][field]
+    return rec["preset"].get(field)
+
+
+def aggregate_results(records: list[dict], by: Sequence[str] = ("method",)) -> list[dict]:
+    """One row per group: mean accuracy over seeds with a 95% CI, per-domain means, forgetting.
+
+    With several seeds the CI is over seeds (Student t); with one seed it is the episode CI of
+    that run (pooled over all test episodes), marked ``ci_over="episodes"``.
+    """
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for rec in records:
+        groups[tuple(str(_key(rec, f)) for f in by)].append(rec)
+    rows = []
+    for key, recs in sorted(groups.items()):
+        accs = [r["result"]["mean_accuracy"] for r in recs]
+        row = dict(zip(by, key))
+        row["seeds"] = len(recs)
+        row["accuracy"] = float(np.mean(accs))
+        if len(recs) > 1:
+            row["ci95"], row["ci_over"] = seed_ci95(accs), "seeds"
+        else:
+            row["ci95"], row["ci_over"] = recs[0]["result"]["mean_ci95"], "episodes"
+        row["forgetting"] = float(np.mean([np.mean(r["result"]["forgetting"]) for r in recs]))
+        domains = recs[0]["result"]["domains"]
+        finals = np.mean([r["result"]["final"] for r in recs], axis=0)
+        row["per_domain"] = dict(zip(domains, map(float, finals)))
+        row["seconds"] = float(np.mean([r["seconds"] for r in recs]))
+        rows.append(row)
+    return rows
+
+
+def write_table(rows: list[dict], out: str | Path | None = None) -> str:
+    """Markdown table (accuracy % ± 95% CI); also ``out``.md / ``out``.csv when given."""
+    if not rows:
+        return ""
+    keys = [
+        k
+        for k in rows[0]
+        if k not in ("seeds", "accuracy", "ci95", "ci_over", "forgetting", "per_domain", "seconds")
+    ]
+    domains = list(rows[0]["per_domain"])
+    head = [*keys, "accuracy (%)", "forgetting (pts)", *domains, "seeds", "s/run"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        ci = "n/a" if math.isnan(r["ci95"]) else f"{100 * r['ci95']:.2f}"
+        cells = [
+            *(str(r[k]) for k in keys),
+            f"{100 * r['accuracy']:.2f} ± {ci}" + ("" if r["ci_over"] == "seeds" else "*"),
+            f"{100 * r['forgetting']:.2f}",
+            *(f"{100 * r['per_domain'].get(d, float('nan')):.1f}" for d in domains),
+            str(r["seeds"]),
+            f"{r['seconds']:.0f}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    if any(r["ci_over"] == "episodes" for r in rows):
+        lines.append("\n\\* one seed: 95% CI over test episodes, not over seeds.")
+    text = "\n".join(lines)
+    if out is not None:
+        out = Path(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.with_suffix(".md").write_text(text + "\n")
+        with open(out.with_suffix(".csv"), "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(
+                [*keys, "accuracy", "ci95", "ci_over", "forgetting", *domains, "seeds", "seconds"]
+            )
+            for r in rows:
+                w.writerow(
+                    [
+                        *(r[k] for k in keys),
+                        r["accuracy"],
+                        r["ci95"],
+                        r["ci_over"],
+                        r["forgetting"],
+                        *(r["per_domain"].get(d) for d in domains),
+                        r["seeds"],
+                        r["seconds"],
+                    ]
+                )
+    return text
