@@ -36,10 +36,15 @@ def _parse_sets(items: list[str] | None, *, grid: bool) -> dict:
         if "=" not in item:
             raise argparse.ArgumentTypeError(f"--set expects key=value, got {item!r}")
         key, value = item.split("=", 1)
-        if grid:
-            out[key] = [_parse_value(v) for v in value.split(",")]
-        else:
-            out[key] = _parse_value(value)
+        parsed = _parse_value(value)
+        if not grid:
+            out[key] = parsed
+        elif isinstance(parsed, tuple):  # n_shot=1,5 -> a grid over (1, 5)
+            out[key] = list(parsed)
+        elif isinstance(parsed, str) and "," in parsed:  # names=a,b
+            out[key] = [_parse_value(v) for v in parsed.split(",")]
+        else:  # one value (a list literal stays one value)
+            out[key] = [parsed]
     return out
 
 

@@ -1,0 +1,199 @@
+"""Time one training iteration of ORDER and of plain MSKM side by side, and each plugin's share.
+
+Setting (issue: ORDER): 5-way 5-shot, Q = 10, Z = 10, R = 50 and R = 250, 32 px, the ``cpu``
+preset backbone, meta-batch 2, one thread. ORDER's memory is warmed up first so that replay and
+OT are active. Iterations of the methods are interleaved in rounds so that machine noise hits
+them alike; we report medians and the ratio ORDER / MSKM (the paper's own: 71 s / 43 s = 1.65
+at R = 50).
+
+    python benchmarks/iteration_time.py [--iters 30] [--replay-batch 2 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections import defaultdict
+
+import torch
+from _common import header_md, out_dir, provenance, write_json
+from avalanche.core import SupervisedPlugin
+
+from avalanche_sets.experiment import build_benchmark
+from avalanche_sets.methods import build_strategy
+from avalanche_sets.presets import resolve_preset
+
+CALLBACKS = (
+    "before_training_iteration",
+    "after_encode",
+    "before_backward",
+    "after_training_iteration",
+)
+
+
+class _Clock(SupervisedPlugin):
+    """Wall time of whole iterations and of the forward / backward / update phases."""
+
+    def __init__(self):
+        super().__init__()
+        self.t = defaultdict(list)
+
+    def before_training_iteration(self, s, **kw):
+        self._it = time.perf_counter()
+
+    def before_forward(self, s, **kw):
+        self._f = time.perf_counter()
+
+    def after_forward(self, s, **kw):
+        self.t["forward (incl. after_encode)"].append(time.perf_counter() - self._f)
+
+    def before_backward(self, s, **kw):
+        self._b = time.perf_counter()
+
+    def after_backward(self, s, **kw):
+        self.t["backward"].append(time.perf_counter() - self._b)
+
+    def after_training_iteration(self, s, **kw):
+        self.t["iteration"].append(time.perf_counter() - self._it)
+
+
+def _instrument(plugin, sink: dict) -> None:
+    """Wrap a plugin's callbacks with timers (the wrappers are its instance attributes)."""
+    name = type(plugin).__name__
+    for cb in CALLBACKS:
+        fn = getattr(type(plugin), cb, None)
+        if fn is None or fn is getattr(SupervisedPlugin, cb, None):
+            continue
+
+        def timed(strategy, *a, _fn=fn, _p=plugin, _key=f"{name}.{cb}", **kw):
+            t = time.perf_counter()
+            out = _fn(_p, strategy, *a, **kw)
+            sink[_key].append(time.perf_counter() - t)
+            return out
+
+        setattr(plugin, cb, timed)
+
+
+def run(n_ood: int, iters: int, replay_batch: int, warm: int) -> dict:
+    preset = resolve_preset(
+        "cpu", source="synthetic", n_shot=5, n_query=10, n_unlabeled=10, n_ood=n_ood,
+        tasks_per_domain=2 * (warm + iters + 4), threads=1,
+    )  # fmt: skip
+    bench = build_benchmark(preset, seed=0)
+    exp = bench.train_stream[0]
+    strategies = {}
+    for method in ("mskm", "order"):
+        clock = _Clock()
+        over = {"replay_batch": replay_batch} if method == "order" else {}
+        s = build_strategy(method, preset, seed=0, plugins=[clock], **over)
+        strategies[method] = (s, clock, defaultdict(list))
+        for p in getattr(s, "order_plugins", []):
+            _instrument(p, strategies[method][2])
+    s_order = strategies["order"][0]
+    n_total = len(exp.dataset) // preset["meta_batch"]
+    # Warm up: fills ORDER's memory (so replay and OT are active) and both allocators.
+    for s, clock, sink in strategies.values():
+        _train_range(s, exp, 0, warm)
+        clock.t.clear()
+        sink.clear()
+    # Interleave rounds of 2 iterations.
+    it = warm
+    while it + 2 <= min(n_total, warm + iters):
+        for s, _, _ in strategies.values():
+            _train_range(s, exp, it, it + 2)
+        it += 2
+    out = {}
+    for method, (s, clock, sink) in strategies.items():
+        med = {k: statistics.median(v) for k, v in clock.t.items()}
+        med.update({k: statistics.median(v) for k, v in sink.items()})
+        out[method] = med
+    out["ratio"] = out["order"]["iteration"] / out["mskm"]["iteration"]
+    plug = sum(v for k, v in out["order"].items() if "." in k)
+    out["order_plugin_share"] = plug / out["order"]["iteration"]
+    ot = sum(v for k, v in out["order"].items() if k.startswith("OTFeatureLossPlugin"))
+    out["ot_share"] = ot / out["order"]["iteration"]
+    out["memory_tasks"] = len(s_order.order_plugins[0])
+    return out
+
+
+def _train_range(strategy, exp, start: int, stop: int) -> None:
+    """Train iterations [start, stop) of an experience (resume machinery of the template)."""
+    from avalanche.core import SupervisedPlugin as _P
+
+    class _Stop(_P):
+        def after_training_iteration(self, s, **kw):
+            if s.exp_iteration + 1 >= stop:
+                s.stop_training()
+
+    stopper = _Stop()
+    strategy.plugins.append(stopper)
+    try:
+        strategy.train(exp, eval_streams=[], start_iteration=start)
+    finally:
+        strategy.plugins.remove(stopper)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--warm", type=int, default=10)
+    ap.add_argument("--replay-batch", type=int, nargs="+", default=[2, 1])
+    ap.add_argument("--ood", type=int, nargs="+", default=[50, 250])
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    rows = []
+    for r in args.ood:
+        for b in args.replay_batch:
+            res = run(r, args.iters, b, args.warm)
+            rows.append({"R": r, "replay_batch": b, **res})
+            print(
+                f"R={r} B={b}: MSKM {res['mskm']['iteration']:.3f} s, ORDER "
+                f"{res['order']['iteration']:.3f} s, ratio {res['ratio']:.2f}, OT share "
+                f"{100 * res['ot_share']:.1f}%",
+                flush=True,
+            )
+    prov = provenance(seeds=[0])
+    out = out_dir("iteration_time")
+    write_json(out / "results.json", {**prov, "rows": rows, "iters": args.iters})
+    md = header_md("Training-iteration time: ORDER vs MSKM (5-way 5-shot, Q=10, Z=10, 32 px)", prov)
+    md += (
+        "| R | replay tasks B | MSKM s/it | ORDER s/it | ratio | ORDER plugins share | "
+        "OT share |\n|---:|---:|---:|---:|---:|---:|---:|\n"
+    )
+    for row in rows:
+        md += (
+            f"| {row['R']} | {row['replay_batch']} | {row['mskm']['iteration']:.3f} | "
+            f"{row['order']['iteration']:.3f} | {row['ratio']:.2f} | "
+            f"{100 * row['order_plugin_share']:.1f}% | {100 * row['ot_share']:.2f}% |\n"
+        )
+    md += "\nMedian seconds per phase / plugin callback (ORDER):\n\n"
+    for row in rows:
+        md += (
+            f"- R={row['R']}, B={row['replay_batch']}: "
+            + ", ".join(f"{k} {1000 * v:.1f} ms" for k, v in row["order"].items())
+            + "\n"
+        )
+    (out / "README.md").write_text(md)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    labels = [f"R={r['R']}\nB={r['replay_batch']}" for r in rows]
+    x = range(len(rows))
+    ax.bar([i - 0.2 for i in x], [r["mskm"]["iteration"] for r in rows], 0.4, label="MSKM")
+    ax.bar([i + 0.2 for i in x], [r["order"]["iteration"] for r in rows], 0.4, label="ORDER")
+    for i, r in enumerate(rows):
+        ax.text(i + 0.2, r["order"]["iteration"], f"×{r['ratio']:.2f}", ha="center", va="bottom")
+    ax.set_xticks(list(x), labels)
+    ax.set_ylabel("seconds / iteration (1 thread)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "iteration_time.png", dpi=120)
+    print(md)
+
+
+if __name__ == "__main__":
+    main()
