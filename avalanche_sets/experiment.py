@@ -164,6 +164,7 @@ def run_experiment(
         checkpoint_path=out / "checkpoint.pt",
         checkpoint_every=checkpoint_every,
         eval_stream=eval_stream,
+        interim_episodes=preset.get("interim_test_episodes"),
     )
     elapsed = time.perf_counter() - started
     record = {

@@ -33,8 +33,8 @@ BASELINES: dict[str, tuple[str, str]] = {
     "protonet": ("meta", "ProtoNet"),
     "anil": ("meta", "ANIL"),
     "mskm": ("meta", "MSKM"),
-    "tpn": ("meta", "TPN"),
-    "lst": ("meta", "LST"),
+    "tpn": ("tpn", "TPN"),
+    "lst": ("lst", "LST"),
     "semi-seq": ("continual", "SemiSeq"),
     "semi-er": ("continual", "SemiER"),
     "semi-agem": ("continual", "SemiAGEM"),
@@ -120,7 +120,7 @@ def build_strategy(
     module, cls_name = BASELINES[name]
     cls: Callable = getattr(importlib.import_module(f".baselines.{module}", __package__), cls_name)
     kwargs: dict[str, Any] = _common(preset, evaluator, plugins)
-    if module == "meta":
+    if module in ("meta", "tpn", "lst"):
         kwargs.update(backbone=backbone, lr=preset["lr"])
     else:  # every continual baseline is MSKM + a mechanism (paper §5.3)
         kwargs["model"] = PrototypicalModel(backbone, refine="mskm")

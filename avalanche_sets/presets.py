@@ -1,9 +1,11 @@
 """Experiment presets: plain dictionaries a user can copy, print and edit.
 
 * ``quick`` — the demo: ORDER on the synthetic benchmark in under 5 minutes on a 2-core CPU.
-* ``cpu`` — the preset of our committed tables: 32 px, a narrow 4-block backbone and an episode
-  size / iteration count chosen so that one run takes at most about 4 minutes on one core
-  (see ``benchmarks/preset_cost.py`` for the measurement behind it).
+* ``cpu`` — the preset of our committed tables: 32 px, a narrow 4-block backbone (32 filters),
+  the paper's episode (5-way, Z = 10, R = 50) with Q = 5, 40 iterations of meta-batch 2 per
+  domain, 100 test episodes per domain (20 for the intermediate rows of the accuracy matrix):
+  about 4 minutes per ORDER run on one core and 2–3 for the baselines
+  (``benchmarks/preset_cost.py`` measures it; results in ``benchmarks/results/preset_cost_cpu``).
 * ``paper`` — the paper's protocol for a GPU: 84 px, 5 blocks of 64 filters, 6,000 iterations of
   meta-batch 2 per domain (12K tasks), 600 test episodes, 5 seeds.
 
@@ -32,6 +34,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         n_val_episodes=20,
         n_test_episodes=30,
         eval_mb_size=10,
+        interim_test_episodes=None,
         lr=1e-3,
         mem_size=200,
         replay_batch=2,
@@ -46,10 +49,11 @@ PRESETS: dict[str, dict[str, Any]] = {
         width=32,
         **_EPISODE,
         n_query=5,
-        tasks_per_domain=300,
+        tasks_per_domain=80,
         meta_batch=2,
         n_val_episodes=50,
         n_test_episodes=100,
+        interim_test_episodes=20,
         eval_mb_size=10,
         lr=1e-3,
         mem_size=200,
@@ -71,6 +75,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         n_val_episodes=600,
         n_test_episodes=600,
         eval_mb_size=20,
+        interim_test_episodes=None,
         lr=1e-3,
         mem_size=200,
         replay_batch=2,

@@ -104,7 +104,7 @@ def run(n_ood: int, iters: int, replay_batch: int, warm: int) -> dict:
             _train_range(s, exp, it, it + 2)
         it += 2
     out = {}
-    for method, (s, clock, sink) in strategies.items():
+    for method, (_s, clock, sink) in strategies.items():
         med = {k: statistics.median(v) for k, v in clock.t.items()}
         med.update({k: statistics.median(v) for k, v in sink.items()})
         out[method] = med
