@@ -8,9 +8,10 @@ ablation_components, ablation_mi, ood_sensitivity (R = 50..250), memory_size (50
 lambda_beta (λ × β grid on the *validation* classes), order2, order3 (domain orders of the
 appendix), running_time (seconds per run of the Table 3 methods, from the same runs).
 
-Runs go to ``benchmarks/results/<artefact>/runs/`` (one folder per method/setting/seed with its
-``result.json`` and accuracy-matrix heatmap); finished runs are skipped, interrupted ones resume
-from their checkpoint. The aggregate goes to ``benchmarks/results/<artefact>/`` as
+Runs go to ``benchmarks/results/runs/`` (one folder per method/setting/seed with its
+``result.json`` and accuracy-matrix heatmap), shared by all artefacts: a run that two artefacts
+need (e.g. ORDER in Tables 2 and 3) is done once; finished runs are skipped, interrupted ones
+resume from their checkpoint. The aggregate goes to ``benchmarks/results/<artefact>/`` as
 ``table.md``/``table.csv``, ``summary.json`` (command, date, machine, seeds) and ``accuracy.png``.
 ``--methods`` / ``--values`` restrict the grid (a reduced grid says so in its README).
 """
@@ -73,6 +74,16 @@ ARTEFACTS = {
 
 
 def _job(job):
+    try:
+        return _run(job)
+    except Exception as err:  # one failing run must not kill the others; reported below
+        import traceback
+
+        traceback.print_exc()
+        return {"error": f"{job[0]} seed {job[2]}: {type(err).__name__}: {err}"}
+
+
+def _run(job):
     method, preset, seed, out, stream, over = job
     import torch
 
@@ -119,7 +130,7 @@ def main() -> None:
         values = [type(values[0])(v) for v in args.values]
     name = args.artefact if args.source is None else f"{args.artefact}_{args.source}"
     out = Path(args.out) if args.out else out_dir(name)
-    runs = out / "runs"
+    runs = out.parent / "runs"
     jobs = []
     for shot in args.shots:
         for value in values:
@@ -136,9 +147,15 @@ def main() -> None:
     print(f"{args.artefact}: {len(jobs)} runs, {args.jobs} at a time -> {runs}", flush=True)
     if args.jobs > 1:
         with mp.get_context("spawn").Pool(args.jobs) as pool:
-            records = pool.map(_job, jobs, chunksize=1)
+            records = list(pool.imap_unordered(_job, jobs, chunksize=1))
     else:
         records = [_job(j) for j in jobs]
+    failed = [r["error"] for r in records if "error" in r]
+    records = [r for r in records if "error" not in r]
+    for f in failed:
+        print(f"FAILED {f}", file=sys.stderr)
+    if not records:
+        sys.exit("error: every run failed")
 
     by = ["method", "n_shot"] + ([key] if key else []) + (list(overs[0]) if overs[0] else [])
     rows = aggregate_results(records, by=by)
@@ -146,6 +163,8 @@ def main() -> None:
     md = header_md(f"{args.artefact} ({args.preset} preset, {stream} classes)", prov)
     if reduced:
         md += "**Reduced grid:** " + "; ".join(reduced) + ".\n\n"
+    if failed:
+        md += "**Failed runs (not in the table):** " + "; ".join(failed) + ".\n\n"
     md += write_table(rows, out / "table") + "\n"
     if args.artefact in PAPER:
         md += "\nThe paper's numbers (its data and scale, 5 seeds):\n\n| method | 1-shot | 5-shot |\n|---|---:|---:|\n"

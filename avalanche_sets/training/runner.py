@@ -211,13 +211,15 @@ def run_sets(
     return result
 
 
-def _truncated(stream, n: int) -> list:
-    """The first ``n`` episodes of every experience of a stream (same experience objects' type)."""
+def _truncated(stream, n: int):
+    """The first ``n`` episodes of every experience of a stream, as a stream of the same name."""
     if n < 1:
         raise ValueError(f"interim_episodes must be positive, got {n}")
+    from avalanche.benchmarks.scenarios.generic_scenario import EagerCLStream
+
     from ..data.benchmark import SETSExperience
 
-    return [
+    exps = [
         SETSExperience(
             dataset=exp.dataset.subset(range(min(n, len(exp.dataset)))),
             current_experience=exp.current_experience,
@@ -225,6 +227,7 @@ def _truncated(stream, n: int) -> list:
         )
         for exp in stream
     ]
+    return EagerCLStream(stream.name, exps)
 
 
 def save_result(result: RunResult, path: str | Path) -> None:
