@@ -136,7 +136,12 @@ def _cmd_run(args) -> int:
     preset = _preset_from_args(args)
     seeds = args.seeds or preset["seeds"]
     strategy_overrides = _parse_sets(args.strategy_set, grid=False)
-    print(build_benchmark(preset, seed=seeds[0]).describe(), flush=True)
+    bench = build_benchmark(preset, seed=seeds[0])
+    print(bench.describe(), flush=True)
+    from .visualize import plot_episodes
+
+    picture = plot_episodes(bench, Path(args.out) / "episodes.png")
+    print(f"one episode per domain: {picture}", flush=True)
     for seed in seeds:
         record = run_experiment(
             args.method,

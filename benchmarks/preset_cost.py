@@ -71,21 +71,36 @@ def main() -> None:
             n_dom = len(bench.train_stream)
             interim = preset.get("interim_test_episodes") or n_test
             total = n_dom * full_iters * it + (n_dom * (n_dom - 1) * interim + n_dom * n_test) * ep
-            rows.append({"method": method, "n_shot": shot, "s_per_iteration": it,
-                         "s_per_eval_episode": ep, "iterations_per_domain": full_iters,
-                         "test_episodes": n_test, "estimated_run_s": total})
-            print(f"{method:<12} {shot}-shot: {it:.3f} s/it, {1000 * ep:.1f} ms/eval episode -> "
-                  f"run ≈ {total / 60:.1f} min", flush=True)
+            rows.append(
+                {
+                    "method": method,
+                    "n_shot": shot,
+                    "s_per_iteration": it,
+                    "s_per_eval_episode": ep,
+                    "iterations_per_domain": full_iters,
+                    "test_episodes": n_test,
+                    "estimated_run_s": total,
+                }
+            )
+            print(
+                f"{method:<12} {shot}-shot: {it:.3f} s/it, {1000 * ep:.1f} ms/eval episode -> "
+                f"run ≈ {total / 60:.1f} min",
+                flush=True,
+            )
     prov = provenance(seeds=[0])
     out = out_dir(f"preset_cost_{args.preset}")
     write_json(out / "results.json", {**prov, "preset": args.preset, "rows": rows})
     md = header_md(f"Cost of one `{args.preset}` run (1 thread, extrapolated)", prov)
-    md += ("| method | shot | s / iteration | ms / eval episode | iterations/domain | "
-           "test episodes | est. minutes / run |\n|---|---:|---:|---:|---:|---:|---:|\n")
+    md += (
+        "| method | shot | s / iteration | ms / eval episode | iterations/domain | "
+        "test episodes | est. minutes / run |\n|---|---:|---:|---:|---:|---:|---:|\n"
+    )
     for r in rows:
-        md += (f"| {r['method']} | {r['n_shot']} | {r['s_per_iteration']:.3f} | "
-               f"{1000 * r['s_per_eval_episode']:.1f} | {r['iterations_per_domain']} | "
-               f"{r['test_episodes']} | {r['estimated_run_s'] / 60:.1f} |\n")
+        md += (
+            f"| {r['method']} | {r['n_shot']} | {r['s_per_iteration']:.3f} | "
+            f"{1000 * r['s_per_eval_episode']:.1f} | {r['iterations_per_domain']} | "
+            f"{r['test_episodes']} | {r['estimated_run_s'] / 60:.1f} |\n"
+        )
     (out / "README.md").write_text(md)
     print(md)
 

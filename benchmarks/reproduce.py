@@ -95,8 +95,11 @@ def _run(job):
         method, preset, seed=seed, out_root=out, loggers=(), eval_stream=stream,
         strategy_overrides=over, tag=tag,
     )  # fmt: skip
-    print(f"done {method} seed {seed} {over or ''}: {100 * rec['result']['mean_accuracy']:.2f}% "
-          f"({rec['seconds']:.0f} s)", flush=True)
+    print(
+        f"done {method} seed {seed} {over or ''}: {100 * rec['result']['mean_accuracy']:.2f}% "
+        f"({rec['seconds']:.0f} s)",
+        flush=True,
+    )
     return rec
 
 
@@ -173,8 +176,16 @@ def main() -> None:
                 a, ca, b, cb = PAPER[args.artefact][m]
                 md += f"| {m} | {a:.2f} ± {ca:.2f} | {b:.2f} ± {cb:.2f} |\n"
     (out / "README.md").write_text(md)
-    write_json(out / "summary.json", {**prov, "artefact": args.artefact, "preset": args.preset,
-                                      "reduced": reduced, "rows": rows})
+    write_json(
+        out / "summary.json",
+        {
+            **prov,
+            "artefact": args.artefact,
+            "preset": args.preset,
+            "reduced": reduced,
+            "rows": rows,
+        },
+    )
     _plot(rows, by, out / "accuracy.png", args.artefact)
     print(md)
 
