@@ -162,6 +162,8 @@ def main() -> None:
 
     by = ["method", "n_shot"] + ([key] if key else []) + (list(overs[0]) if overs[0] else [])
     rows = aggregate_results(records, by=by)
+    order = {m: i for i, m in enumerate(methods)}  # the paper's row order
+    rows.sort(key=lambda r: (order.get(r["method"], len(order)), *(str(r[k]) for k in by[1:])))
     prov = provenance(seeds=args.seeds)
     md = header_md(f"{args.artefact} ({args.preset} preset, {stream} classes)", prov)
     if reduced:
