@@ -73,6 +73,14 @@ ARTEFACTS = {
 }  # fmt: skip
 
 
+def _canonical(preset: dict) -> str:
+    """A preset's identity for matching runs: everything but seeds, threads and the data root."""
+    import json
+
+    skip = {"seeds", "threads", "root"}
+    return json.dumps({k: v for k, v in sorted(preset.items()) if k not in skip}, default=str)
+
+
 def _job(job):
     try:
         return _run(job)
@@ -118,7 +126,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from avalanche_sets.presets import resolve_preset
-    from avalanche_sets.reporting import aggregate_results, write_table
+    from avalanche_sets.reporting import aggregate_results, find_results, write_table
 
     methods, key, values, overs, stream = ARTEFACTS[args.artefact]
     reduced = []
@@ -154,17 +162,33 @@ def main() -> None:
     else:
         records = [_job(j) for j in jobs]
     failed = [r["error"] for r in records if "error" in r]
-    records = [r for r in records if "error" not in r]
     for f in failed:
         print(f"FAILED {f}", file=sys.stderr)
+    # The table covers every finished run of this artefact's grid, also those of earlier
+    # invocations (e.g. 1-shot yesterday, 5-shot today), not only the runs just made.
+    wanted = set()
+    for shot in sorted(set(args.shots) | {1, 5}):
+        for value in values:
+            setting = {"n_shot": shot, "root": args.root}
+            if args.source:
+                setting["source"] = args.source
+            if key is not None:
+                setting[key] = value
+            wanted.add(_canonical(resolve_preset(args.preset, **setting)))
+    records = [
+        r for r in find_results([runs])
+        if r["method"] in methods and r["eval_stream"] == stream
+        and r.get("strategy_overrides", {}) in overs and _canonical(r["preset"]) in wanted
+    ]  # fmt: skip
     if not records:
-        sys.exit("error: every run failed")
+        sys.exit("error: no finished run")
+    seeds = sorted({r["seed"] for r in records})
 
     by = ["method", "n_shot"] + ([key] if key else []) + (list(overs[0]) if overs[0] else [])
     rows = aggregate_results(records, by=by)
     order = {m: i for i, m in enumerate(methods)}  # the paper's row order
     rows.sort(key=lambda r: (order.get(r["method"], len(order)), *(str(r[k]) for k in by[1:])))
-    prov = provenance(seeds=args.seeds)
+    prov = provenance(seeds=seeds)
     md = header_md(f"{args.artefact} ({args.preset} preset, {stream} classes)", prov)
     if reduced:
         md += "**Reduced grid:** " + "; ".join(reduced) + ".\n\n"
