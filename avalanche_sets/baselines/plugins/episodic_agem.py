@@ -20,6 +20,12 @@ from ._memory import (
 __all__ = ["EpisodicAGEMPlugin"]
 
 
+def _contiguous_grad(param: torch.Tensor) -> None:
+    """Post-accumulate hook: store the gradient contiguously (Avalanche flattens with view)."""
+    if param.grad is not None and not param.grad.is_contiguous():
+        param.grad = param.grad.contiguous()
+
+
 class EpisodicAGEMPlugin(AGEMPlugin):
     """Averaged GEM (Chaudhry, Ranzato, Rohrbach, Elhoseiny, ICLR 2019, "Efficient Lifelong
     Learning with A-GEM") on semi-supervised episodes.
@@ -66,6 +72,24 @@ class EpisodicAGEMPlugin(AGEMPlugin):
         self.storage = ExperienceBalancedBuffer(max_size=mem_size, adaptive_size=True)
         self.seed = int(seed)
         self._rng = np.random.default_rng(seed)
+
+    # Avalanche's A-GEM flattens gradients with ``p.grad.view(-1)``, which fails for the
+    # channels-last weights of a channels-last backbone (their gradients are channels-last
+    # too). Both callbacks that read gradients therefore see contiguous copies; the math is
+    # Avalanche's, unchanged.
+    def before_training_iteration(self, strategy, **kwargs) -> None:
+        params = [p for p in strategy.model.parameters() if p.requires_grad]
+        handles = [p.register_post_accumulate_grad_hook(_contiguous_grad) for p in params]
+        try:
+            super().before_training_iteration(strategy, **kwargs)
+        finally:
+            for h in handles:
+                h.remove()
+
+    def after_backward(self, strategy, **kwargs) -> None:
+        for p in strategy.model.parameters():
+            _contiguous_grad(p)
+        super().after_backward(strategy, **kwargs)
 
     @torch.no_grad()
     def update_memory(self, dataset, num_workers: int = 0, **kwargs) -> None:
