@@ -99,11 +99,12 @@ def episode_accuracies(strategy, stream) -> list[np.ndarray]:
     per_exp: dict[int, list[float]] = {}
     from avalanche.core import SupervisedPlugin
 
+    from ..metrics.episode_metrics import episode_accuracies as _per_episode
+
     class _Collect(SupervisedPlugin):
         def after_eval_iteration(self, s, **kw):
-            b = len(s.mb_x)
-            correct = (s.mb_output.argmax(-1) == s.mb_y).float().reshape(b, -1).mean(1)
-            per_exp.setdefault(s.experience.current_experience, []).extend(correct.tolist())
+            acc = _per_episode(s.mb_output, s.mb_y, len(s.mb_x))
+            per_exp.setdefault(s.experience.current_experience, []).extend(acc.tolist())
 
     collector = _Collect()
     strategy.plugins.append(collector)
