@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["find_results", "aggregate_results", "write_table", "seed_ci95"]
+__all__ = ["find_results", "aggregate_results", "write_table", "seed_ci95", "paired_difference"]
 
 
 def find_results(folders: Iterable[str | Path]) -> list[dict]:
@@ -33,6 +33,21 @@ def seed_ci95(values: Sequence[float]) -> float:
     if x.size < 2:
         return float("nan")
     return float(stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
+
+
+def paired_difference(a: dict, b: dict) -> tuple[float, float]:
+    """Mean accuracy difference ``a − b`` over the *same* test episodes, with its 95% CI.
+
+    Runs with the same benchmark seed evaluate identical episodes, so the per-episode
+    differences are paired: their CI excludes the spread between domains and episodes that
+    both methods share, which dominates the unpaired CI of a single seed.
+    """
+    x = np.asarray(a["result"]["episode_acc"], dtype=float)
+    y = np.asarray(b["result"]["episode_acc"], dtype=float)
+    if x.shape != y.shape or a["seed"] != b["seed"]:
+        raise ValueError("paired differences need runs of the same seed and test episodes")
+    d = x - y
+    return float(d.mean()), float(1.96 * d.std(ddof=1) / math.sqrt(d.size))
 
 
 def _key(rec: dict, field: str):

@@ -14,6 +14,11 @@ import math
 from _common import RESULTS
 from reproduce import PAPER
 
+from avalanche_sets.reporting import find_results, paired_difference
+
+# Paired comparison reference per table: the method every other one is compared with.
+REFERENCE = {"table2": "mskm", "table3": "semi-seq"}
+
 
 def _cell(row: dict | None) -> str:
     if row is None:
@@ -23,7 +28,35 @@ def _cell(row: dict | None) -> str:
     return f"{100 * row['accuracy']:.2f} ± {ci}{star}"
 
 
+def _paired(records: list[dict], method: str, ref: str, shot: int) -> str:
+    """Mean paired difference to ``ref`` (same seed, same test episodes), averaged over seeds."""
+    pairs = []
+    for r in records:
+        if r["method"] != method or r["preset"]["n_shot"] != shot:
+            continue
+        for q in records:
+            if (
+                q["method"] == ref
+                and q["seed"] == r["seed"]
+                and _same_setting(q["preset"], r["preset"])
+            ):
+                pairs.append(paired_difference(r, q))
+    if not pairs or method == ref:
+        return "—"
+    d = sum(p[0] for p in pairs) / len(pairs)
+    ci = max(p[1] for p in pairs)
+    return f"{100 * d:+.2f} ± {100 * ci:.2f}"
+
+
+def _same_setting(a: dict, b: dict) -> bool:
+    skip = {"seeds", "threads", "root"}
+    return {k: v for k, v in a.items() if k not in skip} == {
+        k: v for k, v in b.items() if k not in skip
+    }
+
+
 def main() -> None:
+    records = find_results([RESULTS / "runs"])
     md = []
     for table in ("table2", "table3"):
         path = RESULTS / table / "summary.json"
@@ -36,23 +69,30 @@ def main() -> None:
             f"**{table.replace('table', 'Table ')}** (ours: sets-mini packs, `cpu` preset, "
             f"seeds {seeds}; paper: its datasets, 84 px, 5 seeds)\n"
         )
-        md.append("| method | ours 1-shot | ours 5-shot | paper 1-shot | paper 5-shot |")
-        md.append("|---|---:|---:|---:|---:|")
-        for method, (a, ca, b, cb) in PAPER[table].items():
+        ref = REFERENCE[table]
+        md.append(
+            f"| method | ours 1-shot | Δ vs {ref}, paired (1-shot) | ours 5-shot | "
+            f"Δ vs {ref}, paired (5-shot) | paper 1-shot | paper 5-shot |"
+        )
+        md.append("|---|---:|---:|---:|---:|---:|---:|")
+        paper = PAPER[table]
+        for method in [*paper, *sorted({m for m, _ in rows} - set(paper))]:
+            if method in paper:
+                a, ca, b, cb = paper[method]
+                p1, p5 = f"{a:.2f} ± {ca:.2f}", f"{b:.2f} ± {cb:.2f}"
+            else:
+                p1 = p5 = "—"
             md.append(
                 f"| {method} | {_cell(rows.get((method, 1)))} | "
-                f"{_cell(rows.get((method, 5)))} | {a:.2f} ± {ca:.2f} | {b:.2f} ± {cb:.2f} |"
-            )
-        extra = sorted({m for m, _ in rows} - set(PAPER[table]))
-        for method in extra:
-            md.append(
-                f"| {method} | {_cell(rows.get((method, 1)))} | "
-                f"{_cell(rows.get((method, 5)))} | — | — |"
+                f"{_paired(records, method, ref, 1)} | {_cell(rows.get((method, 5)))} | "
+                f"{_paired(records, method, ref, 5)} | {p1} | {p5} |"
             )
         md.append("")
     md.append(
-        "\\* one seed: the ± is the 95% CI over all test episodes of all domains (it "
-        "includes the spread between domains), not over seeds."
+        "\\* one seed: the ± is the 95% CI over all test episodes of all domains (it includes "
+        "the spread between domains), not over seeds. The paired Δ compares two methods on the "
+        "same test episodes (same seed): its ± is the 95% CI of the mean per-episode difference, "
+        "so a Δ whose interval excludes 0 is a difference this run resolves."
     )
     text = "\n".join(md) + "\n"
     (RESULTS / "main_tables.md").write_text(text)

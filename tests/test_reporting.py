@@ -1,0 +1,44 @@
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from avalanche_sets.reporting import aggregate_results, paired_difference, seed_ci95
+
+
+def record(method, seed, episode_acc, n_shot=1):
+    acc = np.asarray(episode_acc, dtype=float)
+    return {
+        "method": method, "seed": seed, "seconds": 1.0, "preset": {"n_shot": n_shot},
+        "result": {
+            "episode_acc": acc.tolist(), "mean_accuracy": float(acc.mean()),
+            "mean_ci95": float(1.96 * acc.std(ddof=1) / math.sqrt(acc.size)),
+            "forgetting": [0.0], "final": [float(acc.mean())], "domains": ["d"],
+        },
+    }  # fmt: skip
+
+
+def test_paired_difference_removes_shared_variance():
+    rng = np.random.default_rng(0)
+    shared = rng.uniform(0.2, 0.95, 400)  # episode difficulty both methods share
+    a = record("a", 0, np.clip(shared + 0.02 + rng.normal(0, 0.02, 400), 0, 1))
+    b = record("b", 0, shared)
+    d, ci = paired_difference(a, b)
+    assert d == pytest.approx(np.mean(np.asarray(a["result"]["episode_acc"]) - shared))
+    assert 0 < ci < 0.01 < a["result"]["mean_ci95"]  # far tighter than the unpaired CI
+    assert d - ci > 0  # the +2-point difference is resolved
+    with pytest.raises(ValueError, match="same seed"):
+        paired_difference(a, record("b", 1, shared))
+
+
+def test_seed_ci_is_student_t_and_aggregation_groups():
+    vals = [0.5, 0.6, 0.55]
+    expected = stats.t.ppf(0.975, 2) * np.std(vals, ddof=1) / math.sqrt(3)
+    assert seed_ci95(vals) == pytest.approx(expected)
+    assert math.isnan(seed_ci95([0.5]))
+    recs = [record("m", s, [v, v]) for s, v in enumerate(vals)] + [record("n", 0, [0.1, 0.3])]
+    rows = {r["method"]: r for r in aggregate_results(recs, by=["method"])}
+    assert rows["m"]["seeds"] == 3 and rows["m"]["ci_over"] == "seeds"
+    assert rows["m"]["accuracy"] == pytest.approx(0.55)
+    assert rows["n"]["ci_over"] == "episodes"
