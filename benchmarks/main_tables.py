@@ -12,7 +12,7 @@ import json
 import math
 
 from _common import RESULTS
-from reproduce import PAPER
+from reproduce import PAPER, _canonical
 
 from avalanche_sets.reporting import find_results, paired_difference
 
@@ -38,7 +38,7 @@ def _paired(records: list[dict], method: str, ref: str, shot: int) -> str:
             if (
                 q["method"] == ref
                 and q["seed"] == r["seed"]
-                and _same_setting(q["preset"], r["preset"])
+                and _canonical(q["preset"]) == _canonical(r["preset"])
             ):
                 pairs.append(paired_difference(r, q))
     if not pairs or method == ref:
@@ -46,13 +46,6 @@ def _paired(records: list[dict], method: str, ref: str, shot: int) -> str:
     d = sum(p[0] for p in pairs) / len(pairs)
     ci = max(p[1] for p in pairs)
     return f"{100 * d:+.2f} ± {100 * ci:.2f}"
-
-
-def _same_setting(a: dict, b: dict) -> bool:
-    skip = {"seeds", "threads", "root"}
-    return {k: v for k, v in a.items() if k not in skip} == {
-        k: v for k, v in b.items() if k not in skip
-    }
 
 
 def main() -> None:
