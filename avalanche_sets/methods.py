@@ -7,6 +7,9 @@ it, so a method means the same thing everywhere.
 
 from __future__ import annotations
 
+import difflib
+import importlib
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -14,7 +17,14 @@ import torch
 
 from .models.backbone import ConvBackbone
 
-__all__ = ["METHODS", "ORDER_VARIANTS", "build_strategy", "method_names", "make_backbone"]
+__all__ = [
+    "METHODS",
+    "ORDER_VARIANTS",
+    "build_strategy",
+    "check_method",
+    "method_names",
+    "make_backbone",
+]
 
 # ORDER and its ablations (paper Tables 2-3 and the appendix ablation tables).
 ORDER_VARIANTS: dict[str, dict[str, Any]] = {
@@ -74,6 +84,130 @@ def _common(preset: dict, evaluator, plugins) -> dict[str, Any]:
     )
 
 
+#: Preset settings :func:`build_strategy` reads.
+STRATEGY_PRESET_KEYS = (
+    "n_blocks",
+    "width",
+    "image_size",
+    "meta_batch",
+    "eval_mb_size",
+    "device",
+    "lr",
+    "mem_size",
+    "replay_batch",
+)
+
+
+def _strategy_class(name: str) -> type:
+    if name in ORDER_VARIANTS:
+        from .order import OrderStrategy
+
+        return OrderStrategy
+    module, cls_name = BASELINES[name]
+    return getattr(importlib.import_module(f".baselines.{module}", __package__), cls_name)
+
+
+def _accepted_options(cls: type) -> set[str]:
+    """Keyword arguments ``cls`` or any class it inherits from accepts (as Avalanche checks)."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None or klass is object:
+            continue
+        for p in inspect.signature(init).parameters.values():
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self":
+                names.add(p.name)
+    return names
+
+
+def check_method(name: str, preset: dict, overrides: dict[str, Any] | None = None) -> None:
+    """Check a method name, the preset it is built for and its strategy options.
+
+    :func:`build_strategy` calls it first; call it yourself to fail before loading any data.
+
+    Raises:
+        ValueError: an unknown method (with the closest name), a preset without the settings
+            a strategy needs, an override that contradicts the ORDER ablation it is applied to
+            (``build_strategy("order-no-ot", ..., use_ot=True)``), or an OT set-up the
+            ``cvxpylayers`` solver cannot build (more than 100 points per side).
+        TypeError: a strategy option the method does not accept (with the closest name).
+    """
+    if name not in METHODS:
+        close = difflib.get_close_matches(str(name), METHODS, n=1, cutoff=0.5)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"unknown method {name!r}{hint}; choose one of {list(METHODS)}")
+    if not isinstance(preset, dict):
+        raise TypeError(
+            f"preset must be a dict of settings, got {type(preset).__name__}; fix: "
+            "preset = avalanche_sets.presets.resolve_preset('quick')"
+        )
+    missing = [k for k in STRATEGY_PRESET_KEYS if k not in preset]
+    if missing:
+        raise ValueError(
+            f"the preset lacks setting(s) {missing} that method {name!r} needs; fix: start from "
+            "avalanche_sets.presets.resolve_preset(<name>, **overrides)"
+        )
+    overrides = dict(overrides or {})
+    cls = _strategy_class(name)
+    accepted = _accepted_options(cls)
+    unknown = sorted(set(overrides) - accepted)
+    if unknown:
+        hints = "".join(
+            f" (did you mean {c[0]!r}?)"
+            for c in (difflib.get_close_matches(k, sorted(accepted), n=1) for k in unknown[:3])
+            if c
+        )
+        raise TypeError(
+            f"method {name!r} ({cls.__name__}) does not accept option(s) {unknown}{hints}; "
+            f"valid options: {sorted(accepted)}"
+        )
+    if name not in ORDER_VARIANTS:
+        return
+    variant = ORDER_VARIANTS[name]
+    for key, value in overrides.items():
+        if key in variant and _normal(value) != _normal(variant[key]):
+            plain = [m for m, v in ORDER_VARIANTS.items() if _same(v, {**variant, key: value})]
+            fix = (
+                f"use method {plain[0]!r}" if plain else "drop the override or pick another method"
+            )
+            raise ValueError(
+                f"method {name!r} is ORDER with {key}={variant[key]!r}; the option "
+                f"{key}={value!r} contradicts it; fix: {fix}"
+            )
+    defaults = inspect.signature(cls.__init__).parameters
+    settings = {k: p.default for k, p in defaults.items() if p.default is not p.empty}
+    settings.update({k: preset[k] for k in ("ot_solver", "ot_max_points") if k in preset})
+    settings.update(variant)
+    settings.update(overrides)
+    if settings.get("use_replay", True) and settings.get("use_ot", True):
+        if settings.get("ot_solver") == "cvxpylayers":
+            from .functional.ot import CVXPYLAYERS_MAX_ENTRIES
+
+            g = settings.get("ot_max_points")
+            side = int(CVXPYLAYERS_MAX_ENTRIES**0.5)
+            if g is None or (isinstance(g, int) and g * g > CVXPYLAYERS_MAX_ENTRIES):
+                size = "any number of" if g is None else f"up to {g}x{g}"
+                raise ValueError(
+                    f"ot_solver='cvxpylayers' with ot_max_points={g!r} would build OT problems "
+                    f"of {size} points, above the "
+                    f"{CVXPYLAYERS_MAX_ENTRIES} entries cvxpy can canonicalise (memory grows "
+                    f"like (n·m)²); fix: pass ot_max_points={side} or less, or "
+                    "ot_solver='exact'"
+                )
+
+
+def _normal(value: Any) -> Any:
+    return tuple(value) if isinstance(value, (list, tuple)) else value
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    defaults = {"use_mi": True, "use_replay": True, "use_ot": True, "ot_unlabeled": True}
+    defaults["mi_terms"] = ("id", "ood")
+    full_a = {**defaults, **{k: _normal(v) for k, v in a.items()}}
+    full_b = {**defaults, **{k: _normal(v) for k, v in b.items()}}
+    return full_a == full_b
+
+
 def build_strategy(
     name: str,
     preset: dict,
@@ -87,8 +221,7 @@ def build_strategy(
 
     The model is initialised from ``torch.manual_seed(seed)``.
     """
-    if name not in METHODS:
-        raise ValueError(f"unknown method {name!r}; choose one of {list(METHODS)}")
+    check_method(name, preset, overrides)
     from avalanche.training.plugins import EvaluationPlugin
 
     evaluator = evaluator if evaluator is not None else EvaluationPlugin()
@@ -113,12 +246,10 @@ def build_strategy(
                 kwargs[key] = preset[key]
         kwargs.update(overrides)
         return OrderStrategy(**kwargs)
-    import importlib
-
     from .models.episodic import PrototypicalModel
 
-    module, cls_name = BASELINES[name]
-    cls: Callable = getattr(importlib.import_module(f".baselines.{module}", __package__), cls_name)
+    module, _ = BASELINES[name]
+    cls: Callable = _strategy_class(name)
     kwargs: dict[str, Any] = _common(preset, evaluator, plugins)
     if module in ("meta", "tpn", "lst"):
         kwargs.update(backbone=backbone, lr=preset["lr"])

@@ -9,15 +9,21 @@
 * ``paper`` — the paper's protocol for a GPU: 84 px, 5 blocks of 64 filters, 6,000 iterations of
   meta-batch 2 per domain (12K tasks), 600 test episodes, 5 seeds.
 
-``resolve_preset(name, **overrides)`` returns a copy with overrides applied and checked.
+``resolve_preset(name, **overrides)`` returns a copy with overrides applied and checked: unknown
+names (with the closest valid one), values of the wrong type or range and contradicting settings
+raise :class:`ValueError` before anything is loaded or trained.
 """
 
 from __future__ import annotations
 
 import copy
+import difflib
+import numbers
+import os
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["PRESETS", "resolve_preset", "preset_names"]
+__all__ = ["PRESETS", "PRESET_SCHEMA", "resolve_preset", "check_preset", "preset_names"]
 
 _EPISODE = dict(n_way=5, n_shot=1, n_unlabeled=10, n_ood=50)
 
@@ -90,16 +96,139 @@ def preset_names() -> list[str]:
     return sorted(PRESETS)
 
 
-def resolve_preset(name: str, **overrides: Any) -> dict[str, Any]:
-    """A copy of preset ``name`` with ``overrides`` applied (unknown keys are an error)."""
-    if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; choose one of {preset_names()}")
-    preset = copy.deepcopy(PRESETS[name])
-    unknown = sorted(set(overrides) - set(preset) - {"root", "order", "domains", "ood"})
-    if unknown:
+# ----------------------------------------------------------------------------- checks
+def _is_int(v: Any) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def _positive_int(v: Any) -> bool:
+    return _is_int(v) and v >= 1
+
+
+def _non_negative_int(v: Any) -> bool:
+    return _is_int(v) and v >= 0
+
+
+def _positive_number(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and v > 0
+
+
+def _names(v: Any) -> bool:
+    return isinstance(v, (list, tuple)) and all(isinstance(n, str) for n in v)
+
+
+_SOURCES = ("synthetic", "packs", "paper")
+_POS = (_positive_int, "a positive integer")
+
+#: Every preset setting (and the extra ones an override may add): (check, what it must be).
+PRESET_SCHEMA: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "source": (lambda v: v in _SOURCES, f"one of {list(_SOURCES)}"),
+    "image_size": _POS,
+    "n_blocks": _POS,
+    "width": _POS,
+    "n_way": (lambda v: _is_int(v) and v >= 2, "an integer >= 2"),
+    "n_shot": _POS,
+    "n_query": _POS,
+    "n_unlabeled": (_non_negative_int, "a non-negative integer"),
+    "n_ood": (_non_negative_int, "a non-negative integer"),
+    "tasks_per_domain": _POS,
+    "meta_batch": _POS,
+    "n_val_episodes": _POS,
+    "n_test_episodes": _POS,
+    "eval_mb_size": _POS,
+    "interim_test_episodes": (lambda v: v is None or _positive_int(v), "a positive integer"),
+    "lr": (_positive_number, "a positive number"),
+    "mem_size": _POS,
+    "replay_batch": _POS,
+    "seeds": (
+        lambda v: isinstance(v, (list, tuple)) and len(v) > 0 and all(_is_int(x) for x in v),
+        "a non-empty list of integers",
+    ),
+    "device": (lambda v: isinstance(v, str) and v != "", "a torch device name ('cpu', 'cuda')"),
+    "threads": _POS,
+    "small_classes": (lambda v: v in ("error", "drop"), "'error' or 'drop'"),
+    # Extra settings, in no preset by default.
+    "root": (lambda v: isinstance(v, (str, os.PathLike)), "a folder path"),
+    "order": (lambda v: _is_int(v) and 1 <= v <= 3, "the paper's domain order 1, 2 or 3"),
+    "domains": (
+        lambda v: _names(v) and len(v) > 0 and len(set(v)) == len(v),
+        "a non-empty list of distinct domain names (a custom order)",
+    ),
+    "ood": (lambda v: _names(v) and len(set(v)) == len(v), "a list of distinct OOD names"),
+}
+_CHOICES = {"source": _SOURCES, "small_classes": ("error", "drop")}
+_EXTRA = ("root", "order", "domains", "ood", "small_classes")
+
+
+def _close(name: str, valid: Any) -> str:
+    close = difflib.get_close_matches(str(name), sorted(valid), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def check_preset(preset: dict[str, Any], *, name: str = "preset") -> dict[str, Any]:
+    """Check every setting of a (resolved) preset; raise ValueError naming the first bad one.
+
+    Also refuses combinations that cannot work (``order`` together with ``domains``,
+    ``n_ood > 0`` with ``ood=[]``) and builds the :class:`EpisodeConfig` so that an impossible
+    episode shape fails here, before any data is loaded.
+    """
+    for key, value in preset.items():
+        if key not in PRESET_SCHEMA:
+            continue  # unknown keys are refused by resolve_preset
+        ok, what = PRESET_SCHEMA[key]
+        if not ok(value):
+            example = PRESETS["quick"].get(key)
+            fix = f"; fix: e.g. {key}={example!r}" if example is not None else ""
+            if key in _CHOICES:
+                fix = _close(value, _CHOICES[key])
+            if isinstance(value, (tuple, list)) and key not in ("seeds", "domains", "ood"):
+                fix += " (a comma-separated list is a grid: run it with `avalanche-sets sweep`)"
+            raise ValueError(
+                f"{name}: setting {key!r} must be {what}, got {value!r} "
+                f"({type(value).__name__}){fix}"
+            )
+    if preset.get("domains") is not None and preset.get("order") is not None:
         raise ValueError(
-            f"unknown preset setting(s) {unknown}; valid settings: {sorted(preset)} "
-            "(plus root, order, domains, ood)"
+            f"{name}: order={preset['order']!r} and domains={preset['domains']!r} both set the "
+            "domain order; fix: pass only one of them"
+        )
+    if preset.get("n_ood", 0) > 0 and preset.get("ood") is not None and not preset["ood"]:
+        raise ValueError(
+            f"{name}: n_ood={preset['n_ood']} OOD images per episode need OOD sources, but "
+            "ood=[]; fix: set n_ood=0 or name OOD sources"
+        )
+    from .data.episodes import EpisodeConfig
+
+    EpisodeConfig(**{k: preset[k] for k in _EPISODE_KEYS if k in preset})
+    return preset
+
+
+_EPISODE_KEYS = ("n_way", "n_shot", "n_query", "n_unlabeled", "n_ood")
+
+
+def resolve_preset(name: str, **overrides: Any) -> dict[str, Any]:
+    """A copy of preset ``name`` with ``overrides`` applied and checked.
+
+    ``None`` values mean "not given" and leave the preset's value. Besides the preset's own
+    settings, ``root``, ``order``, ``domains``, ``ood`` and ``small_classes`` may be set.
+
+    Raises:
+        ValueError: an unknown preset or setting (with the closest valid name), a value of the
+            wrong type or range, or settings that contradict each other (:func:`check_preset`).
+    """
+    if name not in PRESETS:
+        raise ValueError(
+            f"unknown preset {name!r}{_close(name, PRESETS)}; choose one of {preset_names()}"
+        )
+    preset = copy.deepcopy(PRESETS[name])
+    unknown = sorted(set(overrides) - set(preset) - set(_EXTRA))
+    if unknown:
+        hints = "".join(_close(k, {*preset, *_EXTRA}) for k in unknown[:3])
+        raise ValueError(
+            f"unknown preset setting(s) {unknown}{hints}; valid settings: {sorted(preset)} "
+            f"(plus {', '.join(k for k in _EXTRA if k not in preset)})"
         )
     preset.update({k: v for k, v in overrides.items() if v is not None})
-    return preset
+    if isinstance(preset.get("seeds"), tuple):
+        preset["seeds"] = list(preset["seeds"])
+    return check_preset(preset, name=f"preset {name!r}")

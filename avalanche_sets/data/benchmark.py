@@ -17,6 +17,7 @@ when the benchmark is built.
 
 from __future__ import annotations
 
+import difflib
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,7 +28,7 @@ from avalanche.benchmarks.scenarios.generic_scenario import CLScenario, EagerCLS
 from avalanche.benchmarks.utils import AvalancheDataset
 
 from .domain import Domain
-from .episodes import EpisodeConfig, EpisodeSampler, collate_episodes
+from .episodes import SMALL_CLASSES, EpisodeConfig, EpisodeSampler, collate_episodes
 
 __all__ = [
     "EpisodeDataset",
@@ -184,16 +185,19 @@ def load_source(
         root: folder of the packs or of the paper's datasets (not used by ``"synthetic"``).
         domains: custom domain order (names); defaults to the source's order ``order``.
         ood: OOD source names; defaults to the source's three OOD sources.
-        order: the paper's order 1, 2 or 3 (ignored when ``domains`` is given).
+        order: the paper's order 1, 2 or 3; leave it at 1 when ``domains`` is given (a custom
+            order and a paper order together are refused).
         image_size: image side in pixels (defaults: 32 for synthetic/packs, 84 for paper).
         seed: seed of the synthetic generator.
     """
     if source not in SOURCES:
-        raise ValueError(f"unknown source {source!r}; choose one of {SOURCES}")
-    if domains is None and order not in ORDER_PERMUTATIONS:
         raise ValueError(
-            f"unknown domain order {order!r}; the paper defines orders "
-            f"{sorted(ORDER_PERMUTATIONS)}, or pass domains=[...] for a custom order"
+            f"unknown source {source!r}{_did_you_mean(source, SOURCES)}; choose one of {SOURCES}"
+        )
+    _check_order(order, domains)
+    if isinstance(domains, str) or isinstance(ood, str):
+        raise TypeError(
+            "domains and ood are lists of names; fix: pass domains=['a', 'b'], not domains='a'"
         )
 
     def ordered(default: Sequence[str]) -> list[str]:
@@ -221,6 +225,12 @@ def load_source(
         default_id = [n for n in SETS_MINI_ORDER if n in available]
         if len(default_id) != 6:
             default_id = [n for n in available if not n.startswith("ood_")]
+        if domains is None and order != 1 and len(default_id) != 6:
+            raise ValueError(
+                f"order={order} permutes six domains, but the packs in {root} hold "
+                f"{len(default_id)} in-distribution packs {default_id}; fix: pass "
+                "domains=[...] for a custom order"
+            )
         id_names = (
             ordered(default_id)
             if (domains is not None or len(default_id) == 6)
@@ -240,21 +250,54 @@ def load_source(
         size = image_size or 84
         load = lambda n: load_paper_domain(n, root, image_size=size)  # noqa: E731
 
-    if len(set(id_names)) != len(id_names):
-        raise ValueError(f"a domain appears twice in the order {id_names}")
+    for what, names, fix in (
+        ("the domain order", id_names, "a custom order is a permutation of distinct names"),
+        ("the OOD sources", ood_names, "OOD sources are mixed equally, name each once"),
+    ):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"{twice} appear(s) twice in {what} {names}; fix: {fix}")
     overlap = set(id_names) & set(ood_names)
     if overlap:
-        raise ValueError(f"{sorted(overlap)} cannot be both a stream domain and an OOD source")
+        raise ValueError(
+            f"{sorted(overlap)} cannot be both a stream domain and an OOD source; fix: remove "
+            "it from domains= or from ood="
+        )
     cache: dict[str, Domain] = {}
     id_domains = [cache.setdefault(n, load(n)) for n in id_names]
     ood_domains = [cache.setdefault(n, load(n)) for n in ood_names]
     return id_domains, ood_domains
 
 
+def _did_you_mean(name: object, valid: Sequence[str] | set[str]) -> str:
+    close = difflib.get_close_matches(str(name), sorted(valid), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _check_order(order: object, domains: Sequence[str] | None) -> None:
+    """``order`` is one of the paper's orders; it and a custom ``domains`` order exclude each
+    other (the default order 1 is allowed with ``domains``, which then wins)."""
+    valid = isinstance(order, int) and not isinstance(order, bool) and order in ORDER_PERMUTATIONS
+    if not valid:
+        raise ValueError(
+            f"unknown domain order {order!r}; the paper defines orders "
+            f"{sorted(ORDER_PERMUTATIONS)}; fix: pass order=1, 2 or 3, or domains=[...] for a "
+            "custom order"
+        )
+    if domains is not None and order != 1:
+        raise ValueError(
+            f"order={order} and domains={list(domains)} both set the domain order; fix: pass "
+            "only one of them (domains=[...] is a custom order)"
+        )
+
+
 def _check_names(names: Sequence[str], valid: set[str], what: str) -> None:
     unknown = [n for n in names if n not in valid]
     if unknown:
-        raise ValueError(f"unknown domain name(s) {unknown} for {what}; valid: {sorted(valid)}")
+        hints = "".join(_did_you_mean(n, valid) for n in unknown[:3])
+        raise ValueError(
+            f"unknown domain name(s) {unknown} for {what}{hints}; valid: {sorted(valid)}"
+        )
 
 
 def sets_benchmark(
@@ -282,7 +325,8 @@ def sets_benchmark(
     Args:
         source: ``"synthetic"`` (offline default), ``"packs"`` or ``"paper"``.
         root: data folder for ``"packs"``/``"paper"``.
-        domains: custom domain order; ``order`` picks the paper's orders 1–3 otherwise.
+        domains: custom domain order (distinct names); ``order`` picks the paper's orders 1–3
+            otherwise (not both).
         ood: OOD source names (default: the source's three OOD sources). ``[]`` for none.
         n_way, n_shot, n_query, n_unlabeled, n_ood: the episode shape (N, K, Q, Z, R).
         tasks_per_domain: training episodes per domain (paper: 12,000).
@@ -304,8 +348,14 @@ def sets_benchmark(
         ("n_val_episodes", n_val_episodes),
         ("n_test_episodes", n_test_episodes),
     ):
-        if not isinstance(value, int) or value < 1:
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if small_classes not in SMALL_CLASSES:  # checked before any data is loaded
+        raise ValueError(
+            f"small_classes must be one of {SMALL_CLASSES}, got {small_classes!r}; 'error' "
+            "refuses classes too small for the episode shape, 'drop' leaves them out with a "
+            "warning"
+        )
     if loaded is not None:
         id_domains, ood_domains = list(loaded[0]), list(loaded[1])
     else:

@@ -35,6 +35,8 @@ class Domain:
         split_seed: seed of the labeled/unlabeled split (mixed with the domain name, so two
             domains never share a permutation by accident).
         source: one line on where the images come from (and their licence).
+        origin: the file or folder the domain was loaded from (a pack, a dataset folder);
+            named in error messages, empty for generated domains.
     """
 
     name: str
@@ -45,6 +47,7 @@ class Domain:
     labeled_fraction: float = 0.4
     split_seed: int = 0
     source: str = ""
+    origin: str = ""
     _class_index: list[np.ndarray] = field(init=False, repr=False)
     _labeled: list[np.ndarray] = field(init=False, repr=False)
     _unlabeled: list[np.ndarray] = field(init=False, repr=False)
@@ -54,9 +57,18 @@ class Domain:
         if images.ndim != 4 or images.shape[-1] != 3 or images.dtype != np.uint8:
             raise ValueError(
                 f"domain {self.name!r}: images must be a uint8 array [N, H, W, 3], got "
-                f"{images.dtype} {images.shape}; convert grey images to 3 channels first"
+                f"{images.dtype} {images.shape}; fix: store 8-bit RGB, channels last "
+                "(images.astype(np.uint8) for values in 0..255; replicate grey images to 3 "
+                "channels)"
             )
-        labels = np.asarray(self.labels).astype(np.int64, copy=False)
+        labels = np.asarray(self.labels)
+        if labels.size and labels.dtype.kind not in "iu":
+            raise ValueError(
+                f"domain {self.name!r}: labels must be integer class ids, got dtype "
+                f"{labels.dtype}; fix: labels.astype(np.int64) if they are whole numbers "
+                "0..C-1 (indices into class_names)"
+            )
+        labels = labels.astype(np.int64, copy=False)
         if labels.shape != (images.shape[0],):
             raise ValueError(
                 f"domain {self.name!r}: labels must have shape [{images.shape[0]}] "
@@ -78,7 +90,8 @@ class Domain:
         if labels.size and (labels.min() < 0 or labels.max() >= n_classes):
             raise ValueError(
                 f"domain {self.name!r}: labels must lie in 0..{n_classes - 1}, found "
-                f"{labels.min()}..{labels.max()}"
+                f"{labels.min()}..{labels.max()}; fix: labels index class_names, so remap them "
+                "to 0..C-1 or add the missing class names"
             )
         if not 0.0 < self.labeled_fraction < 1.0:
             raise ValueError(
@@ -146,6 +159,11 @@ class Domain:
     @property
     def nbytes(self) -> int:
         return int(self.images.nbytes + self.labels.nbytes)
+
+    def describe_origin(self) -> str:
+        """``'name'`` or ``'name' (origin)``: how error messages name this domain."""
+        origin = getattr(self, "origin", "")  # absent from domains pickled before it existed
+        return f"{self.name!r} ({origin})" if origin else repr(self.name)
 
     def summary(self) -> dict:
         """Class counts per split and image counts, for printing a stream."""

@@ -29,6 +29,7 @@ from torch import Tensor
 from .domain import SPLITS, Domain
 
 __all__ = [
+    "SMALL_CLASSES",
     "EpisodeConfig",
     "Episode",
     "EpisodeOracle",
@@ -36,6 +37,27 @@ __all__ = [
     "EpisodeSampler",
     "collate_episodes",
 ]
+
+
+#: What an :class:`EpisodeSampler` does with classes too small for the episode shape.
+SMALL_CLASSES = ("error", "drop")
+
+
+def _is_int(value) -> bool:
+    """An integer that is not a bool (``True`` is not an episode size)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _min_class_size(labeled_fraction: float, n_labeled: int, n_unlabeled: int) -> int | None:
+    """Fewest images a class needs so that its labeled/unlabeled parts (as :class:`Domain`
+    splits them) hold ``n_labeled`` and ``n_unlabeled`` images; None if none up to 10^5 does."""
+    for n in range(max(1, n_labeled + n_unlabeled), 100_001):
+        lab = int(round(labeled_fraction * n))
+        if n >= 2:
+            lab = min(max(lab, 1), n - 1)
+        if lab >= n_labeled and n - lab >= n_unlabeled:
+            return n
+    return None
 
 
 @dataclass(frozen=True)
@@ -58,17 +80,31 @@ class EpisodeConfig:
     n_ood: int = 50
 
     def __post_init__(self) -> None:
-        for name in ("n_way", "n_shot", "n_query"):
+        for name, what in (
+            ("n_way", "classes per episode"),
+            ("n_shot", "labeled support images per class"),
+            ("n_query", "query images per class"),
+        ):
             value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"EpisodeConfig.{name} must be a positive integer, got {value!r}")
-        if self.n_way < 2:
-            raise ValueError(f"EpisodeConfig.n_way must be at least 2, got {self.n_way}")
-        for name in ("n_unlabeled", "n_ood"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or value < 0:
+            if not _is_int(value) or value < 1:
                 raise ValueError(
-                    f"EpisodeConfig.{name} must be a non-negative integer, got {value!r}"
+                    f"EpisodeConfig.{name} ({what}) must be a positive integer, got {value!r}; "
+                    f"fix: pass {name}=1 or more"
+                )
+        if self.n_way < 2:
+            raise ValueError(
+                f"EpisodeConfig.n_way must be at least 2 (an episode tells classes apart), got "
+                f"{self.n_way}; fix: pass n_way=2 or more (the paper: 5)"
+            )
+        for name, what in (
+            ("n_unlabeled", "unlabeled in-distribution images per class"),
+            ("n_ood", "unlabeled out-of-distribution images per episode"),
+        ):
+            value = getattr(self, name)
+            if not _is_int(value) or value < 0:
+                raise ValueError(
+                    f"EpisodeConfig.{name} ({what}) must be a non-negative integer, got "
+                    f"{value!r}; fix: pass {name}=0 or more"
                 )
 
     @property
@@ -252,8 +288,12 @@ class EpisodeSampler:
     ) -> None:
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-        if small_classes not in ("error", "drop"):
-            raise ValueError(f"small_classes must be 'error' or 'drop', got {small_classes!r}")
+        if small_classes not in SMALL_CLASSES:
+            raise ValueError(
+                f"small_classes must be one of {SMALL_CLASSES}, got {small_classes!r}; "
+                "'error' refuses classes too small for the episode shape, 'drop' leaves them "
+                "out with a warning"
+            )
         self.domain = domain
         self.ood_sources = tuple(ood_sources)
         self.split = split
@@ -264,25 +304,42 @@ class EpisodeSampler:
         classes = domain.classes(split)
         n_lab = domain.part_sizes("labeled")[classes]
         n_unl = domain.part_sizes("unlabeled")[classes]
-        ok = (n_lab >= cfg.n_shot + cfg.n_query) & (n_unl >= cfg.n_unlabeled)
+        need_lab, need_unl = cfg.n_shot + cfg.n_query, cfg.n_unlabeled
+        ok = (n_lab >= need_lab) & (n_unl >= need_unl)
+        dropped = 0
         if not ok.all():
-            bad = classes[~ok]
+            bad = np.flatnonzero(~ok)
+            listed = ", ".join(
+                f"{domain.class_names[classes[i]]!r} ({int(n_lab[i]) + int(n_unl[i])} images: "
+                f"{int(n_lab[i])} labeled + {int(n_unl[i])} unlabeled)"
+                for i in bad[:5]
+            ) + (f" and {bad.size - 5} more" if bad.size > 5 else "")
+            least = _min_class_size(domain.labeled_fraction, need_lab, need_unl)
             detail = (
-                f"{bad.size} of {classes.size} {split} classes of domain {domain.name!r} are too "
-                f"small for n_shot + n_query = {cfg.n_shot + cfg.n_query} labeled and "
-                f"n_unlabeled = {cfg.n_unlabeled} unlabeled images per class (smallest labeled "
-                f"part: {int(n_lab.min())}, smallest unlabeled part: {int(n_unl.min())})"
+                f"{bad.size} of {classes.size} {split} classes of domain "
+                f"{domain.describe_origin()} are too small for n_shot + n_query = {need_lab} "
+                f"labeled and n_unlabeled = {need_unl} unlabeled images per class: {listed}"
+                + (
+                    f"; with labeled_fraction = {domain.labeled_fraction:g} a class needs at "
+                    f"least {least} images"
+                    if least is not None
+                    else ""
+                )
             )
             if small_classes == "error":
                 raise ValueError(
-                    detail + "; lower n_shot/n_query/n_unlabeled or pass small_classes='drop'"
+                    detail + "; fix: lower n_shot/n_query/n_unlabeled, or pass "
+                    "small_classes='drop' to leave these classes out (with a warning)"
                 )
             warnings.warn(detail + "; they are left out of this sampler", stacklevel=2)
             classes = classes[ok]
+            dropped = int(bad.size)
         if classes.size < cfg.n_way:
             raise ValueError(
-                f"domain {domain.name!r} has {classes.size} usable {split} classes, fewer than "
-                f"n_way = {cfg.n_way}; lower n_way or use a domain with more classes"
+                f"domain {domain.describe_origin()} has {classes.size} usable {split} classes"
+                + (f" ({dropped} too small ones dropped)" if dropped else "")
+                + f", fewer than n_way = {cfg.n_way}; fix: lower n_way to at most "
+                f"{classes.size} or use a domain with more {split} classes"
             )
         self.classes = classes
 
@@ -290,8 +347,9 @@ class EpisodeSampler:
         if cfg.n_ood > 0:
             if not self.ood_sources:
                 raise ValueError(
-                    f"n_ood = {cfg.n_ood} OOD images per episode need at least one OOD source; "
-                    "pass ood_sources or set n_ood = 0"
+                    f"n_ood = {cfg.n_ood} OOD images per episode need at least one OOD source, "
+                    "but none was given; fix: pass OOD sources (sets_benchmark(ood=[...]), "
+                    "EpisodeSampler(ood_sources=...)) or set n_ood = 0"
                 )
             per_source = -(-cfg.n_ood // len(self.ood_sources))
             for src in self.ood_sources:
@@ -303,14 +361,16 @@ class EpisodeSampler:
                 )
                 if pool.size < per_source:
                     raise ValueError(
-                        f"OOD source {src.name!r} has {pool.size} images in its {split} classes, "
-                        f"fewer than the {per_source} an episode may draw from it "
-                        f"(n_ood = {cfg.n_ood} over {len(self.ood_sources)} sources)"
+                        f"OOD source {src.describe_origin()} has {pool.size} images in its "
+                        f"{split} classes, fewer than the {per_source} an episode may draw from "
+                        f"it (n_ood = {cfg.n_ood} over {len(self.ood_sources)} sources); fix: "
+                        "lower n_ood, add OOD sources, or give this source more images"
                     )
                 if src.image_size != domain.image_size:
                     raise ValueError(
-                        f"OOD source {src.name!r} has {src.image_size} px images but domain "
-                        f"{domain.name!r} has {domain.image_size} px; load both at one size"
+                        f"OOD source {src.describe_origin()} has {src.image_size} px images but "
+                        f"domain {domain.describe_origin()} has {domain.image_size} px; fix: load "
+                        "both at one size (image_size=...)"
                     )
                 self._ood_pools.append(pool)
 

@@ -89,7 +89,10 @@ class CorruptImageError(ValueError):
 
     def __init__(self, path: str | os.PathLike, reason: object) -> None:
         self.path = Path(path)
-        super().__init__(f"cannot read image file {self.path}: {reason}")
+        super().__init__(
+            f"cannot read image file {self.path}: {reason}; fix: replace the file with a valid "
+            "image or delete it (nothing is skipped silently)"
+        )
 
 
 # ----------------------------------------------------------------------------- images
@@ -230,8 +233,38 @@ def resize_images(
 
 
 # ----------------------------------------------------------------------------- validation
-def _fail(where: str, key: str, expected: str, got: str) -> ValueError:
-    return ValueError(f"{where}: key {key!r} must be {expected}, got {got}")
+def _fail(where: str, key: str, expected: str, got: str, fix: str = "") -> ValueError:
+    message = f"{where}: key {key!r} must be {expected}, got {got}"
+    return ValueError(f"{message}; fix: {fix}" if fix else message)
+
+
+_WRITE_HINT = (
+    "write packs with avalanche_sets.data.packs.save_pack(...) or "
+    "`avalanche-sets prepare pack --folder <images> --out <pack>.npz`"
+)
+
+
+def _images_dtype_fix(dtype: np.dtype) -> str:
+    if dtype.kind == "f":
+        return (
+            "store 8-bit RGB: np.clip(np.round(images * 255), 0, 255).astype(np.uint8) for "
+            "values in [0, 1] (images.astype(np.uint8) if they already lie in 0..255)"
+        )
+    if dtype.kind in "iub":
+        return "store 8-bit RGB: images.astype(np.uint8) after checking the values lie in 0..255"
+    return "store 8-bit RGB images as a numeric uint8 array"
+
+
+def _images_shape_fix(shape: tuple[int, ...]) -> str:
+    if len(shape) == 3:
+        return "grey images [N, H, W]: replicate them with np.repeat(images[..., None], 3, -1)"
+    if len(shape) == 4 and shape[-1] == 1:
+        return "one-channel images: replicate them with np.repeat(images, 3, axis=-1)"
+    if len(shape) == 4 and shape[-1] == 4:
+        return "RGBA images: drop the alpha channel with images[..., :3]"
+    if len(shape) == 4 and shape[1] in (1, 3, 4):
+        return "channels-first [N, C, H, W]: use images.transpose(0, 2, 3, 1) (then make C = 3)"
+    return "store one RGB image per row, channels last: [N, H, W, 3]"
 
 
 def _as_str_array(value: np.ndarray, where: str, key: str) -> np.ndarray:
@@ -252,48 +285,109 @@ def _validate_arrays(arrays: Mapping[str, object], where: str) -> dict[str, np.n
     if missing:
         raise ValueError(
             f"{where}: missing key(s) {missing}; a domain pack is {_PACK_LAYOUT} "
-            f"(found keys {sorted(arrays)})"
+            f"(found keys {sorted(arrays)}); fix: add the missing key(s), e.g. {_WRITE_HINT}"
         )
     images = np.asarray(arrays["images"])
     if images.dtype != np.uint8:
-        raise _fail(where, "images", "uint8 [N, H, W, 3]", f"dtype {images.dtype}")
+        raise _fail(
+            where,
+            "images",
+            "uint8 [N, H, W, 3]",
+            f"dtype {images.dtype}",
+            _images_dtype_fix(images.dtype),
+        )
     if images.ndim != 4 or images.shape[-1] != 3:
-        raise _fail(where, "images", "uint8 [N, H, W, 3] (RGB)", f"shape {images.shape}")
+        raise _fail(
+            where,
+            "images",
+            "uint8 [N, H, W, 3] (RGB, channels last)",
+            f"shape {images.shape}",
+            _images_shape_fix(images.shape),
+        )
     if images.shape[0] == 0:
-        raise _fail(where, "images", "a non-empty uint8 [N, H, W, 3] array", "N = 0")
+        raise _fail(
+            where,
+            "images",
+            "a non-empty uint8 [N, H, W, 3] array",
+            "N = 0",
+            "a pack needs the images of every class it names",
+        )
     if images.shape[1] != images.shape[2]:
-        raise _fail(where, "images", "square (H == W)", f"shape {images.shape}")
+        raise _fail(
+            where,
+            "images",
+            "square (H == W)",
+            f"shape {images.shape}",
+            "centre-crop the images to a square (build_pack_from_folder does) and resize them",
+        )
     n = images.shape[0]
 
     labels = np.asarray(arrays["labels"])
     if labels.dtype.kind not in "iu":
-        raise _fail(where, "labels", "an integer array [N]", f"dtype {labels.dtype}")
+        raise _fail(
+            where,
+            "labels",
+            "an integer array [N]",
+            f"dtype {labels.dtype}",
+            "store whole-number class ids 0..C-1 as integers: labels.astype(np.int64)",
+        )
     if labels.shape != (n,):
-        raise _fail(where, "labels", f"shape [{n}] (one per image)", f"shape {labels.shape}")
+        raise _fail(
+            where,
+            "labels",
+            f"shape [{n}] (one per image)",
+            f"shape {labels.shape}",
+            "store exactly one class id per image, as a 1-D array",
+        )
 
     names = _as_str_array(arrays["class_names"], where, "class_names")
     if names.ndim != 1 or names.size == 0:
-        raise _fail(where, "class_names", "a non-empty 1-D string array [C]", f"{names.shape}")
+        raise _fail(
+            where,
+            "class_names",
+            "a non-empty 1-D string array [C]",
+            f"{names.shape}",
+            "store one name per class, e.g. np.array(['cat', 'dog'])",
+        )
     n_classes = names.size
     if labels.min() < 0 or labels.max() >= n_classes:
+        bad = np.flatnonzero((labels < 0) | (labels >= n_classes))
         raise _fail(
             where,
             "labels",
             f"class ids in 0..{n_classes - 1} (C = {n_classes} class_names)",
-            f"values {labels.min()}..{labels.max()}",
+            f"values {labels.min()}..{labels.max()} ({bad.size} label(s) out of range, the "
+            f"first at image {int(bad[0])}: {int(labels[bad[0]])})",
+            "labels index class_names: remap them to 0..C-1 or add the missing class names",
         )
     if len(set(names.tolist())) != n_classes:
         dup = sorted({s for s in names.tolist() if (names == s).sum() > 1})
-        raise _fail(where, "class_names", "unique names", f"duplicates {dup[:5]}")
+        raise _fail(
+            where,
+            "class_names",
+            "unique names",
+            f"duplicates {dup[:5]}",
+            "rename the duplicates or merge their labels into one class",
+        )
 
     split = _as_str_array(arrays["class_split"], where, "class_split")
     if split.shape != (n_classes,):
         raise _fail(
-            where, "class_split", f"shape [{n_classes}] (one per class)", f"shape {split.shape}"
+            where,
+            "class_split",
+            f"shape [{n_classes}] (one per class)",
+            f"shape {split.shape}",
+            "give every entry of class_names a split (split_classes(C) draws one)",
         )
     bad = sorted(set(split.tolist()) - set(SPLITS))
     if bad:
-        raise _fail(where, "class_split", f"values in {list(SPLITS)}", f"{bad}")
+        raise _fail(
+            where,
+            "class_split",
+            f"values in {list(SPLITS)}",
+            f"{bad}",
+            "use exactly 'train', 'val' and 'test' (e.g. 'valid' -> 'val')",
+        )
 
     out = {
         "images": images,
@@ -381,6 +475,7 @@ def load_pack(
         labeled_fraction=labeled_fraction,
         split_seed=split_seed,
         source=source,
+        origin=f"pack {path}",
     )
 
 

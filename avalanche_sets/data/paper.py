@@ -41,6 +41,7 @@ disk.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib
 import json
@@ -211,7 +212,8 @@ def _split_from_files(
                 spec,
                 path,
                 f"split file names {len(unknown)} class(es) not found in the data, e.g. "
-                f"{unknown[:5]} (known classes look like {list(known)[:3]})",
+                f"{unknown[:5]} (known classes look like {list(known)[:3]}); fix: restore the "
+                "missing class folder(s) or remove the name(s) from the split file",
             )
         for n in names:
             if n in out:
@@ -915,7 +917,11 @@ def paper_dataset(name: str) -> PaperDataset:
     """The spec of a paper dataset by canonical name or a common spelling (``"CIFAR-FS"``)."""
     key = _ALIASES.get(_norm(name))
     if key is None:
-        raise ValueError(f"unknown paper dataset {name!r}; choose one of {sorted(PAPER_DATASETS)}")
+        close = difflib.get_close_matches(_norm(name), sorted(_ALIASES), n=1, cutoff=0.6)
+        hint = f"; did you mean {_ALIASES[close[0]]!r}?" if close else ""
+        raise ValueError(
+            f"unknown paper dataset {name!r}{hint} (choose one of {sorted(PAPER_DATASETS)})"
+        )
     return PAPER_DATASETS[key]
 
 
@@ -1003,11 +1009,24 @@ def _build_arrays(
             warnings.warn(f"{spec.title}: {listing.fallback_note}", PaperSplitWarning, stacklevel=3)
             note = listing.fallback_note
     keep = [i for i, n in enumerate(names) if n in split_map]
+    if user is not None and len(keep) < len(names):
+        left_out = [n for n in names if n not in split_map]
+        warnings.warn(
+            f"{spec.title}: {len(left_out)} class(es) found in {ds_dir} are listed in none of "
+            f"{ds_dir / 'splits'}/{{train,val,test}}.txt and are left out, e.g. {left_out[:5]}",
+            PaperSplitWarning,
+            stacklevel=3,
+        )
     if not keep:
         raise _malformed(spec, ds_dir, "no class is left after applying the class split")
     empty = [names[i] for i in keep if counts[i] == 0]
     if empty:
-        raise _malformed(spec, ds_dir, f"{len(empty)} class(es) have no images, e.g. {empty[:5]}")
+        raise _malformed(
+            spec,
+            ds_dir,
+            f"{len(empty)} class(es) have no images, e.g. {empty[:5]}; fix: restore their "
+            "image files, or leave them out with splits/{train,val,test}.txt",
+        )
 
     selected = []
     for i in keep:
@@ -1113,7 +1132,9 @@ def load_paper_domain(
         path = _cache_file(spec, ds_dir, image_size, int(class_split_seed), folder)
         if path.is_file() and not refresh:
             try:
-                return load_pack(path, name=spec.name, **domain_kw)
+                dom = load_pack(path, name=spec.name, **domain_kw)
+                dom.origin = f"{spec.title} at {ds_dir}"
+                return dom
             except ValueError as err:
                 warnings.warn(
                     f"ignoring unreadable cache file {path} ({err}); rebuilding", stacklevel=2
@@ -1129,6 +1150,7 @@ def load_paper_domain(
         class_names=arrays["class_names"].tolist(),
         class_split=arrays["class_split"],
         source=str(arrays["source"]),
+        origin=f"{spec.title} at {ds_dir}",
         **domain_kw,
     )
 
