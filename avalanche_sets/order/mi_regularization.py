@@ -114,7 +114,7 @@ class MIRegularizationPlugin(SupervisedPlugin):
             "I_id": sum(i_ids) / len(i_ids),
             "q_nll": fit["nll"],
         }
-        strategy.loss = strategy.loss + self.lam * reg
+        strategy.add_loss_term("mi", self.lam * reg)
 
     def state_dict(self) -> dict:
         if self.estimator is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from avalanche.core import SupervisedPlugin
 
-from ..functional.ot import check_solver, ot_loss
+from ..functional.ot import CVXPYLAYERS_MAX_ENTRIES, check_solver, ot_loss
 
 __all__ = ["OTFeatureLossPlugin"]
 
@@ -50,6 +50,14 @@ class OTFeatureLossPlugin(SupervisedPlugin):
         check_solver(solver)
         if max_points is not None and (not isinstance(max_points, int) or max_points < 1):
             raise ValueError(f"max_points must be a positive integer or None, got {max_points!r}")
+        if solver == "cvxpylayers":
+            side = int(CVXPYLAYERS_MAX_ENTRIES**0.5)
+            if max_points is None or max_points > side:
+                raise ValueError(
+                    f"solver='cvxpylayers' builds problems of at most {side}x{side} points, but "
+                    f"max_points={max_points!r}; set max_points <= {side} (ot_max_points in "
+                    "OrderStrategy) or use solver='exact'"
+                )
         self.beta = float(beta)
         self.solver = solver
         self.max_points = max_points
@@ -92,7 +100,7 @@ class OTFeatureLossPlugin(SupervisedPlugin):
             generator=self._generator,
         )
         self.last_value = float(value.detach())
-        strategy.loss = strategy.loss + self.beta * value
+        strategy.add_loss_term("ot", self.beta * value)
 
     def state_dict(self) -> dict:
         return {"generator": self._generator.get_state()}

@@ -13,6 +13,11 @@ What the template guarantees:
   episode never reaches the model (``mb_x`` still carries it for metrics).
 * ``mb_output`` are the query logits ``[B*N*Q, N]`` and ``mb_y`` the query labels, so
   Avalanche's accuracy, loss, forgetting, BWT, timing, CPU and RAM metrics work unchanged.
+* Every loss term is named: plugins add theirs with :meth:`EpisodicTemplate.add_loss_term`
+  (``strategy.loss_terms`` holds this iteration's values, ``"meta"`` being the query loss).
+  A non-finite term or gradient refuses the step with a :class:`NonFiniteLossError` naming the
+  term and the iteration, before the weights change, so the last checkpoint stays the last
+  good state.
 * The train loader keeps the episode collate function (Avalanche's default loader drops it for
   experiences without task labels) and does not shuffle: episodes are already random, and a
   fixed order makes runs reproducible and resumable at any iteration (``start_iteration``).
@@ -33,7 +38,27 @@ from torch.utils.data import DataLoader, Subset
 
 from ..data.episodes import EpisodeBatch, collate_episodes
 
-__all__ = ["EpisodicTemplate", "EpisodicPlugin"]
+__all__ = ["EpisodicTemplate", "EpisodicPlugin", "NonFiniteLossError"]
+
+
+class NonFiniteLossError(FloatingPointError):
+    """A loss term or gradient became NaN/inf; the optimiser step was refused.
+
+    Attributes:
+        term: the offending loss term (``"meta"``, ``"mi"``, ``"ot"``, ...), ``"total"`` when
+            no single named term is non-finite, or ``"gradient of <parameter>"``.
+        experience: index of the training experience (domain) in the stream.
+        iteration: meta-batch index inside that experience.
+    """
+
+    def __init__(self, term: str, *, experience: int, iteration: int, detail: str = "") -> None:
+        self.term, self.experience, self.iteration = term, experience, iteration
+        super().__init__(
+            f"non-finite {term} at training experience {experience}, iteration {iteration}"
+            f"{f' ({detail})' if detail else ''}: the optimiser step was refused and the "
+            "weights were not updated, so the last checkpoint is the last good state. Lower the "
+            "learning rate or the term's weight, or check the input data"
+        )
 
 
 class EpisodicPlugin(SupervisedPlugin):
@@ -114,6 +139,8 @@ class EpisodicTemplate(SupervisedTemplate):
         self.start_iteration = 0
         self.exp_iteration = 0
         """Index of the current meta-batch inside the current training experience."""
+        self.loss_terms: dict[str, torch.Tensor] = {}
+        """This iteration's loss terms by name (detached), e.g. ``{"meta": ..., "mi": ...}``."""
 
     # ------------------------------------------------------------------ data
     def train(self, experiences, eval_streams=None, *, start_iteration: int = 0, **kwargs):
@@ -168,6 +195,56 @@ class EpisodicTemplate(SupervisedTemplate):
             return self.model.classify(self.episode_state)
         self.episode_state = None
         return self.model(batch)
+
+    def criterion(self):
+        loss = super().criterion()
+        if self.is_training:
+            self.loss_terms["meta"] = loss.detach()
+        return loss
+
+    def add_loss_term(self, name: str, value: torch.Tensor) -> None:
+        """Add a named term to this iteration's loss (checked for NaN/inf before backward)."""
+        self.loss = self.loss + value
+        key, k = name, 1
+        while key in self.loss_terms:  # several plugins of one kind: mi, mi#2, ...
+            k += 1
+            key = f"{name}#{k}"
+        self.loss_terms[key] = value.detach()
+
+    def _before_training_iteration(self, **kwargs):
+        self.loss_terms = {}
+        super()._before_training_iteration(**kwargs)
+
+    def _refuse(self, term: str, detail: str = "") -> None:
+        raise NonFiniteLossError(
+            term,
+            experience=self.experience.current_experience,
+            iteration=self.exp_iteration,
+            detail=detail,
+        )
+
+    def _before_backward(self, **kwargs):
+        # Refuse a non-finite query loss before plugins build their terms on top of it (the
+        # OT term, for one, rejects non-finite embeddings with an error of its own).
+        meta = self.loss_terms.get("meta")
+        if meta is not None and not bool(torch.isfinite(meta).all()):
+            self._refuse("meta", f"meta={float(meta.float().sum()):.4g}")
+        super()._before_backward(**kwargs)
+
+    def backward(self):
+        if not bool(torch.isfinite(self.loss).all()):
+            bad = [k for k, v in self.loss_terms.items() if not bool(torch.isfinite(v).all())]
+            values = ", ".join(
+                f"{k}={float(v.float().sum()):.4g}" for k, v in self.loss_terms.items()
+            )
+            self._refuse(bad[0] if bad else "total", f"loss terms: {values}")
+        super().backward()
+
+    def optimizer_step(self):
+        for name, param in self.model.named_parameters():
+            if param.grad is not None and not bool(torch.isfinite(param.grad).all()):
+                self._refuse(f"gradient of {name}")
+        super().optimizer_step()
 
     def _after_training_iteration(self, **kwargs):
         super()._after_training_iteration(**kwargs)

@@ -82,11 +82,11 @@ class DERPlugin(SupervisedPlugin):
         if self.alpha > 0:
             x, _, stored = self._sample(device)
             self.last_logit_loss = F.mse_loss(model(x), stored)
-            strategy.loss = strategy.loss + self.alpha * self.last_logit_loss
+            strategy.add_loss_term("der_logits", self.alpha * self.last_logit_loss)
         if self.beta > 0:
             x, y, _ = self._sample(device)
             self.last_label_loss = strategy._criterion(model(x), y)
-            strategy.loss = strategy.loss + self.beta * self.last_label_loss
+            strategy.add_loss_term("der_labels", self.beta * self.last_label_loss)
 
     @torch.no_grad()
     def after_training_iteration(self, strategy, **kwargs) -> None:
