@@ -1,14 +1,29 @@
 """The episodic strategy template, checkpointing and the run loop."""
 
-from .checkpoint import CheckpointPlugin, load_checkpoint, save_checkpoint
+from .checkpoint import (
+    CheckpointError,
+    CheckpointPlugin,
+    CheckpointWarning,
+    CorruptCheckpointError,
+    load_checkpoint,
+    load_latest_checkpoint,
+    read_checkpoint,
+    save_checkpoint,
+)
 from .runner import RunResult, episode_accuracies, run_sets
-from .template import EpisodicTemplate
+from .template import EpisodicTemplate, NonFiniteLossError
 
 __all__ = [
     "EpisodicTemplate",
     "CheckpointPlugin",
     "save_checkpoint",
     "load_checkpoint",
+    "load_latest_checkpoint",
+    "read_checkpoint",
+    "CheckpointError",
+    "CorruptCheckpointError",
+    "CheckpointWarning",
+    "NonFiniteLossError",
     "RunResult",
     "run_sets",
     "episode_accuracies",

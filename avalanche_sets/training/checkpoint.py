@@ -1,4 +1,4 @@
-"""Checkpoint and resume of a whole SETS run, written atomically.
+"""Checkpoint and resume of a whole SETS run: atomic, checksummed, with a previous good copy.
 
 Avalanche 0.6's ``save_checkpoint`` pickles the whole strategy with ``dill``, which fails on
 torch optimisers here (design §7), and it cannot resume in the middle of an experience. This
@@ -6,12 +6,30 @@ module saves what a run needs to continue bit-for-bit instead: the model, the op
 plugin and metric that exposes ``state_dict()``/``load_state_dict()`` (ORDER's memory,
 variational networks and generators; episode metrics), the global RNG states, and the stream
 position (experience, iteration) plus any results so far.
+
+A run that is killed at any instant (SIGKILL, power loss) must find a usable checkpoint, so a
+checkpoint file is never written in place:
+
+1. the state is serialised in memory and prefixed with a header holding the format version and
+   the SHA-256 of the payload;
+2. it is written to ``<name>.tmp`` and flushed to disk (``fsync``);
+3. the current checkpoint, if any, is renamed to ``<name>.prev`` (the last good one), then the
+   new file is renamed into place. Renames are atomic on POSIX file systems, so at every
+   instant ``<name>`` or ``<name>.prev`` is a complete checkpoint.
+
+:func:`load_latest_checkpoint` verifies the checksum and falls back from ``<name>`` to
+``<name>.prev`` when the newest file is truncated or corrupt, saying so with a
+:class:`CheckpointWarning` that names the file; when neither is usable it says that the run
+starts over. It never falls back silently.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import os
 import random
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +37,41 @@ import numpy as np
 import torch
 from avalanche.core import SupervisedPlugin
 
-__all__ = ["save_checkpoint", "load_checkpoint", "CheckpointPlugin"]
+__all__ = [
+    "save_checkpoint",
+    "load_checkpoint",
+    "load_latest_checkpoint",
+    "read_checkpoint",
+    "previous_checkpoint_path",
+    "CheckpointPlugin",
+    "CheckpointError",
+    "CorruptCheckpointError",
+    "CheckpointWarning",
+    "FORMAT_VERSION",
+]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""Version of the checkpoint file layout (2: checksummed header; 1: a bare ``torch.save``)."""
+
+_MAGIC = b"AVALANCHE-SETS-CHECKPOINT"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used by this strategy or this version of the package."""
+
+
+class CorruptCheckpointError(CheckpointError):
+    """A checkpoint file that is truncated or damaged (its checksum or header does not match)."""
+
+
+class CheckpointWarning(UserWarning):
+    """A checkpoint was skipped (corrupt) and the run fell back to an older one or started over."""
+
+
+def previous_checkpoint_path(path: str | Path) -> Path:
+    """Where the last good checkpoint before ``path`` is kept (``<name>.prev``)."""
+    path = Path(path)
+    return path.with_name(path.name + ".prev")
 
 
 def _stateful(strategy) -> dict[str, Any]:
@@ -37,17 +87,39 @@ def _stateful(strategy) -> dict[str, Any]:
     return out
 
 
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # e.g. a platform without directory handles: the renames still happened
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def save_checkpoint(
-    path: str | Path, strategy, *, position: dict, extra: dict | None = None
+    path: str | Path,
+    strategy,
+    *,
+    position: dict,
+    extra: dict | None = None,
+    keep_previous: bool = True,
 ) -> Path:
     """Atomically write a checkpoint of ``strategy`` at stream ``position``.
 
     Args:
-        path: destination file (its folder is created). Written to ``path.tmp`` then renamed,
-            so a crash never leaves a half-written checkpoint.
+        path: destination file (its folder is created).
         strategy: an :class:`~avalanche_sets.training.EpisodicTemplate` (or subclass).
         position: where the run stands, e.g. ``{"experience": 2, "iteration": 150}``.
-        extra: anything else to restore (results so far, settings).
+        extra: anything else to restore (results so far, elapsed time).
+        keep_previous: move the checkpoint being replaced to ``<name>.prev`` (the fallback
+            :func:`load_latest_checkpoint` uses when the newest file is damaged).
+
+    Returns:
+        ``path``.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -64,32 +136,91 @@ def save_checkpoint(
         "position": dict(position),
         "extra": extra or {},
     }
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    payload = buffer.getvalue()
+    header = b"%s %d %s\n" % (_MAGIC, FORMAT_VERSION, hashlib.sha256(payload).hexdigest().encode())
     tmp = path.with_name(path.name + ".tmp")
-    torch.save(state, tmp)
+    with open(tmp, "wb") as f:
+        f.write(header)
+        f.write(payload)
+        f.flush()
+        os.fsync(f.fileno())
+    if keep_previous and path.is_file():
+        os.replace(path, previous_checkpoint_path(path))
     os.replace(tmp, path)
+    _fsync_dir(path.parent)
     return path
 
 
-def load_checkpoint(path: str | Path, strategy) -> dict:
-    """Restore ``strategy`` from a checkpoint; returns ``{"position": ..., "extra": ...}``.
+def read_checkpoint(path: str | Path) -> dict:
+    """Read and verify a checkpoint file; returns its state dict.
 
-    The strategy must be built the same way as the one that was saved (same model, optimiser,
-    plugins and metrics, in the same order); mismatches raise a ``ValueError`` naming them.
+    Raises:
+        FileNotFoundError: no file at ``path``.
+        CorruptCheckpointError: the file is truncated or damaged (names the file and why).
+        CheckpointError: the file was written by another version of the package.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}")
-    state = torch.load(path, map_location="cpu", weights_only=False)
-    if state.get("format") != FORMAT_VERSION:
-        raise ValueError(f"{path}: unsupported checkpoint format {state.get('format')!r}")
+    data = path.read_bytes()
+    newline = data.find(b"\n", 0, 256)
+    first = data[:newline].split(b" ") if newline > 0 else []
+    if len(first) != 3 or first[0] != _MAGIC:
+        if data[:2] == b"PK":  # a bare torch.save zip: format 1, before checksums
+            raise CheckpointError(
+                f"checkpoint {path} was written by an older avalanche-sets (format 1, without a "
+                f"checksum); this version reads format {FORMAT_VERSION}. Finish the run with the "
+                "version that started it, or delete the file to start the run over"
+            )
+        raise CorruptCheckpointError(
+            f"checkpoint {path} is corrupt: it does not start with the avalanche-sets checkpoint "
+            f"header ({len(data)} bytes)"
+        )
+    try:
+        version = int(first[1])
+    except ValueError:
+        raise CorruptCheckpointError(f"checkpoint {path} is corrupt: unreadable header") from None
+    if version != FORMAT_VERSION:
+        raise CheckpointError(
+            f"checkpoint {path} has format {version}, this version of avalanche-sets reads "
+            f"format {FORMAT_VERSION}; finish the run with the version that started it, or "
+            "delete the file to start the run over"
+        )
+    payload = data[newline + 1 :]
+    digest = hashlib.sha256(payload).hexdigest().encode()
+    if digest != first[2]:
+        raise CorruptCheckpointError(
+            f"checkpoint {path} is corrupt: its checksum does not match ({len(payload)} payload "
+            "bytes; the file was truncated or damaged)"
+        )
+    return torch.load(io.BytesIO(payload), map_location="cpu", weights_only=False)
+
+
+def load_checkpoint(path: str | Path, strategy) -> dict:
+    """Restore ``strategy`` from one checkpoint; returns ``{"position": ..., "extra": ...}``.
+
+    The strategy must be built the same way as the one that was saved (same model, optimiser,
+    plugins and metrics, in the same order); mismatches raise a :class:`CheckpointError`
+    naming them. A damaged file raises :class:`CorruptCheckpointError`.
+    """
+    path = Path(path)
+    state = read_checkpoint(path)
     components = _stateful(strategy)
     missing = sorted(set(state["components"]) ^ set(components))
     if missing:
-        raise ValueError(
+        raise CheckpointError(
             f"{path}: the strategy's plugins/metrics differ from the checkpoint's: {missing}; "
             "build the strategy with the same plugins and metrics to resume"
         )
-    strategy.model.load_state_dict(state["model"])
+    try:
+        strategy.model.load_state_dict(state["model"])
+    except RuntimeError as err:
+        raise CheckpointError(
+            f"{path}: the model does not match the checkpoint's ({err}); resume with the same "
+            "method and settings that started the run"
+        ) from None
     strategy.optimizer.load_state_dict(state["optimizer"])
     for key, comp in components.items():
         comp.load_state_dict(state["components"][key])
@@ -97,6 +228,46 @@ def load_checkpoint(path: str | Path, strategy) -> dict:
     np.random.set_state(state["rng"]["numpy"])
     random.setstate(state["rng"]["python"])
     return {"position": state["position"], "extra": state["extra"]}
+
+
+def load_latest_checkpoint(path: str | Path, strategy) -> dict | None:
+    """Restore ``strategy`` from ``path``, or from ``<name>.prev`` when ``path`` is damaged.
+
+    Returns ``{"position", "extra", "path", "skipped"}`` — ``path`` is the file actually used,
+    ``skipped`` the damaged files passed over with why — or ``None`` when there is nothing to
+    resume from (no checkpoint, or only damaged ones: then the run starts over). Every skipped
+    file is reported with a :class:`CheckpointWarning` naming it; a checkpoint of another
+    version or of a differently built strategy raises :class:`CheckpointError` instead, since
+    starting over would silently discard it.
+    """
+    path = Path(path)
+    skipped: list[str] = []
+    candidates = [path, previous_checkpoint_path(path)]
+    for i, candidate in enumerate(candidates):
+        if not candidate.is_file():
+            continue
+        try:
+            restored = load_checkpoint(candidate, strategy)
+        except CorruptCheckpointError as err:
+            skipped.append(str(err))
+            then = f"trying {candidates[i + 1]}" if i + 1 < len(candidates) else "not using it"
+            warnings.warn(f"{err}; {then}", CheckpointWarning, stacklevel=2)
+            continue
+        restored.update(path=str(candidate), skipped=skipped)
+        if skipped:
+            warnings.warn(
+                f"resuming from the previous good checkpoint {candidate}", CheckpointWarning,
+                stacklevel=2,
+            )  # fmt: skip
+        return restored
+    if skipped:
+        warnings.warn(
+            f"no usable checkpoint for {path} (all damaged: {'; '.join(skipped)}); the run "
+            "starts over from the beginning",
+            CheckpointWarning,
+            stacklevel=2,
+        )
+    return None
 
 
 class CheckpointPlugin(SupervisedPlugin):
@@ -110,8 +281,8 @@ class CheckpointPlugin(SupervisedPlugin):
 
     def __init__(self, path: str | Path, *, every: int, extra_fn=None) -> None:
         super().__init__()
-        if every < 1:
-            raise ValueError(f"every must be a positive number of iterations, got {every}")
+        if not isinstance(every, int) or every < 1:
+            raise ValueError(f"every must be a positive number of iterations, got {every!r}")
         self.path = Path(path)
         self.every = int(every)
         self.extra_fn = extra_fn or (lambda: {})

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .checkpoint import CheckpointPlugin, load_checkpoint, save_checkpoint
+from .checkpoint import CheckpointPlugin, load_latest_checkpoint, save_checkpoint
 
 __all__ = ["RunResult", "run_sets", "episode_accuracies"]
 
@@ -125,6 +125,8 @@ def run_sets(
     eval_stream: str = "test",
     interim_episodes: int | None = None,
     stop_after: int | None = None,
+    checkpoint_extra=None,
+    on_resume=None,
 ) -> RunResult:
     """Train ``strategy`` on ``benchmark.train_stream``, evaluating after every domain.
 
@@ -139,6 +141,11 @@ def run_sets(
             intermediate domains (the accuracy-matrix rows before the last), and all of them
             after the last domain — a cheaper matrix, the same final numbers.
         stop_after: stop after this many training iterations in total (to test resuming).
+        checkpoint_extra: ``() -> dict`` of more state to store in every checkpoint (e.g. the
+            elapsed time); it comes back through ``on_resume``.
+        on_resume: called with ``{"position", "extra", "path", "skipped"}`` when the run
+            resumes from a checkpoint (``path`` is the file used; ``skipped`` lists damaged
+            newer files passed over, which are also reported as warnings).
 
     Returns:
         the :class:`RunResult` with the accuracy matrix.
@@ -147,20 +154,28 @@ def run_sets(
     interim = stream if interim_episodes is None else _truncated(stream, interim_episodes)
     result = RunResult(domains=benchmark.domain_names)
     start_exp, start_it = 0, 0
-    if checkpoint_path is not None and resume and Path(checkpoint_path).is_file():
-        restored = load_checkpoint(checkpoint_path, strategy)
+    restored = None
+    if checkpoint_path is not None and resume:
+        # the newest good checkpoint; a damaged one is reported and skipped, never used
+        restored = load_latest_checkpoint(checkpoint_path, strategy)
+    if restored is not None:
         start_exp = restored["position"]["experience"]
         start_it = restored["position"]["iteration"]
         saved = restored["extra"].get("result")
         if saved:
             result = RunResult(**saved)
+        if on_resume is not None:
+            on_resume(restored)
+
+    def extra() -> dict:
+        return {"result": asdict(result), **(checkpoint_extra() if checkpoint_extra else {})}
 
     ckpt_plugin = None
     if checkpoint_path is not None and checkpoint_every:
         ckpt_plugin = CheckpointPlugin(
             checkpoint_path,
             every=checkpoint_every,
-            extra_fn=lambda: {"result": asdict(result)},
+            extra_fn=extra,
         )
         strategy.plugins.append(ckpt_plugin)
 
@@ -201,7 +216,7 @@ def run_sets(
                     checkpoint_path,
                     strategy,
                     position={"experience": e + 1, "iteration": 0},
-                    extra={"result": asdict(result)},
+                    extra=extra(),
                 )
     except _Stop:
         pass
