@@ -48,6 +48,16 @@ def _parse_sets(items: list[str] | None, *, grid: bool) -> dict:
     return out
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .experiment import LOGGERS
     from .methods import method_names
@@ -84,6 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
             help="strategy constructor argument, e.g. --strategy-set lam=1e-4",
         )
         sp.add_argument("--eval-stream", default="test", choices=["test", "valid"])
+        sp.add_argument(
+            "--checkpoint-every", type=_positive_int, default=50, metavar="N",
+            help="checkpoint every N iterations and at every domain end (default 50); a "
+            "killed run started again with the same command resumes from the newest good one",
+        )  # fmt: skip
 
     run = sub.add_parser("run", help="run one method on one benchmark")
     add_run_args(run, many_methods=False)
@@ -136,6 +151,9 @@ def _cmd_run(args) -> int:
     preset = _preset_from_args(args)
     seeds = args.seeds or preset["seeds"]
     strategy_overrides = _parse_sets(args.strategy_set, grid=False)
+    from .methods import check_method
+
+    check_method(args.method, preset, strategy_overrides)  # fail before loading any data
     bench = build_benchmark(preset, seed=seeds[0])
     print(bench.describe(), flush=True)
     from .visualize import plot_episodes
@@ -151,6 +169,7 @@ def _cmd_run(args) -> int:
             loggers=tuple(args.loggers),
             eval_stream=args.eval_stream,
             strategy_overrides=strategy_overrides,
+            checkpoint_every=args.checkpoint_every,
         )
         from .training.runner import RunResult
 
@@ -179,45 +198,81 @@ def _grid(args) -> list[tuple[str, dict, int]]:
     return runs
 
 
-def _one(job):
-    method, preset, seed, out, eval_stream, strategy_overrides = job
-    from .experiment import run_experiment
+def _one(job, wait: bool = False):
+    """One run of a sweep → ``(method, seed, status, accuracy, seconds)``.
 
-    rec = run_experiment(
-        method, preset, seed=seed, out_root=out, loggers=(), eval_stream=eval_stream,
-        strategy_overrides=strategy_overrides,
-    )  # fmt: skip
-    return method, seed, rec["result"]["mean_accuracy"], rec["seconds"]
+    ``status``: ``"ran"``, ``"finished before"`` (skipped), or ``"locked"`` (another process is
+    running it; the sweep comes back to it with ``wait=True`` once its own runs are done).
+    """
+    method, preset, seed, out, eval_stream, strategy_overrides, every = job
+    from .experiment import run_dir_name, run_experiment
+    from .run_folder import RunLockedError
+
+    done_before = (Path(out) / run_dir_name(method, preset, seed) / "result.json").is_file()
+    try:
+        rec = run_experiment(
+            method, preset, seed=seed, out_root=out, loggers=(), eval_stream=eval_stream,
+            strategy_overrides=strategy_overrides, checkpoint_every=every, wait=wait,
+        )  # fmt: skip
+    except RunLockedError:
+        return method, seed, "locked", float("nan"), float("nan")
+    status = "finished before" if done_before or wait else "ran"
+    return method, seed, status, rec["result"]["mean_accuracy"], rec["seconds"]
+
+
+def _one_waiting(job):
+    return _one(job, wait=True)
 
 
 def _cmd_sweep(args) -> int:
-    from tqdm import tqdm
-
-    strategy_overrides = _parse_sets(args.strategy_set, grid=False)
-    jobs = [(m, p, s, args.out, args.eval_stream, strategy_overrides) for m, p, s in _grid(args)]
-    print(f"sweep: {len(jobs)} runs into {args.out}/ (finished runs are skipped)", flush=True)
     if args.ray_address:
         try:
-            import ray
+            import ray  # noqa: F401
         except ImportError:
             print("error: --ray-address needs Ray: pip install 'ray[default]'", file=sys.stderr)
             return 2
+    strategy_overrides = _parse_sets(args.strategy_set, grid=False)
+    jobs = [
+        (m, p, s, args.out, args.eval_stream, strategy_overrides, args.checkpoint_every)
+        for m, p, s in _grid(args)
+    ]
+    from .methods import check_method
+
+    for method, preset, *_ in jobs:  # every grid point, before the first run starts
+        check_method(method, preset, strategy_overrides)
+    print(f"sweep: {len(jobs)} runs into {args.out}/ (finished runs are skipped)", flush=True)
+    results = _sweep_pass(args, jobs, _one)
+    # Runs another process was running (another sweep on the same folder): wait for them and
+    # report their results, without running them a second time.
+    locked = [j for j, r in zip(jobs, results) if r[2] == "locked"]
+    if locked:
+        print(f"waiting for {len(locked)} run(s) held by another process", flush=True)
+        again = iter(_sweep_pass(args, locked, _one_waiting))
+        results = [next(again) if r[2] == "locked" else r for r in results]
+    for method, seed, status, acc, secs in sorted(results, key=lambda r: r[:2]):
+        print(f"{method:<24} seed {seed}: {100 * acc:6.2f}%  ({secs:.0f} s, {status})")
+    return 0
+
+
+def _sweep_pass(args, jobs: list, fn) -> list:
+    """``fn`` over ``jobs`` locally (in order), in a process pool, or on Ray; results in order."""
+    from tqdm import tqdm
+
+    if args.ray_address:
+        import ray
+
         ray.init(address=args.ray_address)
         gpus = [1 if p.get("device", "cpu").startswith("cuda") else 0 for _, p, *_ in jobs]
-        remote = [ray.remote(num_gpus=g, num_cpus=1)(_one).remote(j) for j, g in zip(jobs, gpus)]
-        results = ray.get(remote)
-    elif args.jobs > 1:
+        remote = [ray.remote(num_gpus=g, num_cpus=1)(fn).remote(j) for j, g in zip(jobs, gpus)]
+        return ray.get(remote)
+    if args.jobs > 1:
         import multiprocessing as mp
 
         for j in jobs:
             j[1]["threads"] = 1  # one core per run
         with mp.get_context("spawn").Pool(args.jobs) as pool:
-            results = list(tqdm(pool.imap_unordered(_one, jobs), total=len(jobs)))
-    else:
-        results = [_one(j) for j in tqdm(jobs)]
-    for method, seed, acc, secs in sorted(results):
-        print(f"{method:<24} seed {seed}: {100 * acc:6.2f}%  ({secs:.0f} s)")
-    return 0
+            return list(tqdm(pool.imap(fn, jobs), total=len(jobs)))
+    return [fn(j) for j in tqdm(jobs)]
 
 
 def _cmd_table(args) -> int:
@@ -265,11 +320,16 @@ def main(argv: list[str] | None = None) -> int:
         "prepare": _cmd_prepare,
         "presets": _cmd_presets,
     }[args.command]
+    from .run_folder import RunLockedError
+
     try:
         return handler(args)
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except RunLockedError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":  # pragma: no cover

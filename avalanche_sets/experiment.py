@@ -1,15 +1,15 @@
 """One run = one method on one benchmark with one preset and seed, written to a folder.
 
 A run folder holds ``result.json`` (accuracy matrix, final per-domain accuracy with 95% CIs,
-settings, timing, machine), ``table.md``, ``accuracy_matrix.png`` and, while it runs, a
-checkpoint. A folder with a ``result.json`` is finished and is not run again; a folder with a
-checkpoint resumes from it.
+settings: identical for identical seeds), ``run.json`` (timing, machine, command, resumes),
+``table.md``, ``accuracy_matrix.png`` and, while it runs, a checkpoint and a lock (see
+:mod:`avalanche_sets.run_folder`). A folder with a ``result.json`` is finished and is not run
+again; a folder with a checkpoint resumes from it.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 import platform
 import sys
@@ -133,61 +133,107 @@ def run_experiment(
     eval_stream: str = "test",
     strategy_overrides: dict | None = None,
     tag: str = "",
+    wait: bool = False,
 ) -> dict:
-    """Run (or resume, or skip if finished) one method/preset/seed; returns the result dict."""
-    from .methods import build_strategy
+    """Run (or resume, or skip if finished) one method/preset/seed; returns its record.
+
+    The run folder (see :mod:`avalanche_sets.run_folder`) is locked while the run is in
+    progress: when another process holds it, this raises
+    :class:`~avalanche_sets.run_folder.RunLockedError` (``wait=False``) or waits for that
+    process and returns its result (``wait=True``); a finished run is never run again.
+    Checkpoints are written every ``checkpoint_every`` iterations and at every domain end;
+    a killed run resumes from the newest good one and ends with the same ``result.json``.
+
+    Returns:
+        ``result.json`` merged with ``run.json`` (``seconds``, ``date``, ``machine``, ...).
+    """
+    from . import __version__
+    from .methods import build_strategy, check_method
     from .metrics import plot_accuracy_matrix
+    from .run_folder import RunLock, read_record, write_record
     from .training import run_sets
 
+    check_method(method, preset, strategy_overrides)  # before any data is loaded
     out = Path(out_root) / (run_dir_name(method, preset, seed) + tag)
-    result_path = out / "result.json"
-    if result_path.is_file():
-        return json.loads(result_path.read_text())
+    if (out / "result.json").is_file():
+        return read_record(out)
     out.mkdir(parents=True, exist_ok=True)
-    torch.set_num_threads(int(preset.get("threads", 1)))
-    bench = build_benchmark(preset, seed=seed)
-    if method == "joint":
-        from .baselines.joint import joint_benchmark
+    with RunLock(out, wait=wait):
+        if (out / "result.json").is_file():  # finished by the process that held the lock
+            return read_record(out)
+        torch.set_num_threads(int(preset.get("threads", 1)))
+        bench = build_benchmark(preset, seed=seed)
+        if method == "joint":
+            from .baselines.joint import joint_benchmark
 
-        bench = joint_benchmark(bench, seed=seed)
-    strategy = build_strategy(
-        method,
-        preset,
-        seed=seed,
-        evaluator=_evaluator(loggers, out),
-        **(strategy_overrides or {}),
-    )
-    started = time.perf_counter()
-    result = run_sets(
-        strategy,
-        bench,
-        checkpoint_path=out / "checkpoint.pt",
-        checkpoint_every=checkpoint_every,
-        eval_stream=eval_stream,
-        interim_episodes=preset.get("interim_test_episodes"),
-    )
-    elapsed = time.perf_counter() - started
-    record = {
-        "method": method,
-        "seed": seed,
-        "preset": {k: v for k, v in preset.items() if k != "seeds"},
-        "eval_stream": eval_stream,
-        "strategy_overrides": strategy_overrides or {},
-        "result": result.to_dict(),
-        "seconds": elapsed,
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "machine": machine_info(),
-        "command": " ".join(sys.argv),
-    }
-    (out / "table.md").write_text(result.table() + "\n")
-    plot_accuracy_matrix(
-        [[100 * v for v in row] for row in result.matrix],
-        result.domains,
-        out / "accuracy_matrix.png",
-        title=f"{method}, seed {seed}: test accuracy (%) after each training domain",
-    )
-    tmp = result_path.with_name("result.json.tmp")
-    tmp.write_text(json.dumps(record, indent=2))
-    os.replace(tmp, result_path)
-    (out / "checkpoint.pt").unlink(missing_ok=True)
-    return record
+            bench = joint_benchmark(bench, seed=seed)
+        strategy = build_strategy(
+            method,
+            preset,
+            seed=seed,
+            evaluator=_evaluator(loggers, out),
+            **(strategy_overrides or {}),
+        )
+        clock = {"before": 0.0, "start": time.perf_counter()}
+        resumes: list[dict] = []
+
+        def elapsed() -> float:
+            return clock["before"] + time.perf_counter() - clock["start"]
+
+        def on_resume(restored: dict) -> None:
+            clock["before"] = float(restored["extra"].get("seconds", 0.0))
+            pos = restored["position"]
+            resumes.append(
+                {
+                    "from": restored["path"],
+                    "position": pos,
+                    "skipped_damaged": restored["skipped"],
+                    "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                }
+            )
+            print(
+                f"resuming {out} from {restored['path']} at domain {pos['experience']}, "
+                f"iteration {pos['iteration']}",
+                file=sys.stderr,
+                flush=True,
+            )
+
+        result = run_sets(
+            strategy,
+            bench,
+            checkpoint_path=out / "checkpoint.pt",
+            checkpoint_every=checkpoint_every,
+            eval_stream=eval_stream,
+            interim_episodes=preset.get("interim_test_episodes"),
+            checkpoint_extra=lambda: {"seconds": elapsed()},
+            on_resume=on_resume,
+        )
+        computed = {
+            "avalanche_sets": __version__,
+            "method": method,
+            "seed": seed,
+            "preset": {k: v for k, v in preset.items() if k != "seeds"},
+            "eval_stream": eval_stream,
+            "strategy_overrides": strategy_overrides or {},
+            "result": result.to_dict(),
+        }
+        provenance = {
+            "seconds": elapsed(),
+            "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "machine": machine_info(),
+            "command": " ".join(sys.argv),
+            "resumes": resumes,
+        }
+        (out / "table.md").write_text(result.table() + "\n")
+        plot_accuracy_matrix(
+            [[100 * v for v in row] for row in result.matrix],
+            result.domains,
+            out / "accuracy_matrix.png",
+            title=f"{method}, seed {seed}: test accuracy (%) after each training domain",
+        )
+        write_record(out, computed, provenance)
+        from .training.checkpoint import previous_checkpoint_path
+
+        for ckpt in (out / "checkpoint.pt", previous_checkpoint_path(out / "checkpoint.pt")):
+            ckpt.unlink(missing_ok=True)
+        return read_record(out)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -15,11 +14,18 @@ __all__ = ["find_results", "aggregate_results", "write_table", "seed_ci95", "pai
 
 
 def find_results(folders: Iterable[str | Path]) -> list[dict]:
-    """All ``result.json`` records under the given folders (recursively)."""
+    """All finished run records under the given folders (recursively).
+
+    Each record is a run folder's ``result.json`` merged with its ``run.json`` (see
+    :func:`avalanche_sets.run_folder.read_record`); a folder written in a format this version
+    cannot read raises :class:`~avalanche_sets.run_folder.ResultsVersionError` naming it.
+    """
+    from .run_folder import read_record
+
     records = []
     for folder in folders:
         for path in sorted(Path(folder).rglob("result.json")):
-            rec = json.loads(path.read_text())
+            rec = read_record(path.parent)
             rec["_path"] = str(path.parent)
             records.append(rec)
     return records

@@ -12,6 +12,7 @@ import pytest
 
 from avalanche_sets.cli import main
 from avalanche_sets.presets import PRESETS, resolve_preset
+from avalanche_sets.run_folder import read_record
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = [
@@ -67,7 +68,7 @@ def test_run_sweep_resume_and_table(tmp_path, capsys):
     assert main(["run", "--method", "order", "--out", str(out), *TINY]) == 0
     results = list(out.rglob("result.json"))
     assert len(results) == 1
-    rec = json.loads(results[0].read_text())
+    rec = read_record(results[0].parent)
     assert len(rec["result"]["matrix"]) == 2 and rec["machine"]["cores"]
     assert (results[0].parent / "accuracy_matrix.png").is_file()
     stamp = results[0].stat().st_mtime
