@@ -32,6 +32,7 @@ All functions are pure (no global state except the cache of built cvxpylayers pr
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -59,7 +60,11 @@ OT_SOLVERS: tuple[str, ...] = ("exact", "sinkhorn", "cvxpylayers")
 CVXPYLAYERS_MAX_ENTRIES = 10_000
 
 # Built CvxpyLayer objects keyed by (n, m, quad_reg): building one costs ~50 ms at n = 20.
-_CVXPY_LAYERS: dict[tuple[int, int, float], Any] = {}
+# Compiled cvxpylayers problems, least recently used first. A problem depends on the point
+# counts (n, m), which vary with |U_id| from step to step, so an unbounded cache would grow
+# with every new size seen (up to ~2.6 MiB per 100x100 problem); 16 cover the sizes in use.
+_CVXPY_LAYERS: OrderedDict[tuple[int, int, float], Any] = OrderedDict()
+_CVXPY_LAYERS_MAX = 16
 
 
 def check_solver(name: str) -> str:
@@ -193,7 +198,9 @@ def _build_cvxpy_layer(n: int, m: int, quad_reg: float):
 
     key = (n, m, float(quad_reg))
     layer = _CVXPY_LAYERS.get(key)
-    if layer is None:
+    if layer is not None:
+        _CVXPY_LAYERS.move_to_end(key)
+    else:
         w = cp.Variable((n, m), nonneg=True)
         c = cp.Parameter((n, m))
         a = cp.Parameter(n, nonneg=True)
@@ -206,6 +213,8 @@ def _build_cvxpy_layer(n: int, m: int, quad_reg: float):
         )
         layer = CvxpyLayer(problem, parameters=[c, a, b], variables=[w])
         _CVXPY_LAYERS[key] = layer
+        while len(_CVXPY_LAYERS) > _CVXPY_LAYERS_MAX:
+            _CVXPY_LAYERS.popitem(last=False)
     return layer
 
 
@@ -220,7 +229,7 @@ def cvxpylayers_plan(
     """Differentiable OT plan from a cvxpylayers problem (the paper's solver).
 
     ``W*(C) = argmin_{W ≥ 0, W1 = a, Wᵀ1 = b} <W, C> + quad_reg·||W||²_F``. The problem is built
-    once per ``(n, m, quad_reg)`` and cached in a module-level dict.
+    once per ``(n, m, quad_reg)`` and kept in a cache of the 16 most recently used problems.
 
     Args:
         cost: ``[n, m]`` (may require grad).

@@ -217,3 +217,16 @@ def test_bad_inputs_raise():
         ot_loss(x.numpy(), x)
     with pytest.raises(ValueError, match="floating"):
         ot_loss(torch.ones(3, 2, dtype=torch.long), torch.ones(3, 2, dtype=torch.long))
+
+
+def test_cvxpylayers_problem_cache_is_bounded():
+    """Point counts vary with |U_id|: the compiled-problem cache must not grow with them."""
+    from avalanche_sets.functional import ot as ot_mod
+
+    ot_mod._CVXPY_LAYERS.clear()
+    for n in range(2, 2 + ot_mod._CVXPY_LAYERS_MAX + 5):
+        ot_mod._build_cvxpy_layer(n, 2, 1e-3)
+    assert len(ot_mod._CVXPY_LAYERS) == ot_mod._CVXPY_LAYERS_MAX
+    assert (2, 2, 1e-3) not in ot_mod._CVXPY_LAYERS  # the least recently used went first
+    newest = (2 + ot_mod._CVXPY_LAYERS_MAX + 4, 2, 1e-3)
+    assert next(reversed(ot_mod._CVXPY_LAYERS)) == newest
