@@ -160,6 +160,7 @@ def run_experiment(
     out.mkdir(parents=True, exist_ok=True)
     with RunLock(out, wait=wait):
         if (out / "result.json").is_file():  # finished by the process that held the lock
+            (out / ".lock").unlink(missing_ok=True)
             return read_record(out)
         torch.set_num_threads(int(preset.get("threads", 1)))
         bench = build_benchmark(preset, seed=seed)
@@ -236,4 +237,6 @@ def run_experiment(
 
         for ckpt in (out / "checkpoint.pt", previous_checkpoint_path(out / "checkpoint.pt")):
             ckpt.unlink(missing_ok=True)
+        # Safe to remove while held: a process waiting on it re-checks result.json first.
+        (out / ".lock").unlink(missing_ok=True)
         return read_record(out)

@@ -123,6 +123,10 @@ def main() -> None:
     ap.add_argument("--values", nargs="+", help="restrict the swept setting's values")
     ap.add_argument("--jobs", type=int, default=2, help="parallel runs, one core each")
     ap.add_argument("--out", help="results folder (default benchmarks/results/<artefact>)")
+    ap.add_argument(
+        "--aggregate-only", action="store_true",
+        help="run nothing: write the tables from the runs already finished",
+    )  # fmt: skip
     args = ap.parse_args()
 
     from avalanche_sets.presets import resolve_preset
@@ -155,6 +159,8 @@ def main() -> None:
                 for over in overs:
                     for seed in args.seeds:
                         jobs.append((method, preset, seed, str(runs), stream, over))
+    if args.aggregate_only:
+        jobs = []
     print(f"{args.artefact}: {len(jobs)} runs, {args.jobs} at a time -> {runs}", flush=True)
     if args.jobs > 1:
         with mp.get_context("spawn").Pool(args.jobs) as pool:

@@ -151,3 +151,4 @@ def test_two_sweeps_on_one_folder_run_each_run_once(tmp_path):
         rec = read_record(folder)  # valid JSON, complete
         assert rec["result"]["matrix"] and rec["resumes"] == []
         assert not list(folder.glob("*.tmp")) and not list(folder.glob("checkpoint.pt*"))
+        assert not (folder / ".lock").exists()  # removed once the run is finished
