@@ -3,13 +3,14 @@
 Reads ``benchmarks/results/table{2,3}/summary.json`` (written by ``reproduce.py``) and writes
 ``benchmarks/results/main_tables.md`` — the tables the README shows.
 
-    python benchmarks/main_tables.py
+    python benchmarks/main_tables.py [--update-readme]   # also replace the README's copy
 """
 
 from __future__ import annotations
 
 import json
 import math
+import sys
 
 from _common import RESULTS
 from reproduce import PAPER, _canonical
@@ -104,6 +105,20 @@ def main() -> None:
     text = "\n".join(md) + "\n"
     (RESULTS / "main_tables.md").write_text(text)
     print(text)
+    if "--update-readme" in sys.argv:
+        _splice_into_readme(text)
+
+
+def _splice_into_readme(text: str) -> None:
+    """Replace the README's tables between the main-tables markers with ``text``."""
+    readme = RESULTS.parents[1] / "README.md"
+    s = readme.read_text()
+    begin, end = "<!-- main-tables:start -->\n", "<!-- main-tables:end -->"
+    if begin not in s or end not in s:
+        sys.exit(f"error: {readme} has no {begin.strip()} ... {end} markers")
+    a, b = s.index(begin) + len(begin), s.index(end)
+    readme.write_text(s[:a] + text.strip() + "\n" + s[b:])
+    print(f"updated {readme}")
 
 
 if __name__ == "__main__":
