@@ -146,21 +146,24 @@ def main() -> None:
     name = args.artefact if args.source is None else f"{args.artefact}_{args.source}"
     out = Path(args.out) if args.out else out_dir(name)
     runs = out.parent / "runs"
+
+    def preset_for(shot: int, value) -> dict:
+        """The preset of one grid point: this shot and this value of the swept setting."""
+        setting = {"n_shot": shot, "root": args.root}
+        if args.source:
+            setting["source"] = args.source
+        if key is not None:
+            setting[key] = value
+        return resolve_preset(args.preset, **setting)
+
     jobs = []
-    for shot in args.shots:
+    for shot in [] if args.aggregate_only else args.shots:
         for value in values:
-            setting = {"n_shot": shot, "root": args.root}
-            if args.source:
-                setting["source"] = args.source
-            if key is not None:
-                setting[key] = value
-            preset = resolve_preset(args.preset, **setting)
+            preset = preset_for(shot, value)
             for method in methods:
                 for over in overs:
                     for seed in args.seeds:
                         jobs.append((method, preset, seed, str(runs), stream, over))
-    if args.aggregate_only:
-        jobs = []
     print(f"{args.artefact}: {len(jobs)} runs, {args.jobs} at a time -> {runs}", flush=True)
     if args.jobs > 1:
         with mp.get_context("spawn").Pool(args.jobs) as pool:
@@ -172,15 +175,11 @@ def main() -> None:
         print(f"FAILED {f}", file=sys.stderr)
     # The table covers every finished run of this artefact's grid, also those of earlier
     # invocations (e.g. 1-shot yesterday, 5-shot today), not only the runs just made.
-    wanted = set()
-    for shot in sorted(set(args.shots) | {1, 5}):
-        for value in values:
-            setting = {"n_shot": shot, "root": args.root}
-            if args.source:
-                setting["source"] = args.source
-            if key is not None:
-                setting[key] = value
-            wanted.add(_canonical(resolve_preset(args.preset, **setting)))
+    wanted = {
+        _canonical(preset_for(shot, value))
+        for shot in sorted(set(args.shots) | {1, 5})
+        for value in values
+    }
     records = [
         r for r in find_results([runs])
         if r["method"] in methods and r["eval_stream"] == stream

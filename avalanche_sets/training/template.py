@@ -241,9 +241,11 @@ class EpisodicTemplate(SupervisedTemplate):
         super().backward()
 
     def optimizer_step(self):
-        for name, param in self.model.named_parameters():
-            if param.grad is not None and not bool(torch.isfinite(param.grad).all()):
-                self._refuse(f"gradient of {name}")
+        grads = [(n, p.grad) for n, p in self.model.named_parameters() if p.grad is not None]
+        # One reduction and one host sync per step on the hot path; names only on failure.
+        if grads and not bool(torch.stack([torch.isfinite(g).all() for _, g in grads]).all()):
+            name = next(n for n, g in grads if not bool(torch.isfinite(g).all()))
+            self._refuse(f"gradient of {name}")
         super().optimizer_step()
 
     def _after_training_iteration(self, **kwargs):
