@@ -19,6 +19,7 @@ from collections import defaultdict
 
 import torch
 from _common import header_md, out_dir, provenance, write_json
+from _timing import IterationClock, train_range
 from avalanche.core import SupervisedPlugin
 
 from avalanche_sets.experiment import build_benchmark
@@ -31,32 +32,6 @@ CALLBACKS = (
     "before_backward",
     "after_training_iteration",
 )
-
-
-class _Clock(SupervisedPlugin):
-    """Wall time of whole iterations and of the forward / backward / update phases."""
-
-    def __init__(self):
-        super().__init__()
-        self.t = defaultdict(list)
-
-    def before_training_iteration(self, s, **kw):
-        self._it = time.perf_counter()
-
-    def before_forward(self, s, **kw):
-        self._f = time.perf_counter()
-
-    def after_forward(self, s, **kw):
-        self.t["forward (incl. after_encode)"].append(time.perf_counter() - self._f)
-
-    def before_backward(self, s, **kw):
-        self._b = time.perf_counter()
-
-    def after_backward(self, s, **kw):
-        self.t["backward"].append(time.perf_counter() - self._b)
-
-    def after_training_iteration(self, s, **kw):
-        self.t["iteration"].append(time.perf_counter() - self._it)
 
 
 def _instrument(plugin, sink: dict) -> None:
@@ -85,7 +60,7 @@ def run(n_ood: int, iters: int, replay_batch: int, warm: int) -> dict:
     exp = bench.train_stream[0]
     strategies = {}
     for method in ("mskm", "order"):
-        clock = _Clock()
+        clock = IterationClock()
         over = {"replay_batch": replay_batch} if method == "order" else {}
         s = build_strategy(method, preset, seed=0, plugins=[clock], **over)
         strategies[method] = (s, clock, defaultdict(list))
@@ -95,14 +70,14 @@ def run(n_ood: int, iters: int, replay_batch: int, warm: int) -> dict:
     n_total = len(exp.dataset) // preset["meta_batch"]
     # Warm up: fills ORDER's memory (so replay and OT are active) and both allocators.
     for s, clock, sink in strategies.values():
-        _train_range(s, exp, 0, warm)
+        train_range(s, exp, 0, warm)
         clock.t.clear()
         sink.clear()
     # Interleave rounds of 2 iterations.
     it = warm
     while it + 2 <= min(n_total, warm + iters):
         for s, _, _ in strategies.values():
-            _train_range(s, exp, it, it + 2)
+            train_range(s, exp, it, it + 2)
         it += 2
     out = {}
     for method, (_s, clock, sink) in strategies.items():
@@ -116,23 +91,6 @@ def run(n_ood: int, iters: int, replay_batch: int, warm: int) -> dict:
     out["ot_share"] = ot / out["order"]["iteration"]
     out["memory_tasks"] = len(s_order.order_plugins[0])
     return out
-
-
-def _train_range(strategy, exp, start: int, stop: int) -> None:
-    """Train iterations [start, stop) of an experience (resume machinery of the template)."""
-    from avalanche.core import SupervisedPlugin as _P
-
-    class _Stop(_P):
-        def after_training_iteration(self, s, **kw):
-            if s.exp_iteration + 1 >= stop:
-                s.stop_training()
-
-    stopper = _Stop()
-    strategy.plugins.append(stopper)
-    try:
-        strategy.train(exp, eval_streams=[], start_iteration=start)
-    finally:
-        strategy.plugins.remove(stopper)
 
 
 def main() -> None:

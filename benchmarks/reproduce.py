@@ -6,7 +6,7 @@
 Artefacts: table2 (meta-learning baselines), table3 (continual baselines + joint),
 ablation_components, ablation_mi, ood_sensitivity (R = 50..250), memory_size (50/100/200),
 lambda_beta (λ × β grid on the *validation* classes), order2, order3 (domain orders of the
-appendix), running_time (seconds per run of the Table 3 methods, from the same runs).
+appendix). The running-time table is ``benchmarks/running_time.py`` (a timing, not a grid).
 
 Runs go to ``benchmarks/results/runs/`` (one folder per method/setting/seed with its
 ``result.json`` and accuracy-matrix heatmap), shared by all artefacts: a run that two artefacts
@@ -69,7 +69,6 @@ ARTEFACTS = {
          for beta in (0.01, 0.005, 0.003, 0.001)],
         "valid",
     ),
-    "running_time": (TABLE3, None, [None], [{}], "test"),
 }  # fmt: skip
 
 
