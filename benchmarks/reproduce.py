@@ -23,28 +23,12 @@ import multiprocessing as mp
 import sys
 from pathlib import Path
 
-from _common import SHARED_PACKS, header_md, out_dir, provenance, write_json
+from _common import SHARED_PACKS, canonical_preset, header_md, out_dir, provenance, write_json
+from _paper import FOOTNOTE, PAPER, comparison_md
 
 TABLE2 = ["protonet", "anil", "mskm", "lst", "tpn", "order-mi-only", "order"]
 TABLE3 = ["semi-seq", "semi-er", "semi-agem", "semi-gem", "semi-mer", "semi-gpm", "semi-der",
           "order-ot-only", "order", "joint"]  # fmt: skip
-
-# The paper's numbers (5-way accuracy %, mean ± 95% CI over 5 runs; Tables 2 and 3).
-PAPER = {
-    "table2": {
-        "protonet": (31.96, 0.93, 42.62, 0.73), "anil": (30.58, 0.81, 42.24, 0.86),
-        "mskm": (33.79, 1.05, 45.41, 0.58), "lst": (34.81, 0.81, 46.09, 0.69),
-        "tpn": (34.52, 0.83, 46.23, 0.60), "order-mi-only": (36.93, 0.90, 48.85, 0.53),
-        "order": (41.25, 0.64, 53.96, 0.71),
-    },
-    "table3": {
-        "semi-seq": (33.79, 1.05, 45.41, 0.58), "semi-er": (37.62, 0.97, 50.35, 0.76),
-        "semi-agem": (36.97, 1.16, 50.29, 0.69), "semi-mer": (37.90, 0.83, 50.46, 0.74),
-        "semi-gpm": (36.53, 0.81, 49.78, 0.65), "semi-der": (36.78, 0.89, 50.07, 0.61),
-        "order-ot-only": (39.21, 0.61, 51.72, 0.61), "order": (41.25, 0.64, 53.96, 0.71),
-        "joint": (49.91, 0.79, 61.78, 0.75),
-    },
-}  # fmt: skip
 
 # artefact -> (methods, setting key swept (or None), values, strategy-overrides grid, stream)
 ARTEFACTS = {
@@ -52,13 +36,15 @@ ARTEFACTS = {
     "table3": (TABLE3, None, [None], [{}], "test"),
     "order2": (TABLE2 + TABLE3[:-2], "order", [2], [{}], "test"),
     "order3": (TABLE2 + TABLE3[:-2], "order", [3], [{}], "test"),
+    # The paper's rows: MI × OT switches, all with replay ("neither" = Semi-ER).
     "ablation_components": (
-        ["semi-seq", "order-ood-filter-only", "order-mi-only", "order-ot-support-only",
-         "order-ot-only", "order"], "n_ood", [50, 250], [{}], "test",
+        ["semi-er", "order-ot-support-only", "order-ot-only", "order-no-ot", "order"],
+        "n_ood", [50, 250], [{}], "test",
     ),
+    # U_id+U_ood without MI (Semi-ER), U_id only, + I_id, (+ I_ood only: ours), both terms.
     "ablation_mi": (
-        ["order-ood-filter-only", "order-mi-id-only", "order-mi-ood-only", "order-mi-only"],
-        None, [None], [{}], "test",
+        ["semi-er", "order-ot-only", "order-mi-id-only", "order-mi-ood-only", "order"],
+        "n_ood", [50, 250], [{}], "test",
     ),
     "ood_sensitivity": (["mskm", "tpn", "lst", "order"], "n_ood", [50, 100, 150, 200, 250],
                         [{}], "test"),
@@ -70,14 +56,6 @@ ARTEFACTS = {
         "valid",
     ),
 }  # fmt: skip
-
-
-def _canonical(preset: dict) -> str:
-    """A preset's identity for matching runs: everything but seeds, threads and the data root."""
-    import json
-
-    skip = {"seeds", "threads", "root"}
-    return json.dumps({k: v for k, v in sorted(preset.items()) if k not in skip}, default=str)
 
 
 def _job(job):
@@ -175,14 +153,14 @@ def main() -> None:
     # The table covers every finished run of this artefact's grid, also those of earlier
     # invocations (e.g. 1-shot yesterday, 5-shot today), not only the runs just made.
     wanted = {
-        _canonical(preset_for(shot, value))
+        canonical_preset(preset_for(shot, value))
         for shot in sorted(set(args.shots) | {1, 5})
         for value in values
     }
     records = [
         r for r in find_results([runs])
         if r["method"] in methods and r["eval_stream"] == stream
-        and r.get("strategy_overrides", {}) in overs and _canonical(r["preset"]) in wanted
+        and r.get("strategy_overrides", {}) in overs and canonical_preset(r["preset"]) in wanted
     ]  # fmt: skip
     if not records:
         sys.exit("error: no finished run")
@@ -194,17 +172,25 @@ def main() -> None:
     rows.sort(key=lambda r: (order.get(r["method"], len(order)), *(str(r[k]) for k in by[1:])))
     prov = provenance(seeds=seeds)
     md = header_md(f"{args.artefact} ({args.preset} preset, {stream} classes)", prov)
+    done = {(r["method"], canonical_preset(r["preset"]), str(r.get("strategy_overrides", {})))
+            for r in records}  # fmt: skip
+    missing = [
+        f"{method} {shot}-shot" + (f" {key}={value}" if key else "") + (f" {over}" if over else "")
+        for shot in args.shots for value in values for method in methods for over in overs
+        if (method, canonical_preset(preset_for(shot, value)), str(over)) not in done
+    ]  # fmt: skip
     if reduced:
         md += "**Reduced grid:** " + "; ".join(reduced) + ".\n\n"
+    if missing:
+        md += f"**Not run yet ({len(missing)} grid points):** " + "; ".join(missing) + ".\n\n"
     if failed:
         md += "**Failed runs (not in the table):** " + "; ".join(failed) + ".\n\n"
-    md += write_table(rows, out / "table") + "\n"
+    md += "## Ours next to the paper's\n\n"
     if args.artefact in PAPER:
-        md += "\nThe paper's numbers (its data and scale, 5 seeds):\n\n| method | 1-shot | 5-shot |\n|---|---:|---:|\n"
-        for m in methods:
-            if m in PAPER[args.artefact]:
-                a, ca, b, cb = PAPER[args.artefact][m]
-                md += f"| {m} | {a:.2f} ± {ca:.2f} | {b:.2f} ± {cb:.2f} |\n"
+        md += "The paper: its datasets, 84 px, 6,000 iterations per domain, 5 seeds.\n\n"
+    md += comparison_md(args.artefact, records, row_order=methods) + "\n\n" + FOOTNOTE + "\n\n"
+    md += "## All numbers (per-domain final accuracy, forgetting, seconds per run)\n\n"
+    md += write_table(rows, out / "table") + "\n"
     (out / "README.md").write_text(md)
     write_json(
         out / "summary.json",
@@ -213,33 +199,76 @@ def main() -> None:
             "artefact": args.artefact,
             "preset": args.preset,
             "reduced": reduced,
+            "missing": missing,
+            "runs": sorted(str(Path(r["_path"]).relative_to(out.parent)) for r in records),
             "rows": rows,
         },
     )
-    _plot(rows, by, out / "accuracy.png", args.artefact)
+    _plot(rows, by, out / "accuracy.png", args.artefact, key)
     print(md)
 
 
-def _plot(rows, by, path: Path, title: str) -> None:
+def _plot(rows, by, path: Path, title: str, key: str | None) -> None:
+    """Lines over the swept setting (R, memory size), a heatmap for λ × β, bars otherwise."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
 
-    labels = [" ".join(str(r[k]) for k in by) for r in rows]
-    acc = np.array([100 * r["accuracy"] for r in rows])
-    ci = np.array([0 if np.isnan(r["ci95"]) else 100 * r["ci95"] for r in rows])
-    fig, ax = plt.subplots(figsize=(max(6, 0.55 * len(rows)), 4))
-    colours = ["#c44e52" if str(r["method"]).startswith("order") else "#4c72b0" for r in rows]
-    ax.bar(range(len(rows)), acc, yerr=ci, color=colours, capsize=3)
-    ax.set_xticks(range(len(rows)), labels, rotation=60, ha="right", fontsize=7)
-    ax.set_ylabel("mean test accuracy over domains (%)")
-    ax.set_title(f"{title}: mean ± 95% CI (ORDER variants in red)")
-    lo = max(0.0, float((acc - ci).min()) - 5)
-    ax.set_ylim(lo, min(100.0, float((acc + ci).max()) + 3))
+    def pct(r):
+        return 100 * r["accuracy"], 0.0 if np.isnan(r["ci95"]) else 100 * r["ci95"]
+
+    shots = sorted({int(r["n_shot"]) for r in rows})
+    if key in ("n_ood", "mem_size") and len({r[key] for r in rows}) > 1:
+        fig, axes = plt.subplots(1, len(shots), figsize=(5 * len(shots), 3.8), squeeze=False)
+        for ax, shot in zip(axes[0], shots):
+            for method in dict.fromkeys(r["method"] for r in rows):
+                pts = sorted(
+                    (float(r[key]), *pct(r))
+                    for r in rows if r["method"] == method and int(r["n_shot"]) == shot
+                )  # fmt: skip
+                if pts:
+                    x, y, e = zip(*pts)
+                    ax.errorbar(x, y, yerr=e, marker="o", capsize=3, label=method)
+            ax.set_xlabel({"n_ood": "R (OOD images per episode)", "mem_size": "memory size"}[key])
+            ax.set_ylabel("mean test accuracy (%)")
+            ax.set_title(f"{title}, {shot}-shot: mean ± 95% CI", fontsize=10)
+            ax.legend(fontsize=7)
+    elif title == "lambda_beta":
+        fig, axes = plt.subplots(1, len(shots), figsize=(5 * len(shots), 3.6), squeeze=False)
+        for ax, shot in zip(axes[0], shots):
+            sub = [r for r in rows if int(r["n_shot"]) == shot]
+            lams = sorted({float(r["lam"]) for r in sub}, reverse=True)
+            betas = sorted({float(r["beta"]) for r in sub})
+            grid = np.full((len(lams), len(betas)), np.nan)
+            for r in sub:
+                grid[lams.index(float(r["lam"])), betas.index(float(r["beta"]))] = pct(r)[0]
+            im = ax.imshow(grid, cmap="viridis")
+            for i in range(len(lams)):
+                for j in range(len(betas)):
+                    if not np.isnan(grid[i, j]):
+                        ax.text(j, i, f"{grid[i, j]:.1f}", ha="center", va="center", color="w")
+            ax.set_xticks(range(len(betas)), [f"{b:g}" for b in betas])
+            ax.set_yticks(range(len(lams)), [f"{v:.0e}" for v in lams])
+            ax.set_xlabel("β (OT weight)")
+            ax.set_ylabel("λ (MI weight)")
+            ax.set_title(f"ORDER, {shot}-shot, validation accuracy (%)", fontsize=10)
+            fig.colorbar(im, ax=ax)
+    else:
+        labels = [" ".join(str(r[k]) for k in by) for r in rows]
+        acc, ci = (np.array(v) for v in zip(*map(pct, rows)))
+        fig, ax = plt.subplots(figsize=(max(6, 0.55 * len(rows)), 4))
+        colours = ["#c44e52" if str(r["method"]).startswith("order") else "#4c72b0" for r in rows]
+        ax.bar(range(len(rows)), acc, yerr=ci, color=colours, capsize=3)
+        ax.set_xticks(range(len(rows)), labels, rotation=60, ha="right", fontsize=7)
+        ax.set_ylabel("mean test accuracy over domains (%)")
+        ax.set_title(f"{title}: mean ± 95% CI (ORDER variants in red)")
+        lo = max(0.0, float((acc - ci).min()) - 5)
+        ax.set_ylim(lo, min(100.0, float((acc + ci).max()) + 3))
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,74 @@
+"""Our runs next to the paper's: cells, paired differences and references per artefact."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+_paper = pytest.importorskip("_paper")
+
+
+def _rec(method, seed, episodes, shot=5, overrides=None, **preset):
+    acc = np.asarray(episodes, dtype=float)
+    return {
+        "method": method, "seed": seed, "eval_stream": "test", "seconds": 1.0,
+        "preset": {"n_shot": shot, "n_ood": 50, "mem_size": 200, "seeds": [seed], "root": "x",
+                   **preset},
+        "strategy_overrides": overrides or {},
+        "result": {"mean_accuracy": float(acc.mean()), "mean_ci95": 0.01, "episode_acc": list(acc),
+                   "forgetting": [0.0], "domains": ["d"], "final": [float(acc.mean())]},
+    }  # fmt: skip
+
+
+def _row(md: str, label: str) -> list[str]:
+    line = next(x for x in md.splitlines() if x.startswith(f"| {label} |"))
+    return [c.strip() for c in line.strip("|").split("|")]
+
+
+def test_paired_delta_is_the_mean_per_episode_difference_over_seeds():
+    rng = np.random.default_rng(0)
+    base = {s: rng.uniform(0.4, 0.6, 50) for s in (0, 1)}
+    gain = {0: 0.02, 1: 0.06}
+    recs = [_rec("mskm", s, base[s]) for s in (0, 1)]
+    recs += [_rec("order", s, base[s] + gain[s]) for s in (0, 1)]
+    md = _paper.comparison_md("table2", recs, row_order=["mskm", "order"])
+    cells = _row(md, "order")
+    # columns: method, ours 5-shot, Δ 5-shot, paper 5-shot (only 5-shot was run)
+    mean = np.mean([(base[s] + gain[s]).mean() for s in (0, 1)])
+    assert cells[1].startswith(f"{100 * mean:.2f} ± ")
+    assert cells[2].startswith("+4.00 ± 0.00 (+2.0, +6.0)")
+    assert cells[3] == "53.96 ± 0.71"  # the paper's ORDER, 5-shot
+    assert _row(md, "mskm")[2] == "—"  # no Δ of the reference to itself
+    # a row only the paper has is listed with its numbers and no runs
+    assert _row(md, "protonet")[1:3] == ["—", "—"]
+
+
+def test_unpaired_runs_get_no_delta():
+    # a different seed or a different R is not the same test episodes: no pairing
+    recs = [_rec("mskm", 0, [0.5] * 10), _rec("order", 1, [0.6] * 10),
+            _rec("tpn", 0, [0.6] * 10, n_ood=250)]  # fmt: skip
+    md = _paper.comparison_md("table2", recs)
+    assert _row(md, "order")[2] == "—"
+    assert _row(md, "tpn")[2] == "—" and _row(md, "tpn")[3] != "—"
+
+
+def test_lambda_beta_cells_pair_with_the_default_and_memory_with_200():
+    ep = np.linspace(0.3, 0.7, 20)
+    recs = [
+        _rec("order", 0, ep, overrides={"lam": 1e-5, "beta": 0.003}),
+        _rec("order", 0, ep - 0.01, overrides={"lam": 1e-4, "beta": 0.01}),
+    ]
+    md = _paper.comparison_md("lambda_beta", recs)
+    assert md.startswith("| λ | ours 5-shot, β = 0.003 |")
+    row = _row(md, "λ = 1e-4")
+    header = [c.strip() for c in md.splitlines()[0].strip("|").split("|")]
+    assert row[header.index("Δ vs lam = 1e-5, beta = 0.003, paired (5-shot, β = 0.01)")] == (
+        "-1.00 ± 0.00"
+    )
+    assert row[header.index("paper 5-shot, β = 0.01")] == "52.65 ± 0.79"
+    mem = [_rec("order", 0, ep), _rec("order", 0, ep - 0.02, mem_size=50)]
+    md = _paper.comparison_md("memory_size", mem)
+    assert _row(md, "order, memory 50")[2] == "-2.00 ± 0.00"
+    assert _row(md, "order, memory 50")[3] == "52.75 ± 0.77"
