@@ -180,7 +180,10 @@ def _cmd_run(args) -> int:
         ).table()  # fmt: skip
         from .experiment import run_dir_name
 
-        folder = Path(args.out) / run_dir_name(args.method, preset, seed)
+        folder = Path(args.out) / run_dir_name(
+            args.method, preset, seed, eval_stream=args.eval_stream,
+            strategy_overrides=strategy_overrides,
+        )  # fmt: skip
         print(f"\n{args.method}, seed {seed} ({record['seconds']:.0f} s):\n{table}")
         print(f"accuracy matrix heatmap: {folder / 'accuracy_matrix.png'}")
     return 0
@@ -208,7 +211,10 @@ def _one(job, wait: bool = False):
     from .experiment import run_dir_name, run_experiment
     from .run_folder import RunLockedError
 
-    done_before = (Path(out) / run_dir_name(method, preset, seed) / "result.json").is_file()
+    name = run_dir_name(
+        method, preset, seed, eval_stream=eval_stream, strategy_overrides=strategy_overrides
+    )
+    done_before = (Path(out) / name / "result.json").is_file()
     try:
         rec = run_experiment(
             method, preset, seed=seed, out_root=out, loggers=(), eval_stream=eval_stream,

@@ -19,7 +19,14 @@ from typing import Any
 
 import torch
 
-__all__ = ["run_experiment", "build_benchmark", "run_dir_name", "LOGGERS", "machine_info"]
+__all__ = [
+    "run_experiment",
+    "build_benchmark",
+    "run_dir_name",
+    "run_identity",
+    "LOGGERS",
+    "machine_info",
+]
 
 LOGGERS = ("interactive", "text", "csv", "tensorboard")
 
@@ -77,13 +84,72 @@ def build_benchmark(preset: dict, *, seed: int):
     )
 
 
-def run_dir_name(method: str, preset: dict, seed: int) -> str:
+# Settings spelled out in the base of a run folder's name, and settings that do not change
+# what a run computes (where the data lives, how many threads, the preset's seed list).
+_IN_BASE_NAME = ("source", "order", "n_way", "n_shot", "n_ood")
+_NOT_IDENTITY = ("seeds", "threads", "root")
+
+
+def run_identity(
+    method: str,
+    preset: dict,
+    *,
+    eval_stream: str = "test",
+    strategy_overrides: dict | None = None,
+) -> dict:
+    """Everything that decides what a run computes, except its seed (JSON-normalised)."""
+    import json
+
+    ident = {
+        "method": method,
+        "preset": {k: v for k, v in preset.items() if k not in _NOT_IDENTITY},
+        "eval_stream": eval_stream,
+        "strategy_overrides": dict(strategy_overrides or {}),
+    }
+    return json.loads(json.dumps(ident, sort_keys=True, default=str))
+
+
+def _name_part(value) -> str:
+    text = "+".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+    return "".join(c if c.isalnum() or c in "._+" else "_" for c in text)
+
+
+def run_dir_name(
+    method: str,
+    preset: dict,
+    seed: int,
+    *,
+    eval_stream: str = "test",
+    strategy_overrides: dict | None = None,
+) -> str:
+    """``<method>/<source>-o<order>-<N>w<K>s-R<R>-seed<s>`` plus what else sets the run apart.
+
+    Appended, in this order: every preset setting that differs from the closest named preset
+    (``-mem_size50``), every strategy override (``-beta0.003-lam1e-05``) and the evaluation
+    stream when it is not ``test`` (``-valid``). Runs that compute different things therefore
+    never share a folder, and a plain named-preset run keeps the short name.
+    """
+    from .presets import PRESETS
+
     src = preset["source"]
     order = preset.get("order", 1)
-    return (
+    name = (
         f"{method}/{src}-o{order}-{preset['n_way']}w{preset['n_shot']}s-R{preset['n_ood']}"
         f"-seed{seed}"
     )
+    rest = {k: v for k, v in preset.items() if k not in _IN_BASE_NAME + _NOT_IDENTITY}
+    diffs = [
+        {k: v for k, v in rest.items() if named.get(k, _MISSING) != v} for named in PRESETS.values()
+    ]
+    diff = min(diffs, key=len)  # ties: the first preset (PRESETS order), so the name is stable
+    for key, value in [*sorted(diff.items()), *sorted((strategy_overrides or {}).items())]:
+        name += f"-{key}{_name_part(value)}"
+    if eval_stream != "test":
+        name += f"-{eval_stream}"
+    return name
+
+
+_MISSING = object()
 
 
 def _evaluator(loggers, out: Path):
@@ -122,6 +188,32 @@ def _evaluator(loggers, out: Path):
     )
 
 
+def _finished(out: Path, asked: dict, seed: int) -> dict:
+    """The finished run in ``out``, after checking it is the run that was asked for."""
+    from .run_folder import RunConflictError, read_record
+
+    rec = read_record(out)
+    have = run_identity(
+        rec["method"], rec["preset"], eval_stream=rec.get("eval_stream", "test"),
+        strategy_overrides=rec.get("strategy_overrides"),
+    )  # fmt: skip
+    if have != asked or rec["seed"] != seed:
+        diff = [f"seed: {rec['seed']} there, {seed} asked"] if rec["seed"] != seed else []
+        for part in ("method", "eval_stream", "strategy_overrides"):
+            if have[part] != asked[part]:
+                diff.append(f"{part}: {have[part]!r} there, {asked[part]!r} asked")
+        for k in sorted(set(have["preset"]) | set(asked["preset"])):
+            a, b = have["preset"].get(k, "(absent)"), asked["preset"].get(k, "(absent)")
+            if a != b:
+                diff.append(f"{k}: {a!r} there, {b!r} asked")
+        raise RunConflictError(
+            f"run folder {out} already holds a finished run with other settings "
+            f"({'; '.join(diff)}); it is not reused for this run. Fix: write to another "
+            "--out folder (or pass a distinguishing tag), or delete that folder to redo it"
+        )
+    return rec
+
+
 def run_experiment(
     method: str,
     preset: dict,
@@ -154,14 +246,16 @@ def run_experiment(
     from .training import run_sets
 
     check_method(method, preset, strategy_overrides)  # before any data is loaded
-    out = Path(out_root) / (run_dir_name(method, preset, seed) + tag)
+    where = {"eval_stream": eval_stream, "strategy_overrides": strategy_overrides}
+    out = Path(out_root) / (run_dir_name(method, preset, seed, **where) + tag)
+    asked = run_identity(method, preset, **where)
     if (out / "result.json").is_file():
-        return read_record(out)
+        return _finished(out, asked, seed)
     out.mkdir(parents=True, exist_ok=True)
     with RunLock(out, wait=wait):
         if (out / "result.json").is_file():  # finished by the process that held the lock
             (out / ".lock").unlink(missing_ok=True)
-            return read_record(out)
+            return _finished(out, asked, seed)
         torch.set_num_threads(int(preset.get("threads", 1)))
         bench = build_benchmark(preset, seed=seed)
         if method == "joint":

@@ -27,6 +27,7 @@ __all__ = [
     "READABLE_FORMATS",
     "ResultsVersionError",
     "RunLockedError",
+    "RunConflictError",
     "RunLock",
     "read_record",
     "write_record",
@@ -43,6 +44,10 @@ class ResultsVersionError(ValueError):
 
 class RunLockedError(RuntimeError):
     """The run is being run by another process (its folder's lock is held)."""
+
+
+class RunConflictError(ValueError):
+    """A run folder already holds a finished run whose settings differ from the asked ones."""
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -41,9 +41,11 @@ ARTEFACTS = {
         ["semi-er", "order-ot-support-only", "order-ot-only", "order-no-ot", "order"],
         "n_ood", [50, 250], [{}], "test",
     ),
-    # U_id+U_ood without MI (Semi-ER), U_id only, + I_id, (+ I_ood only: ours), both terms.
+    # U_id+U_ood without MI (Semi-ER), U_id only, + I_id, (+ I_ood only: ours), both terms;
+    # then the same steps without replay and OT (ours): MSKM, the OOD filter, both MI terms.
     "ablation_mi": (
-        ["semi-er", "order-ot-only", "order-mi-id-only", "order-mi-ood-only", "order"],
+        ["semi-er", "order-ot-only", "order-mi-id-only", "order-mi-ood-only", "order",
+         "mskm", "order-ood-filter-only", "order-mi-only"],
         "n_ood", [50, 250], [{}], "test",
     ),
     "ood_sensitivity": (["mskm", "tpn", "lst", "order"], "n_ood", [50, 100, 150, 200, 250],
@@ -75,10 +77,9 @@ def _run(job):
     from avalanche_sets.experiment import run_experiment
 
     torch.set_num_threads(1)
-    tag = "".join(f"-{k}{v}" for k, v in sorted(over.items()))
     rec = run_experiment(
         method, preset, seed=seed, out_root=out, loggers=(), eval_stream=stream,
-        strategy_overrides=over, tag=tag,
+        strategy_overrides=over,
     )  # fmt: skip
     print(
         f"done {method} seed {seed} {over or ''}: {100 * rec['result']['mean_accuracy']:.2f}% "

@@ -97,3 +97,76 @@ def test_lock_excludes_a_second_holder_and_dies_with_its_process(tmp_path):
         except RunLockedError:
             assert time.monotonic() < deadline
             time.sleep(0.05)
+
+
+# --- Run folder names: runs that compute different things never share a folder ---------------
+
+TINY = dict(
+    tasks_per_domain=4, n_test_episodes=2, n_val_episodes=2, n_query=2, n_unlabeled=2, n_ood=4,
+    width=4, domains=["shapes", "strokes"], eval_mb_size=2, interim_test_episodes=2,
+)  # fmt: skip
+
+
+def test_run_names_tell_apart_every_setting_and_keep_plain_presets_short():
+    from avalanche_sets.experiment import run_dir_name
+
+    cpu = resolve_preset("cpu", n_shot=5)
+    assert run_dir_name("order", cpu, 0) == "order/packs-o1-5w5s-R50-seed0"
+    # where the data lives and how many threads do not change what is computed
+    assert run_dir_name("order", {**cpu, "root": "/else", "threads": 2}, 0) == (
+        "order/packs-o1-5w5s-R50-seed0"
+    )
+    names = {
+        run_dir_name("order", cpu, 0),
+        run_dir_name("order", resolve_preset("cpu", n_shot=5, mem_size=50), 0),
+        run_dir_name("order", resolve_preset("cpu", n_shot=5, image_size=16), 0),
+        run_dir_name("order", cpu, 0, strategy_overrides={"lam": 1e-4}),
+        run_dir_name("order", cpu, 0, eval_stream="valid"),
+        run_dir_name("order", cpu, 1),
+    }
+    assert len(names) == 6
+    assert run_dir_name("order", resolve_preset("cpu", n_shot=5, mem_size=50), 0) == (
+        "order/packs-o1-5w5s-R50-seed0-mem_size50"
+    )
+    assert run_dir_name("order", cpu, 0, strategy_overrides={"lam": 1e-4, "beta": 0.01},
+                        eval_stream="valid") == "order/packs-o1-5w5s-R50-seed0-beta0.01-lam0.0001-valid"  # fmt: skip
+
+
+def test_committed_runs_are_found_under_the_names_this_version_gives_them():
+    from pathlib import Path
+
+    from avalanche_sets.experiment import run_dir_name
+
+    runs = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "runs"
+    folders = sorted(runs.glob("*/*/result.json"))
+    if not folders:
+        pytest.skip("no committed runs")
+    for path in folders:
+        rec = read_record(path.parent)
+        name = run_dir_name(
+            rec["method"], rec["preset"], rec["seed"], eval_stream=rec.get("eval_stream", "test"),
+            strategy_overrides=rec.get("strategy_overrides"),
+        )  # fmt: skip
+        assert path.parent.relative_to(runs).as_posix() == name
+
+
+def test_a_finished_run_with_other_settings_is_never_returned(tmp_path):
+    from avalanche_sets.run_folder import RunConflictError
+
+    small = resolve_preset("quick", mem_size=10, **TINY)
+    big = resolve_preset("quick", mem_size=20, **TINY)
+    a = run_experiment("order", small, seed=0, out_root=tmp_path, loggers=())
+    b = run_experiment("order", big, seed=0, out_root=tmp_path, loggers=())
+    assert a["preset"]["mem_size"] == 10 and b["preset"]["mem_size"] == 20  # b really ran
+    assert len(list(tmp_path.glob("order/*/result.json"))) == 2
+    # A folder an older version named without the difference: refused, with the difference named.
+    from avalanche_sets.experiment import run_dir_name
+
+    old = tmp_path / "old" / run_dir_name("order", big, 0)
+    old.parent.mkdir(parents=True)
+    (tmp_path / "order" / run_dir_name("order", small, 0).split("/")[1]).rename(old)
+    with pytest.raises(RunConflictError, match=r"mem_size: 10 there, 20 asked.*another --out"):
+        run_experiment("order", big, seed=0, out_root=tmp_path / "old", loggers=())
+    assert main(["run", "--method", "order", "--preset", "quick", "--seeds", "0", "--out",
+                 str(tmp_path / "old"), "--set", "mem_size=20",
+                 *[f"--set={k}={v}" for k, v in TINY.items()]]) == 2  # fmt: skip

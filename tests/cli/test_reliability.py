@@ -50,7 +50,7 @@ def _run(out: Path, seed: int = 0) -> subprocess.CompletedProcess:
 
 def _folder(out: Path, seed: int = 0) -> Path:
     (folder,) = [
-        p.parent for p in out.rglob("result.json") if p.parent.name.endswith(f"seed{seed}")
+        p.parent for p in out.rglob("result.json") if f"-seed{seed}-" in f"{p.parent.name}-"
     ]
     return folder
 
