@@ -223,9 +223,9 @@ def comparison_md(artefact: str, records: list[dict], row_order=()) -> str:
     rank = {m: i for i, m in enumerate(row_order)}
 
     def row_sort(label: str):
-        if label not in rows:  # a row only the paper has: last, by name
-            return (len(rank) + 1, [label])
-        return (rank.get(rows[label][0], len(rank)), list(rows[label]))
+        if label not in rows:  # a row only the paper has: in the paper's order, after ours
+            return (rank.get(label, len(rank)), 1, [label])
+        return (rank.get(rows[label][0], len(rank)), 0, list(rows[label]))
 
     row_labels = sorted(set(rows) | set(paper), key=row_sort)
     col_labels = sorted(cols, key=cols.get)

@@ -151,16 +151,13 @@ def main() -> None:
     failed = [r["error"] for r in records if "error" in r]
     for f in failed:
         print(f"FAILED {f}", file=sys.stderr)
-    # The table covers every finished run of this artefact's grid, also those of earlier
-    # invocations (e.g. 1-shot yesterday, 5-shot today), not only the runs just made.
-    wanted = {
-        canonical_preset(preset_for(shot, value))
-        for shot in sorted(set(args.shots) | {1, 5})
-        for value in values
-    }
+    # The table covers every finished run of the named grid (--seeds x --shots x methods x
+    # values), also those of earlier invocations, not only the runs just made; rows of one
+    # table therefore share their seeds unless some runs are missing (listed below).
+    wanted = {canonical_preset(preset_for(shot, value)) for shot in args.shots for value in values}
     records = [
         r for r in find_results([runs])
-        if r["method"] in methods and r["eval_stream"] == stream
+        if r["method"] in methods and r["eval_stream"] == stream and r["seed"] in args.seeds
         and r.get("strategy_overrides", {}) in overs and canonical_preset(r["preset"]) in wanted
     ]  # fmt: skip
     if not records:
@@ -173,12 +170,14 @@ def main() -> None:
     rows.sort(key=lambda r: (order.get(r["method"], len(order)), *(str(r[k]) for k in by[1:])))
     prov = provenance(seeds=seeds)
     md = header_md(f"{args.artefact} ({args.preset} preset, {stream} classes)", prov)
-    done = {(r["method"], canonical_preset(r["preset"]), str(r.get("strategy_overrides", {})))
-            for r in records}  # fmt: skip
+    done = {(r["method"], canonical_preset(r["preset"]), str(r.get("strategy_overrides", {})),
+             r["seed"]) for r in records}  # fmt: skip
     missing = [
         f"{method} {shot}-shot" + (f" {key}={value}" if key else "") + (f" {over}" if over else "")
+        + f" seed {seed}"
         for shot in args.shots for value in values for method in methods for over in overs
-        if (method, canonical_preset(preset_for(shot, value)), str(over)) not in done
+        for seed in args.seeds
+        if (method, canonical_preset(preset_for(shot, value)), str(over), seed) not in done
     ]  # fmt: skip
     if reduced:
         md += "**Reduced grid:** " + "; ".join(reduced) + ".\n\n"
