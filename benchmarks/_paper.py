@@ -192,23 +192,34 @@ def _cell(row: dict | None) -> str:
     return f"{100 * row['accuracy']:.2f} ± {ci}" + ("" if row["ci_over"] == "seeds" else "*")
 
 
-def _paired(artefact: str, recs: list[dict], records: list[dict]) -> str:
-    """Paired Δ to the reference: mean over seeds, ± sqrt(Σ c_s²)/k for per-seed episode CIs
-    c_s (the test episodes drawn, not the training seeds: the bracketed values show those)."""
+def paired_delta(artefact: str, recs: list[dict], records: list[dict]):
+    """Paired Δ of ``recs`` (one cell, any seeds) to the reference, or None if none is paired.
+
+    Returns ``(mean over seeds, ± sqrt(Σ c_s²)/k, {seed: Δ_s})`` for per-seed episode CIs c_s:
+    the ± covers the test episodes drawn, not the training seeds (the per-seed Δ_s show those).
+    """
     pairs = {}
     for r in recs:
         q = reference_of(artefact, r, records)
         if q is not None and q is not r:
             pairs[r["seed"]] = paired_difference(r, q)
     if not pairs:
-        return "—"
+        return None
     k = len(pairs)
     d = sum(p[0] for p in pairs.values()) / k
     ci = math.sqrt(sum(p[1] ** 2 for p in pairs.values())) / k
-    each = (
-        "" if k == 1 else " (" + ", ".join(f"{100 * pairs[s][0]:+.1f}" for s in sorted(pairs)) + ")"
+    return d, ci, {s: p[0] for s, p in sorted(pairs.items())}
+
+
+def _paired(artefact: str, recs: list[dict], records: list[dict]) -> str:
+    got = paired_delta(artefact, recs, records)
+    if got is None:
+        return "—"
+    d, ci, each = got
+    seeds = (
+        "" if len(each) == 1 else " (" + ", ".join(f"{100 * v:+.1f}" for v in each.values()) + ")"
     )
-    return f"{100 * d:+.2f} ± {100 * ci:.2f}{each}"
+    return f"{100 * d:+.2f} ± {100 * ci:.2f}{seeds}"
 
 
 def comparison_md(artefact: str, records: list[dict], row_order=()) -> str:

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from _common import SHARED_PACKS, canonical_preset, header_md, out_dir, provenance, write_json
-from _paper import FOOTNOTE, PAPER, comparison_md
+from _paper import FOOTNOTE, PAPER, comparison_md, paired_delta, reference_of
 
 TABLE2 = ["protonet", "anil", "mskm", "lst", "tpn", "order-mi-only", "order"]
 TABLE3 = ["semi-seq", "semi-er", "semi-agem", "semi-gem", "semi-mer", "semi-gpm", "semi-der",
@@ -204,12 +204,13 @@ def main() -> None:
             "rows": rows,
         },
     )
-    _plot(rows, by, out / "accuracy.png", args.artefact, key)
+    _plot(rows, by, out / "accuracy.png", args.artefact, key, records)
     print(md)
 
 
-def _plot(rows, by, path: Path, title: str, key: str | None) -> None:
-    """Lines over the swept setting (R, memory size), a heatmap for λ × β, bars otherwise."""
+def _plot(rows, by, path: Path, title: str, key: str | None, records: list[dict]) -> None:
+    """Lines over the swept setting (R, memory size) with the paired Δ to the reference
+    beside them, a heatmap for λ × β, bars otherwise."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -221,20 +222,38 @@ def _plot(rows, by, path: Path, title: str, key: str | None) -> None:
 
     shots = sorted({int(r["n_shot"]) for r in rows})
     if key in ("n_ood", "mem_size") and len({r[key] for r in rows}) > 1:
-        fig, axes = plt.subplots(1, len(shots), figsize=(5 * len(shots), 3.8), squeeze=False)
-        for ax, shot in zip(axes[0], shots):
+        from _paper import REFERENCE
+
+        fig, axes = plt.subplots(len(shots), 2, figsize=(10, 3.8 * len(shots)), squeeze=False)
+        xlabel = {"n_ood": "R (OOD images per episode)", "mem_size": "memory size"}[key]
+        ref = ", ".join(f"{k} {v}" for k, v in REFERENCE[title].items())
+        for (ax, dax), shot in zip(axes, shots):
             for method in dict.fromkeys(r["method"] for r in rows):
-                pts = sorted(
-                    (float(r[key]), *pct(r))
-                    for r in rows if r["method"] == method and int(r["n_shot"]) == shot
-                )  # fmt: skip
-                if pts:
-                    x, y, e = zip(*pts)
-                    ax.errorbar(x, y, yerr=e, marker="o", capsize=3, label=method)
-            ax.set_xlabel({"n_ood": "R (OOD images per episode)", "mem_size": "memory size"}[key])
+                pts, deltas = [], []
+                for r in rows:
+                    if r["method"] != method or int(r["n_shot"]) != shot:
+                        continue
+                    pts.append((float(r[key]), *pct(r)))
+                    cell = [q for q in records if q["method"] == method
+                            and int(q["preset"]["n_shot"]) == shot
+                            and str(q["preset"][key]) == str(r[key])]  # fmt: skip
+                    got = paired_delta(title, cell, records)
+                    if got is not None:
+                        deltas.append((float(r[key]), 100 * got[0], 100 * got[1]))
+                    elif cell and reference_of(title, cell[0], records) is cell[0]:
+                        deltas.append((float(r[key]), 0.0, 0.0))  # the reference itself
+                for a, data in ((ax, pts), (dax, deltas)):
+                    if data:
+                        x, y, e = zip(*sorted(data))
+                        a.errorbar(x, y, yerr=e, marker="o", capsize=3, label=method)
             ax.set_ylabel("mean test accuracy (%)")
-            ax.set_title(f"{title}, {shot}-shot: mean ± 95% CI", fontsize=10)
-            ax.legend(fontsize=7)
+            ax.set_title(f"{title}, {shot}-shot: mean ± 95% CI (episodes)", fontsize=10)
+            dax.axhline(0, color="grey", lw=0.8)
+            dax.set_ylabel(f"paired Δ vs {ref} (points)")
+            dax.set_title(f"{shot}-shot: paired Δ ± 95% CI (same test episodes)", fontsize=10)
+            for a in (ax, dax):
+                a.set_xlabel(xlabel)
+                a.legend(fontsize=7)
     elif title == "lambda_beta":
         fig, axes = plt.subplots(1, len(shots), figsize=(5 * len(shots), 3.6), squeeze=False)
         for ax, shot in zip(axes[0], shots):
