@@ -125,7 +125,7 @@ def run_dir_name(
     """``<method>/<source>-o<order>-<N>w<K>s-R<R>-seed<s>`` plus what else sets the run apart.
 
     Appended, in this order: every preset setting that differs from the closest named preset
-    (``-mem_size50``), every strategy override (``-beta0.003-lam1e-05``) and the evaluation
+    (``-mem_size50``), every strategy override (``-beta0.003-lam1e_05``) and the evaluation
     stream when it is not ``test`` (``-valid``). Runs that compute different things therefore
     never share a folder, and a plain named-preset run keeps the short name.
     """

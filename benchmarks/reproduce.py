@@ -272,7 +272,12 @@ def _plot(rows, by, path: Path, title: str, key: str | None, records: list[dict]
             ax.set_yticks(range(len(lams)), [f"{v:.0e}" for v in lams])
             ax.set_xlabel("β (OT weight)")
             ax.set_ylabel("λ (MI weight)")
-            ax.set_title(f"ORDER, {shot}-shot, validation accuracy (%)", fontsize=10)
+            spread = np.nanmax(grid) - np.nanmin(grid)
+            ax.set_title(
+                f"ORDER, {shot}-shot, validation accuracy (%)\n"
+                f"(colours span only {spread:.2f} points)",
+                fontsize=10,
+            )
             fig.colorbar(im, ax=ax)
     else:
         labels = [" ".join(str(r[k]) for k in by) for r in rows]
