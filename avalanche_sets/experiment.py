@@ -24,6 +24,7 @@ __all__ = [
     "build_benchmark",
     "run_dir_name",
     "run_identity",
+    "record_identity",
     "LOGGERS",
     "machine_info",
 ]
@@ -88,6 +89,7 @@ def build_benchmark(preset: dict, *, seed: int):
 # what a run computes (where the data lives, how many threads, the preset's seed list).
 _IN_BASE_NAME = ("source", "order", "n_way", "n_shot", "n_ood")
 _NOT_IDENTITY = ("seeds", "threads", "root")
+_MISSING = object()
 
 
 def run_identity(
@@ -107,6 +109,14 @@ def run_identity(
         "strategy_overrides": dict(strategy_overrides or {}),
     }
     return json.loads(json.dumps(ident, sort_keys=True, default=str))
+
+
+def record_identity(record: dict) -> dict:
+    """:func:`run_identity` of a finished run's record (``result.json``, any readable format)."""
+    return run_identity(
+        record["method"], record["preset"], eval_stream=record.get("eval_stream", "test"),
+        strategy_overrides=record.get("strategy_overrides"),
+    )  # fmt: skip
 
 
 def _name_part(value) -> str:
@@ -147,9 +157,6 @@ def run_dir_name(
     if eval_stream != "test":
         name += f"-{eval_stream}"
     return name
-
-
-_MISSING = object()
 
 
 def _evaluator(loggers, out: Path):
@@ -193,10 +200,7 @@ def _finished(out: Path, asked: dict, seed: int) -> dict:
     from .run_folder import RunConflictError, read_record
 
     rec = read_record(out)
-    have = run_identity(
-        rec["method"], rec["preset"], eval_stream=rec.get("eval_stream", "test"),
-        strategy_overrides=rec.get("strategy_overrides"),
-    )  # fmt: skip
+    have = record_identity(rec)
     if have != asked or rec["seed"] != seed:
         diff = [f"seed: {rec['seed']} there, {seed} asked"] if rec["seed"] != seed else []
         for part in ("method", "eval_stream", "strategy_overrides"):

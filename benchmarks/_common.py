@@ -15,17 +15,6 @@ SHARED_PACKS = Path(
 )
 
 
-# Preset fields that do not change what a run computes (matching runs ignores them).
-NOT_IDENTITY = {"seeds", "threads", "root"}
-
-
-def canonical_preset(preset: dict) -> str:
-    """A preset's identity for matching runs: everything but seeds, threads and the data root."""
-    return json.dumps(
-        {k: v for k, v in sorted(preset.items()) if k not in NOT_IDENTITY}, default=str
-    )
-
-
 def provenance(seeds=None) -> dict:
     from avalanche_sets.experiment import machine_info
 

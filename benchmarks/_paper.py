@@ -13,8 +13,7 @@ import json
 import math
 from collections import defaultdict
 
-from _common import NOT_IDENTITY
-
+from avalanche_sets.experiment import record_identity
 from avalanche_sets.reporting import aggregate_results, paired_difference
 
 _T2 = {
@@ -164,11 +163,11 @@ REFERENCE: dict[str, dict] = {
 
 
 def identity(rec: dict, drop=()) -> str:
-    """What a run computes, less the fields in ``drop`` and the seed (a JSON string)."""
-    d = {k: v for k, v in rec["preset"].items() if k not in NOT_IDENTITY}
-    d.update(rec.get("strategy_overrides", {}))
-    d["method"], d["eval_stream"] = rec["method"], rec["eval_stream"]
-    return json.dumps({k: v for k, v in sorted(d.items()) if k not in drop}, default=str)
+    """What a run computes (:func:`record_identity`, flattened), less the fields in ``drop``."""
+    ident = record_identity(rec)
+    d = {**ident["preset"], **ident["strategy_overrides"]}
+    d["method"], d["eval_stream"] = ident["method"], ident["eval_stream"]
+    return json.dumps({k: v for k, v in sorted(d.items()) if k not in drop})
 
 
 def reference_of(artefact: str, rec: dict, records: list[dict]) -> dict | None:

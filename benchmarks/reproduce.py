@@ -19,11 +19,12 @@ resume from their checkpoint. The aggregate goes to ``benchmarks/results/<artefa
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing as mp
 import sys
 from pathlib import Path
 
-from _common import SHARED_PACKS, canonical_preset, header_md, out_dir, provenance, write_json
+from _common import SHARED_PACKS, header_md, out_dir, provenance, write_json
 from _paper import FOOTNOTE, PAPER, comparison_md, paired_delta, reference_of
 
 TABLE2 = ["protonet", "anil", "mskm", "lst", "tpn", "order-mi-only", "order"]
@@ -107,6 +108,7 @@ def main() -> None:
     )  # fmt: skip
     args = ap.parse_args()
 
+    from avalanche_sets.experiment import record_identity, run_identity
     from avalanche_sets.presets import resolve_preset
     from avalanche_sets.reporting import aggregate_results, find_results, write_table
 
@@ -151,14 +153,22 @@ def main() -> None:
     failed = [r["error"] for r in records if "error" in r]
     for f in failed:
         print(f"FAILED {f}", file=sys.stderr)
+
     # The table covers every finished run of the named grid (--seeds x --shots x methods x
     # values), also those of earlier invocations, not only the runs just made; rows of one
     # table therefore share their seeds unless some runs are missing (listed below).
-    wanted = {canonical_preset(preset_for(shot, value)) for shot in args.shots for value in values}
+    def ident_key(identity: dict) -> str:
+        return json.dumps(identity, sort_keys=True)
+
+    grid = {
+        ident_key(run_identity(method, preset_for(shot, value), eval_stream=stream,
+                               strategy_overrides=over)):
+        f"{method} {shot}-shot" + (f" {key}={value}" if key else "") + (f" {over}" if over else "")
+        for shot in args.shots for value in values for method in methods for over in overs
+    }  # fmt: skip
     records = [
         r for r in find_results([runs])
-        if r["method"] in methods and r["eval_stream"] == stream and r["seed"] in args.seeds
-        and r.get("strategy_overrides", {}) in overs and canonical_preset(r["preset"]) in wanted
+        if r["seed"] in args.seeds and ident_key(record_identity(r)) in grid
     ]  # fmt: skip
     if not records:
         sys.exit("error: no finished run")
@@ -170,14 +180,10 @@ def main() -> None:
     rows.sort(key=lambda r: (order.get(r["method"], len(order)), *(str(r[k]) for k in by[1:])))
     prov = provenance(seeds=seeds)
     md = header_md(f"{args.artefact} ({args.preset} preset, {stream} classes)", prov)
-    done = {(r["method"], canonical_preset(r["preset"]), str(r.get("strategy_overrides", {})),
-             r["seed"]) for r in records}  # fmt: skip
+    done = {(ident_key(record_identity(r)), r["seed"]) for r in records}
     missing = [
-        f"{method} {shot}-shot" + (f" {key}={value}" if key else "") + (f" {over}" if over else "")
-        + f" seed {seed}"
-        for shot in args.shots for value in values for method in methods for over in overs
-        for seed in args.seeds
-        if (method, canonical_preset(preset_for(shot, value)), str(over), seed) not in done
+        f"{label} seed {seed}" for k, label in grid.items() for seed in args.seeds
+        if (k, seed) not in done
     ]  # fmt: skip
     if reduced:
         md += "**Reduced grid:** " + "; ".join(reduced) + ".\n\n"
