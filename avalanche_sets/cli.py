@@ -184,7 +184,9 @@ def _cmd_run(args) -> int:
             args.method, preset, seed, eval_stream=args.eval_stream,
             strategy_overrides=strategy_overrides,
         )  # fmt: skip
-        print(f"\n{args.method}, seed {seed} ({record['seconds']:.0f} s):\n{table}")
+        print(
+            f"\n{args.method}, seed {seed} ({record['seconds']:.0f} s, {record['status']}):\n{table}"
+        )
         print(f"accuracy matrix heatmap: {folder / 'accuracy_matrix.png'}")
     return 0
 
@@ -208,13 +210,9 @@ def _one(job, wait: bool = False):
     running it; the sweep comes back to it with ``wait=True`` once its own runs are done).
     """
     method, preset, seed, out, eval_stream, strategy_overrides, every = job
-    from .experiment import run_dir_name, run_experiment
+    from .experiment import run_experiment
     from .run_folder import RunLockedError
 
-    name = run_dir_name(
-        method, preset, seed, eval_stream=eval_stream, strategy_overrides=strategy_overrides
-    )
-    done_before = (Path(out) / name / "result.json").is_file()
     try:
         rec = run_experiment(
             method, preset, seed=seed, out_root=out, loggers=(), eval_stream=eval_stream,
@@ -222,8 +220,7 @@ def _one(job, wait: bool = False):
         )  # fmt: skip
     except RunLockedError:
         return method, seed, "locked", float("nan"), float("nan")
-    status = "finished before" if done_before or wait else "ran"
-    return method, seed, status, rec["result"]["mean_accuracy"], rec["seconds"]
+    return method, seed, rec["status"], rec["result"]["mean_accuracy"], rec["seconds"]
 
 
 def _one_waiting(job):

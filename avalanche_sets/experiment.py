@@ -241,7 +241,11 @@ def run_experiment(
     a killed run resumes from the newest good one and ends with the same ``result.json``.
 
     Returns:
-        ``result.json`` merged with ``run.json`` (``seconds``, ``date``, ``machine``, ...).
+        ``result.json`` merged with ``run.json`` (``seconds``, ``date``, ``machine``, ...),
+        plus ``"status"`` (not stored): ``"ran"`` when this call computed the run (from the
+        start or from a checkpoint), ``"finished before"`` when it found the run finished —
+        before taking the lock, or after waiting for the process that held it. Decided under
+        the lock, so two sweeps on one folder never both report a run as theirs.
     """
     from . import __version__
     from .methods import build_strategy, check_method
@@ -254,12 +258,12 @@ def run_experiment(
     out = Path(out_root) / (run_dir_name(method, preset, seed, **where) + tag)
     asked = run_identity(method, preset, **where)
     if (out / "result.json").is_file():
-        return _finished(out, asked, seed)
+        return {**_finished(out, asked, seed), "status": "finished before"}
     out.mkdir(parents=True, exist_ok=True)
     with RunLock(out, wait=wait):
         if (out / "result.json").is_file():  # finished by the process that held the lock
             (out / ".lock").unlink(missing_ok=True)
-            return _finished(out, asked, seed)
+            return {**_finished(out, asked, seed), "status": "finished before"}
         torch.set_num_threads(int(preset.get("threads", 1)))
         bench = build_benchmark(preset, seed=seed)
         if method == "joint":
@@ -337,4 +341,4 @@ def run_experiment(
             ckpt.unlink(missing_ok=True)
         # Safe to remove while held: a process waiting on it re-checks result.json first.
         (out / ".lock").unlink(missing_ok=True)
-        return read_record(out)
+        return {**read_record(out), "status": "ran"}

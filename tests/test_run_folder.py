@@ -170,3 +170,37 @@ def test_a_finished_run_with_other_settings_is_never_returned(tmp_path):
     assert main(["run", "--method", "order", "--preset", "quick", "--seeds", "0", "--out",
                  str(tmp_path / "old"), "--set", "mem_size=20",
                  *[f"--set={k}={v}" for k, v in TINY.items()]]) == 2  # fmt: skip
+
+
+def test_a_run_finished_by_another_process_while_waiting_for_the_lock_is_not_reported_as_ran(
+    tmp_path, monkeypatch
+):
+    """The race that made two sweeps both say "ran": the other process finishes the run
+    between this call's ``result.json`` check and its taking of the lock."""
+    import shutil
+
+    from avalanche_sets import cli, training
+    from avalanche_sets.experiment import run_dir_name
+
+    preset = resolve_preset("quick", **TINY)
+    done = run_experiment("protonet", preset, seed=0, out_root=tmp_path / "other", loggers=())
+    assert done["status"] == "ran"
+    name = run_dir_name("protonet", preset, 0)
+    acquire = RunLock.acquire
+
+    def other_process_finishes_first(self):
+        shutil.copytree(tmp_path / "other" / name, tmp_path / "here" / name, dirs_exist_ok=True)
+        return acquire(self)
+
+    def no_training(*a, **k):
+        raise AssertionError("the finished run was run again")
+
+    monkeypatch.setattr(RunLock, "acquire", other_process_finishes_first)
+    monkeypatch.setattr(training, "run_sets", no_training)
+    job = ("protonet", preset, 0, str(tmp_path / "here"), "test", None, 50)
+    method, seed, status, acc, _ = cli._one(job)
+    assert (method, seed, status) == ("protonet", 0, "finished before")
+    assert acc == done["result"]["mean_accuracy"]
+    # And a plain second call, found finished before the lock: the same status.
+    again = run_experiment("protonet", preset, seed=0, out_root=tmp_path / "other", loggers=())
+    assert again["status"] == "finished before" and again["result"] == done["result"]
