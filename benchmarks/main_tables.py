@@ -1,6 +1,7 @@
 """Side-by-side main tables: our Table 2 / Table 3 numbers next to the paper's.
 
-Reads ``benchmarks/results/table{2,3}/summary.json`` (written by ``reproduce.py``: which run
+Reads ``benchmarks/results/table{2,3}/summary.json`` (and ``table{2,3}_synthetic/``, the
+``--source synthetic`` runs, when present) (written by ``reproduce.py``: which run
 folders make up each table) and writes ``benchmarks/results/main_tables.md`` — the tables the
 README shows.
 
@@ -18,20 +19,28 @@ from reproduce import ARTEFACTS
 
 from avalanche_sets.run_folder import read_record
 
+# results folder suffix -> (title suffix, what the data is); reproduce.py names the folder of a
+# run with --source X "<artefact>_X".
+SOURCES = [
+    ("", ("", "sets-mini packs")),
+    ("_synthetic", (", synthetic benchmark", "the offline synthetic benchmark")),
+]
+
 
 def main() -> None:
     md = []
-    for table in ("table2", "table3"):
-        path = RESULTS / table / "summary.json"
-        if not path.is_file():
-            continue
-        summary = json.loads(path.read_text())
-        records = [read_record(RESULTS / run) for run in summary["runs"]]
-        md.append(
-            f"**{table.replace('table', 'Table ')}** (ours: sets-mini packs, `cpu` preset, "
-            f"seeds {summary['seeds']}; paper: its datasets, 84 px, 5 seeds)\n"
-        )
-        md.append(comparison_md(table, records, row_order=ARTEFACTS[table][0]) + "\n")
+    for folder, data in SOURCES:
+        for table in ("table2", "table3"):
+            path = RESULTS / f"{table}{folder}" / "summary.json"
+            if not path.is_file():
+                continue
+            summary = json.loads(path.read_text())
+            records = [read_record(RESULTS / run) for run in summary["runs"]]
+            md.append(
+                f"**{table.replace('table', 'Table ')}{data[0]}** (ours: {data[1]}, `cpu` preset, "
+                f"seeds {summary['seeds']}; paper: its datasets, 84 px, 5 seeds)\n"
+            )
+            md.append(comparison_md(table, records, row_order=ARTEFACTS[table][0]) + "\n")
     md.append(FOOTNOTE)
     text = "\n".join(md) + "\n"
     (RESULTS / "main_tables.md").write_text(text)
