@@ -72,3 +72,37 @@ def test_lambda_beta_cells_pair_with_the_default_and_memory_with_200():
     md = _paper.comparison_md("memory_size", mem)
     assert _row(md, "order, memory 50")[2] == "-2.00 ± 0.00"
     assert _row(md, "order, memory 50")[3] == "52.75 ± 0.77"
+
+
+def test_main_tables_show_the_packs_and_the_synthetic_tables_each_from_its_own_runs(
+    tmp_path, monkeypatch
+):
+    import json
+
+    main_tables = pytest.importorskip("main_tables")
+    from avalanche_sets.run_folder import write_record
+
+    results = tmp_path / "results"
+    acc = {("packs", "mskm"): 0.5, ("packs", "order"): 0.55,
+           ("synthetic", "mskm"): 0.8, ("synthetic", "order"): 0.9}  # fmt: skip
+    for source, folder in (("packs", "table2"), ("synthetic", "table2_synthetic")):
+        runs = []
+        for method in ("mskm", "order"):
+            rec = _rec(method, 0, [acc[source, method]] * 10, source=source)
+            run = f"runs/{method}/{source}-seed0"
+            (results / run).mkdir(parents=True)
+            write_record(results / run, rec, {"seconds": 1.0})
+            runs.append(run)
+        (results / folder).mkdir()
+        (results / folder / "summary.json").write_text(json.dumps({"seeds": [0], "runs": runs}))
+    monkeypatch.setattr(main_tables, "RESULTS", results)
+    monkeypatch.setattr(sys, "argv", ["main_tables.py"])
+    main_tables.main()
+    md = (results / "main_tables.md").read_text()
+    packs, synthetic = md.split("**Table 2, synthetic benchmark** (ours: the offline synthetic")
+    assert packs.startswith("**Table 2** (ours: sets-mini packs")
+    assert _row(packs, "order")[1].startswith("55.00") and _row(packs, "order")[2].startswith(
+        "+5.00"
+    )
+    assert _row(synthetic, "order")[1].startswith("90.00")
+    assert _row(synthetic, "order")[2].startswith("+10.00")
