@@ -19,17 +19,19 @@ from reproduce import ARTEFACTS
 
 from avalanche_sets.run_folder import read_record
 
-# results folder suffix -> (title suffix, what the data is); reproduce.py names the folder of a
-# run with --source X "<artefact>_X".
+# results folder suffix -> (title suffix, what the data is, README marker); reproduce.py names
+# the folder of an artefact run with --source X "<artefact>_X".
 SOURCES = [
-    ("", ("", "sets-mini packs")),
-    ("_synthetic", (", synthetic benchmark", "the offline synthetic benchmark")),
-]
+    ("", ("", "sets-mini packs", "main-tables")),
+    ("_synthetic", (", synthetic benchmark", "the offline synthetic benchmark",
+                    "main-tables-synthetic")),
+]  # fmt: skip
 
 
 def main() -> None:
-    md = []
-    for folder, data in SOURCES:
+    blocks = {}  # README marker -> the tables of that data
+    for folder, (title, data, marker) in SOURCES:
+        md = []
         for table in ("table2", "table3"):
             path = RESULTS / f"{table}{folder}" / "summary.json"
             if not path.is_file():
@@ -37,28 +39,30 @@ def main() -> None:
             summary = json.loads(path.read_text())
             records = [read_record(RESULTS / run) for run in summary["runs"]]
             md.append(
-                f"**{table.replace('table', 'Table ')}{data[0]}** (ours: {data[1]}, `cpu` preset, "
+                f"**{table.replace('table', 'Table ')}{title}** (ours: {data}, `cpu` preset, "
                 f"seeds {summary['seeds']}; paper: its datasets, 84 px, 5 seeds)\n"
             )
             md.append(comparison_md(table, records, row_order=ARTEFACTS[table][0]) + "\n")
-    md.append(FOOTNOTE)
-    text = "\n".join(md) + "\n"
+        if md:
+            blocks[marker] = "\n".join([*md, FOOTNOTE]) + "\n"
+    text = "\n".join(blocks.values())
     (RESULTS / "main_tables.md").write_text(text)
     print(text)
     if "--update-readme" in sys.argv:
-        _splice_into_readme(text)
+        for marker, block in blocks.items():
+            _splice_into_readme(block, marker)
 
 
-def _splice_into_readme(text: str) -> None:
-    """Replace the README's tables between the main-tables markers with ``text``."""
+def _splice_into_readme(text: str, marker: str) -> None:
+    """Replace the README's tables between the ``<marker>:start/end`` comments with ``text``."""
     readme = RESULTS.parents[1] / "README.md"
     s = readme.read_text()
-    begin, end = "<!-- main-tables:start -->\n", "<!-- main-tables:end -->"
+    begin, end = f"<!-- {marker}:start -->\n", f"<!-- {marker}:end -->"
     if begin not in s or end not in s:
         sys.exit(f"error: {readme} has no {begin.strip()} ... {end} markers")
     a, b = s.index(begin) + len(begin), s.index(end)
     readme.write_text(s[:a] + text.strip() + "\n" + s[b:])
-    print(f"updated {readme}")
+    print(f"updated {readme} ({marker})")
 
 
 if __name__ == "__main__":
