@@ -1,9 +1,9 @@
 """Side-by-side main tables: our Table 2 / Table 3 numbers next to the paper's.
 
-Reads ``benchmarks/results/table{2,3}/summary.json`` (and ``table{2,3}_synthetic/``, the
-``--source synthetic`` runs, when present) (written by ``reproduce.py``: which run
-folders make up each table) and writes ``benchmarks/results/main_tables.md`` — the tables the
-README shows.
+Reads ``benchmarks/results/table{2,3}/summary.json`` — written by ``reproduce.py``, it names the
+run folders that make up each table — and, when present, ``table{2,3}_synthetic/summary.json``
+(``reproduce.py --source synthetic``). Writes ``benchmarks/results/main_tables.md``, the tables
+the README shows: the packs' and the synthetic benchmark's, each in its own README block.
 
     python benchmarks/main_tables.py [--update-readme]   # also replace the README's copy
 """
