@@ -26,6 +26,12 @@ def provenance(seeds=None) -> dict:
     }
 
 
+def artefact_name(artefact: str, source: str | None = None) -> str:
+    """The results folder name of an artefact: ``table2``, or ``table2_synthetic`` when it was
+    run on another data source than its preset's (``reproduce.py --source synthetic``)."""
+    return artefact if source is None else f"{artefact}_{source}"
+
+
 def out_dir(artefact: str) -> Path:
     d = RESULTS / artefact
     d.mkdir(parents=True, exist_ok=True)

@@ -13,27 +13,27 @@ from __future__ import annotations
 import json
 import sys
 
-from _common import RESULTS
+from _common import RESULTS, artefact_name
 from _paper import FOOTNOTE, comparison_md
 from reproduce import ARTEFACTS
 
 from avalanche_sets.run_folder import read_record
 
-# results folder suffix -> (title suffix, what the data is, README marker); reproduce.py names
-# the folder of an artefact run with --source X "<artefact>_X".
+# data source (``reproduce.py --source``; None: the preset's packs) -> (title suffix, what the
+# data is, README marker)
 SOURCES = [
-    ("", ("", "sets-mini packs", "main-tables")),
-    ("_synthetic", (", synthetic benchmark", "the offline synthetic benchmark",
-                    "main-tables-synthetic")),
+    (None, ("", "sets-mini packs", "main-tables")),
+    ("synthetic", (", synthetic benchmark", "the offline synthetic benchmark",
+                   "main-tables-synthetic")),
 ]  # fmt: skip
 
 
 def main() -> None:
     blocks = {}  # README marker -> the tables of that data
-    for folder, (title, data, marker) in SOURCES:
+    for source, (title, data, marker) in SOURCES:
         md = []
         for table in ("table2", "table3"):
-            path = RESULTS / f"{table}{folder}" / "summary.json"
+            path = RESULTS / artefact_name(table, source) / "summary.json"
             if not path.is_file():
                 continue
             summary = json.loads(path.read_text())

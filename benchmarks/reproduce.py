@@ -24,7 +24,7 @@ import multiprocessing as mp
 import sys
 from pathlib import Path
 
-from _common import SHARED_PACKS, header_md, out_dir, provenance, write_json
+from _common import SHARED_PACKS, artefact_name, header_md, out_dir, provenance, write_json
 from _paper import FOOTNOTE, PAPER, comparison_md, paired_delta, reference_of
 
 TABLE2 = ["protonet", "anil", "mskm", "lst", "tpn", "order-mi-only", "order"]
@@ -123,8 +123,7 @@ def main() -> None:
     if args.values:
         reduced.append(f"{key} in {args.values} of {values}")
         values = [type(values[0])(v) for v in args.values]
-    name = args.artefact if args.source is None else f"{args.artefact}_{args.source}"
-    out = Path(args.out) if args.out else out_dir(name)
+    out = Path(args.out) if args.out else out_dir(artefact_name(args.artefact, args.source))
     runs = out.parent / "runs"
 
     def preset_for(shot: int, value) -> dict:
