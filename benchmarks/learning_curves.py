@@ -129,8 +129,10 @@ def plateau_index(acc: Sequence[float], tolerance: float) -> int:
     """Index of the first point within ``tolerance`` of the best over the remaining curve.
 
     Point ``k`` qualifies when ``acc[k] >= max(acc[k:]) - tolerance``: no later point is better
-    by more than the tolerance. (Comparing with the best *so far* would call the first point a
-    plateau; comparing with the best of the whole curve would ignore a late rise.)
+    by more than the tolerance, so training past it gains at most the tolerance. (Comparing
+    with the best *so far* would call the first point a plateau. The first qualifying point is
+    also the first point within the tolerance of the whole curve's best, since every point up
+    to the best one sees that best among the remaining ones.)
     """
     a = np.asarray(acc, dtype=float)
     if a.size == 0:
