@@ -262,6 +262,9 @@ def test_check_rows_direction_and_variants():
         ("TPN ≥ ProtoNet", "ood"): (-6.0, "contradict"),
         ("ANIL within a few points of ProtoNet", "ood"): (1.0, "agree"),
     }  # no soft-kmeans, LST or clean-U TPN/ANIL curve: those checks have no row
+    curves[("anil", "d", 5, "ood")] = _curve([base + 0.01], digest="other episodes")
+    (row,) = [r for r in lc.check_rows(curves) if r["check"].startswith("ANIL")]
+    assert row["verdict"].startswith("not paired") and np.isnan(row["delta"])
 
 
 def test_report_writes_tables_plots_and_checks(curves, tmp_path):
