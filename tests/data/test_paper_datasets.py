@@ -546,6 +546,39 @@ def test_cifarfs_r2d2_layout_in_root(tmp_path, root):
     assert "Bertinetto" in dom.source
 
 
+def test_cifarfs_learn2learn_processed_folders(tmp_path):
+    base = tmp_path / "cifarfs" / "processed"  # learn2learn after its first use, raw zip gone
+    for split, names in CIFAR.items():
+        _folder_classes(base / split, {n: 2 for n in names}, ext="png")
+    dom = _load("cifarfs", tmp_path, tmp_path)
+    assert _split_of(dom) == {n: s for s, ns in CIFAR.items() for n in ns}
+    assert "learn2learn's copy" in dom.source
+
+
+def test_cifarfs_from_torchvision_cifar100_warns(tmp_path):
+    base = tmp_path / "cifar-100-python"
+    base.mkdir()
+    names = ["apple", "bear", "cloud", "dolphin", "maple_tree"]
+    with open(base / "meta", "wb") as f:
+        pickle.dump({"fine_label_names": names, "coarse_label_names": ["x"]}, f)
+    rng = np.random.default_rng(0)
+    for part, labels in (("train", [0, 1, 2, 3, 4, 0]), ("test", [4, 3])):
+        data = {"data": rng.integers(0, 256, (len(labels), 3072), dtype=np.uint8)}
+        data["fine_labels"] = labels
+        with open(base / part, "wb") as f:
+            pickle.dump(data, f)
+    with pytest.warns(PaperSplitWarning, match="raw CIFAR-100 without Bertinetto"):
+        dom = _load("cifarfs", tmp_path, tmp_path)
+    assert list(dom.class_names) == names
+    assert dom.part_sizes("all").tolist() == [2, 1, 1, 2, 2]
+    # channels: CIFAR stores planes R, G, B of 32x32; the domain is HWC
+    first = pickle.loads((base / "train").read_bytes())["data"][0].reshape(3, 32, 32)
+    resized = load_paper_domain(
+        "cifarfs", tmp_path, image_size=32, cache_dir=tmp_path / "c32"
+    ).images[0]
+    np.testing.assert_array_equal(resized, first.transpose(1, 2, 0))
+
+
 @pytest.mark.parametrize("root", ["", "omniglot"])
 def test_omniglot_zips_unpacked_in_root(tmp_path, root):
     for part, alphabet in (("images_background", "Greek"), ("images_evaluation", "Tengwar")):

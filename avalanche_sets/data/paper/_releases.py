@@ -56,7 +56,7 @@ class _ArrayUnpickler(pickle.Unpickler):
         if (module, name) not in _PICKLE_ALLOWED:
             raise pickle.UnpicklingError(
                 f"refusing to unpickle {module}.{name}: only numpy arrays and plain "
-                "containers are allowed in the miniImageNet pickles"
+                "containers are allowed in the dataset pickles"
             )
         if module.startswith("numpy"):
             for cand in (
@@ -183,7 +183,9 @@ def scan_mini_csv(base: Path, spec: PaperDataset) -> _Listing:
     )
 
 
-def scan_split_folders(base: Path, spec: PaperDataset) -> _Listing:
+def scan_split_folders(
+    base: Path, spec: PaperDataset, *, whose: str = "Ravi & Larochelle (2017)"
+) -> _Listing:
     """``{train,val,test}/<class>/<images>``: the split is the folder a class lies in."""
     names, items, official = [], [], {}
     for split in SPLITS:
@@ -201,7 +203,7 @@ def scan_split_folders(base: Path, spec: PaperDataset) -> _Listing:
         class_names=names,
         items=items,
         official=official,
-        official_note=f"Ravi & Larochelle (2017) split of the folders {base}/{{train,val,test}}",
+        official_note=f"{whose} split of the folders {base}/{{train,val,test}}",
     )
 
 
@@ -221,6 +223,51 @@ def scan_cifar_r2d2(base: Path, spec: PaperDataset) -> _Listing:
             "or splits/{train,val,test}.txt)"
         )
     return listing
+
+
+def _unpickle(spec: PaperDataset, path: Path):
+    try:
+        with open(path, "rb") as f:
+            return _ArrayUnpickler(f, encoding="latin1").load()
+    except (pickle.UnpicklingError, EOFError, OSError, ValueError, TypeError) as err:
+        raise _malformed(spec, path, f"cannot unpickle ({err})") from err
+
+
+def scan_cifar100_python(base: Path, spec: PaperDataset) -> _Listing:
+    """torchvision's CIFAR100 (``cifar-100-python/{train,test,meta}``): the 100 fine classes.
+
+    The raw release has no class split: without the user's split files a seeded random
+    64/16/20 split is used, with a warning (Bertinetto et al.'s lists ship with learn2learn's
+    and torchmeta's copies, not with CIFAR-100).
+    """
+    meta = _unpickle(spec, base / "meta")
+    names = meta.get("fine_label_names") if isinstance(meta, Mapping) else None
+    if not isinstance(names, list) or len(names) < 2:
+        raise _malformed(spec, base / "meta", "expected a dict with 'fine_label_names'")
+    parts, labels = [], []
+    for part in ("train", "test"):
+        data = _unpickle(spec, base / part)
+        if not isinstance(data, Mapping) or not {"data", "fine_labels"} <= set(data):
+            raise _malformed(spec, base / part, "expected a dict with 'data' and 'fine_labels'")
+        images = np.asarray(data["data"])
+        if images.dtype != np.uint8 or images.ndim != 2 or images.shape[1] != 3 * 32 * 32:
+            raise _malformed(
+                spec, base / part, f"'data' must be uint8 [n, 3072], got {images.shape}"
+            )
+        parts.append(images.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1))
+        labels.append(np.asarray(data["fine_labels"], dtype=np.int64))
+    images, label = np.concatenate(parts), np.concatenate(labels)
+    if label.shape != (len(images),) or label.min() < 0 or label.max() >= len(names):
+        raise _malformed(spec, base, "'fine_labels' do not match 'data' and 'fine_label_names'")
+    return _Listing(
+        class_names=[str(n) for n in names],
+        items=[images[label == k] for k in range(len(names))],
+        fallback_note=(
+            f"{base} is raw CIFAR-100 without Bertinetto et al.'s class lists: using a seeded "
+            "random 64/16/20 class split, NOT the paper's (supply splits/{train,val,test}.txt, "
+            "or learn2learn's / torchmeta's CIFAR-FS copy)"
+        ),
+    )
 
 
 # ============================================================================ FGVC-Aircraft

@@ -254,6 +254,20 @@ PAPER_DATASETS: dict[str, PaperDataset] = {
                     scan=R.scan_cifar_r2d2,
                     bases=("cifar100", ""),
                 ),
+                Layout(
+                    label="learn2learn's processed split folders (processed/{train,val,test}/)",
+                    markers=("processed/train", "processed/val", "processed/test"),
+                    sub="processed",
+                    scan=partial(
+                        R.scan_split_folders, whose="Bertinetto et al. (2019, learn2learn's copy)"
+                    ),
+                ),
+                Layout(
+                    label="torchvision CIFAR100 (cifar-100-python/; no class split: warned)",
+                    markers=("cifar-100-python/meta", "cifar-100-python/train"),
+                    sub="cifar-100-python",
+                    scan=R.scan_cifar100_python,
+                ),
             ),
             figures=Figures(100, 60_000, 600, "CIFAR-100: 100 classes of 600 images"),
             rule=_rule_random((64, 16, 20)),
