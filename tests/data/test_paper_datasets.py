@@ -501,6 +501,16 @@ def test_plantae_layouts(tmp_path, tree, root):
     assert [_split_of(dom)[n] for n in ordered] == ["train", "val", "train", "test"]
 
 
+def test_generic_folders_in_a_shared_root_are_not_taken_for_a_dataset(tmp_path):
+    # <root>/images/ could be anything: read as species only in a folder named like Plantae
+    _folder_classes(tmp_path / "images", PLANTS)
+    for name in ("plantae", "cub", "butterfly"):
+        with pytest.raises(DatasetNotFoundError, match="none of the accepted layouts"):
+            _load(name, tmp_path, tmp_path)
+    (tmp_path / "images").rename(tmp_path / "inat2017")
+    assert sorted(_load("plantae", tmp_path / "inat2017", tmp_path).class_names) == sorted(PLANTS)
+
+
 def test_plantae_user_split_for_a_shared_root(tmp_path):
     _folder_classes(tmp_path / "Plantae", PLANTS)
     splits = tmp_path / "splits" / "plantae"  # the root holds several datasets

@@ -26,8 +26,11 @@ AUTHORS_ARCHIVE = (
 _SPLIT_JSONS = ("train_labels.json", "val_labels.json", "test_labels.json")
 
 
-def _authors(folder: str, *others: str, figures: Figures | None = None) -> Layout:
-    """The authors' ``<folder>/{split}_labels.json`` + ``<folder>/{split}/<label>.pt``."""
+def _authors(folder: str, *others: str, figures: Figures) -> Layout:
+    """The authors' ``<folder>/{split}_labels.json`` + ``<folder>/{split}/<label>.pt``.
+
+    ``figures``: what the authors kept (the paper's class counts), not the whole release.
+    """
     return Layout(
         label=f"the authors' archive ({folder}/)",
         markers=(*_SPLIT_JSONS, "train/*.pt"),
@@ -53,6 +56,11 @@ _PLANTAE_FULL = Figures(
 _PLANTAE_200 = Figures(
     classes=200, max_per_class=600, source="Tseng et al.'s 200 species, at most 600 images each"
 )
+
+
+def _kept(classes: int, max_per_class: int | None = None) -> Figures:
+    return Figures(classes, None, max_per_class, f"the paper uses {classes} of its classes")
+
 
 PAPER_DATASETS: dict[str, PaperDataset] = {
     s.name: s
@@ -145,7 +153,7 @@ PAPER_DATASETS: dict[str, PaperDataset] = {
             ),
             dirnames=("cub", "CUB", "cub200", "CUB_200_2011", "cubirds200"),
             layouts=(
-                _authors("CUB", "cub", "cub200"),
+                _authors("CUB", "cub", "cub200", figures=_kept(200, 60)),
                 Layout(
                     label="torchmeta's processed CUB (torchmeta.datasets.CUB)",
                     markers=("train_data.hdf5", *_SPLIT_JSONS),
@@ -294,7 +302,7 @@ PAPER_DATASETS: dict[str, PaperDataset] = {
                 "fgvc-aircraft-2013b",
             ),
             layouts=(
-                _authors("Aircraft", "aircraft"),
+                _authors("Aircraft", "aircraft", figures=_kept(100, 100)),
                 Layout(
                     label="fgvc-aircraft-2013b.tar.gz unpacked (torchvision; learn2learn: "
                     "fgvc_aircraft/)",
@@ -337,7 +345,7 @@ PAPER_DATASETS: dict[str, PaperDataset] = {
             ),
             dirnames=("butterfly", "butterfly200", "Butterfly200", "Butterfly-200"),
             layouts=(
-                _authors("Butterfly", "butterfly"),
+                _authors("Butterfly", "butterfly", figures=_kept(185)),
                 Layout(
                     label="the Butterfly-200 release (images_small/, species.txt, "
                     "Butterfly200_{train,val,test}_release.txt)",
@@ -402,7 +410,7 @@ PAPER_DATASETS: dict[str, PaperDataset] = {
             ),
             dirnames=("vggflower", "vgg_flower102", "flowers102", "vgg-flower", "102flowers"),
             layouts=(
-                _authors("vgg_flower", "vggflower"),
+                _authors("vgg_flower", "vggflower", figures=_kept(102, 258)),
                 Layout(
                     label="torchvision Flowers102 (flowers-102/)",
                     markers=("flowers-102/jpg", "flowers-102/imagelabels.mat"),
