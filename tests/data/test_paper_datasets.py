@@ -596,7 +596,8 @@ def test_omniglot_zips_unpacked_in_root(tmp_path, root):
             for i in range(2):
                 path = tmp_path / root / part / alphabet / f"character{c:02d}" / f"{i:02d}.png"
                 _img(path, 10 * c + i, size=(20, 20), mode="1")
-    dom = _load("omniglot", tmp_path, tmp_path)
+    with pytest.warns(PaperSplitWarning, match="NOT the Vinyals split"):
+        dom = _load("omniglot", tmp_path, tmp_path)
     assert sorted(dom.class_names) == [
         "Greek/character01",
         "Greek/character02",

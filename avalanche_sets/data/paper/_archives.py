@@ -21,17 +21,29 @@ from PIL import Image
 
 from ..domain import SPLITS
 from ..packs import resize_images
-from ._common import DatasetNotFoundError, PaperDataset, _Listing, _malformed, _read_json
+from ._common import (
+    OMNIGLOT_FALLBACK,
+    DatasetNotFoundError,
+    PaperDataset,
+    _Listing,
+    _malformed,
+    _read_json,
+)
 
 AUTHORS = "the ORDER authors' processed archive (Semi-meta)"
 
 
 # ---------------------------------------------------------------------------- image arrays
 def _as_images(spec: PaperDataset, path: Path, data, what: str) -> np.ndarray:
-    """Images of any of the archive's forms as uint8 ``[n, H, W, 3]`` (RGB, channels last)."""
+    """Images of any of the archive's forms as uint8 ``[n, H, W, 3]`` (RGB, channels last).
+
+    Converted a chunk at a time, so that a big float tensor is never copied whole.
+    """
+    if isinstance(data, (list, tuple)):
+        if not data:
+            raise _malformed(spec, path, f"{what} holds no image")
+        return np.concatenate([_as_images(spec, path, _to_numpy(x)[None], what) for x in data])
     try:
-        if isinstance(data, (list, tuple)):
-            data = np.stack([_to_numpy(x) for x in data]) if data else np.zeros((0, 1, 1, 3))
         arr = _to_numpy(data)
     except (TypeError, ValueError) as err:
         raise _malformed(spec, path, f"{what} is not an image array ({err})") from err
@@ -43,16 +55,17 @@ def _as_images(spec: PaperDataset, path: Path, data, what: str) -> np.ndarray:
         arr = arr.transpose(0, 2, 3, 1)
     if arr.shape[-1] not in (1, 3):
         raise _malformed(spec, path, f"{what} has shape {arr.shape}: 1 or 3 channels expected")
-    if arr.dtype.kind == "f":
-        # torchvision's ToTensor gives floats in [0, 1]; anything larger is already 0..255
-        scale = 255.0 if arr.size and float(np.nanmax(arr)) <= 1.0 + 1e-6 else 1.0
-        arr = np.rint(np.clip(np.nan_to_num(arr) * scale, 0, 255))
-    elif arr.dtype.kind not in "iub":
+    if arr.dtype.kind not in "fiub":
         raise _malformed(spec, path, f"{what} has dtype {arr.dtype}, expected float or uint8")
-    arr = np.clip(arr, 0, 255).astype(np.uint8) if arr.dtype != np.uint8 else arr
-    if arr.shape[-1] == 1:
-        arr = np.repeat(arr, 3, axis=-1)
-    return np.ascontiguousarray(arr)
+    # torchvision's ToTensor gives floats in [0, 1]; larger floats are already 0..255
+    scale = 255.0 if arr.dtype.kind == "f" and arr.size and float(arr.max()) <= 1.0 + 1e-6 else 1.0
+    out = np.empty((*arr.shape[:3], 3), dtype=np.uint8)
+    for a in range(0, len(arr), 256):
+        chunk = arr[a : a + 256]
+        if chunk.dtype != np.uint8:
+            chunk = np.clip(np.rint(np.nan_to_num(chunk.astype(np.float32)) * scale), 0, 255)
+        out[a : a + 256] = chunk  # a single grey channel broadcasts to three
+    return out
 
 
 def _to_numpy(x) -> np.ndarray:
@@ -74,10 +87,14 @@ def _torch_load(spec: PaperDataset, path: Path):
             break
         except (ImportError, AttributeError):
             continue
+    errors = (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError)
     try:
         with torch.serialization.safe_globals(safe):
-            return torch.load(path, map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError) as err:
+            try:  # memory-mapped: a big float archive is converted without a full copy
+                return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            except errors:  # the legacy (non-zip) format cannot be memory-mapped
+                return torch.load(path, map_location="cpu", weights_only=True)
+    except errors as err:
         raise _malformed(
             spec, path, f"cannot read it with torch.load(weights_only=True) ({err})"
         ) from err
@@ -91,7 +108,7 @@ def _labels(spec: PaperDataset, path: Path) -> list:
 
 
 def _split_classes_from_labels(
-    spec: PaperDataset, base: Path, files: Mapping[str, Path], read_class
+    spec: PaperDataset, files: Mapping[str, Path], read_class
 ) -> _Listing:
     """Classes from three label files; ``read_class(split, label)`` gives its images."""
     names, items, official = [], [], {}
@@ -127,7 +144,7 @@ def scan_authors(base: Path, spec: PaperDataset) -> _Listing:
             data = data[label]
         return label, _as_images(spec, path, data, f"class {label!r}")
 
-    listing = _split_classes_from_labels(spec, base, files, read_class)
+    listing = _split_classes_from_labels(spec, files, read_class)
     listing.authors = True
     listing.official_note = (
         f"the authors' own split, from {AUTHORS} ({base}/{{train,val,test}}_labels.json)"
@@ -216,7 +233,7 @@ def scan_torchmeta_splits(base: Path, spec: PaperDataset, *, authors: bool = Fal
                 return label, _jpeg_list(spec, path, data[()], f"class {label!r}")
             return label, _as_images(spec, path, data[()], f"class {label!r}")
 
-        listing = _split_classes_from_labels(spec, base, files, read_class)
+        listing = _split_classes_from_labels(spec, files, read_class)
     finally:
         for h in handles.values():
             h.close()
@@ -241,7 +258,7 @@ def scan_torchmeta_cifarfs(base: Path, spec: PaperDataset) -> _Listing:
             data = _h5_dataset(spec, h5, path, f"{label[0]}/{label[1]}")
             return str(label[1]), _as_images(spec, path, data[()], f"class {label[1]!r}")
 
-        listing = _split_classes_from_labels(spec, base, files, read_class)
+        listing = _split_classes_from_labels(spec, files, read_class)
     listing.authors = True
     listing.official_note = (
         f"Bertinetto et al. (2019) split as shipped by torchmeta ({base}/cifar-fs), the one "
@@ -263,13 +280,13 @@ def scan_torchmeta_omniglot(base: Path, spec: PaperDataset) -> _Listing:
     h5py = _h5py(spec, path)
     with h5py.File(path, "r") as h5:
 
-        def read(keys: Sequence[str], where: Path) -> tuple[str, np.ndarray]:
+        def read(keys: Sequence[str]) -> tuple[str, np.ndarray]:
             data = _h5_dataset(spec, h5, path, "/".join(keys))
             return "/".join(keys[-2:]), 255 - _as_images(spec, path, data[()], "/".join(keys))
 
         if all(p.is_file() for p in files.values()):
             listing = _split_classes_from_labels(
-                spec, base, files, lambda split, label: read([str(x) for x in label], files[split])
+                spec, files, lambda split, label: read([str(x) for x in label])
             )
             listing.authors = True
             listing.official_note = (
@@ -283,12 +300,12 @@ def scan_torchmeta_omniglot(base: Path, spec: PaperDataset) -> _Listing:
                 continue
             for alphabet in sorted(h5[group]):
                 for char in sorted(h5[group][alphabet]):
-                    name, images = read([group, alphabet, char], path)
+                    name, images = read([group, alphabet, char])
                     names.append(name)
                     items.append(images)
     if not names:
         raise _malformed(spec, path, "holds no images_background/<alphabet>/<character> data")
-    return _Listing(class_names=names, items=items)
+    return _Listing(class_names=names, items=items, fallback_note=OMNIGLOT_FALLBACK)
 
 
 def decode_bytes(data: bytes, image_size: int, where: str) -> np.ndarray:

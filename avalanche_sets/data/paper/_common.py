@@ -172,6 +172,13 @@ class PaperDataset:
         return "\n".join(lines)
 
 
+#: The paper uses Vinyals et al.'s split, whose class lists ship with torchmeta, not the zips.
+OMNIGLOT_FALLBACK = (
+    "no Vinyals et al. class lists (torchmeta's vinyals_*_labels.json) here: using the seeded "
+    "random 60/20/20 OOD class split, NOT the Vinyals split the paper follows"
+)
+
+
 # ============================================================================ helpers
 def _malformed(spec: PaperDataset, path: Path, problem: str) -> DatasetNotFoundError:
     return DatasetNotFoundError(spec, path, f"is malformed: {problem}")

@@ -17,6 +17,7 @@ import numpy as np
 from ..domain import SPLITS
 from ..packs import _is_image_file, scan_image_folder
 from ._common import (
+    OMNIGLOT_FALLBACK,
     DatasetNotFoundError,
     PaperDataset,
     _folder_listing,
@@ -420,6 +421,7 @@ def scan_omniglot_sets(base: Path, spec: PaperDataset) -> _Listing:
         raise _malformed(spec, base, "no <alphabet>/<character>/ folders found")
     names = sorted(by_class)
     listing = _Listing(class_names=names, items=[by_class[n] for n in names])
+    listing.fallback_note = OMNIGLOT_FALLBACK
     absent = [s for s in _OMNIGLOT_SETS if not (base / s).is_dir()]
     if absent:
         listing.notes.append(f"{absent[0]}/ absent")

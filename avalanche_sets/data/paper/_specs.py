@@ -369,7 +369,12 @@ PAPER_DATASETS: dict[str, PaperDataset] = {
             title="Omniglot",
             role="ood",
             split_sizes=(973, 325, 325),
-            split=_OOD_SPLIT + "; 1623 characters -> 973/325/325",
+            split=(
+                "the paper follows Vinyals et al. (2016): their split is read exactly from "
+                "torchmeta's vinyals_{train,val,test}_labels.json (1028/172/423); the zips carry "
+                "no split, so from them: " + _OOD_SPLIT + "; 1623 characters -> 973/325/325 "
+                "(warned)"
+            ),
             where=(
                 "https://github.com/brendenlake/omniglot (python/images_background.zip, "
                 f"python/images_evaluation.zip); Lake et al., Science 2015; {AUTHORS_ARCHIVE} "
@@ -424,6 +429,11 @@ PAPER_DATASETS: dict[str, PaperDataset] = {
                 ),
             ),
             figures=Figures(102, 8_189, 258, "Oxford Flowers-102: 102 classes, 8,189 images"),
+            notes=(
+                "The authors' loader turns VGG-Flower images grey (cv2 BGR2GRAY, replicated to "
+                "three channels); here they keep their colours, as the paper describes no such "
+                "step."
+            ),
             rule=_rule_random((60, 20, 20)),
         ),
         PaperDataset(
