@@ -796,6 +796,19 @@ def test_authors_archive_gives_their_splits(tmp_path, recwarn):
     assert size_warnings == [], size_warnings
 
 
+def test_authors_dataset_folder_as_root_is_only_that_dataset(tmp_path):
+    splits = {"train": ["001.A"], "val": ["002.B"], "test": ["003.C"]}
+    _authors_pt(tmp_path / "CUB", splits)
+    assert _split_of(_load("cub", tmp_path / "CUB", tmp_path)) == {
+        "001.A": "train",
+        "002.B": "val",
+        "003.C": "test",
+    }
+    for other in ("aircraft", "butterfly", "plantae", "vggflower"):  # same markers, other name
+        with pytest.raises(DatasetNotFoundError, match="none of the accepted layouts"):
+            _load(other, tmp_path / "CUB", tmp_path)
+
+
 def test_authors_archive_missing_class_file(tmp_path):
     _authors_pt(tmp_path / "CUB", {"train": ["001.A"], "val": ["002.B"], "test": ["003.C"]})
     (tmp_path / "CUB" / "val" / "002.B.pt").unlink()

@@ -163,12 +163,13 @@ class PaperDataset:
         """The accepted layouts in search order (one numbered line each)."""
         lines = []
         for i, lay in enumerate(self.layouts, start=1):
-            bases = [b for b in self.bases(lay) if b]
-            where = "<root>/" + ("{" + ",".join(bases) + "}/" if bases else "")
-            also = " or <root>/" if "" in self.bases(lay) and bases else ""
             found = " + ".join(lay.markers) if lay.markers else "<class folders>"
-            named = " (root itself only if named like the dataset)" if lay.named else ""
-            lines.append(f"  {i}. {lay.label}: {where}{found}{also and also + found}{named}")
+            named = [b for b in self.bases(lay) if b]
+            where = [f"<root>/{{{','.join(named)}}}/{found}"] if named else []
+            if "" in self.bases(lay):
+                when = " when <root> is named like the dataset" if lay.named else ""
+                where.append(f"<root>/{found}{when}")
+            lines.append(f"  {i}. {lay.label}: {' or '.join(where)}")
         return "\n".join(lines)
 
 

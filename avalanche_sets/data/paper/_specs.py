@@ -36,6 +36,7 @@ def _authors(folder: str, *others: str, figures: Figures) -> Layout:
         markers=(*_SPLIT_JSONS, "train/*.pt"),
         scan=A.scan_authors,
         bases=(folder, *others, ""),
+        named=True,  # the same markers in every dataset's folder of the archive
         figures=figures,
     )
 
@@ -158,6 +159,7 @@ PAPER_DATASETS: dict[str, PaperDataset] = {
                     label="torchmeta's processed CUB (torchmeta.datasets.CUB)",
                     markers=("train_data.hdf5", *_SPLIT_JSONS),
                     scan=A.scan_torchmeta_splits,
+                    named=True,
                 ),
                 Layout(
                     label="CUB_200_2011.tgz unpacked (learn2learn: cubirds200/)",
@@ -203,6 +205,7 @@ PAPER_DATASETS: dict[str, PaperDataset] = {
                     label="torchmeta's processed miniImageNet (the authors' archive)",
                     markers=("train_data.hdf5", *_SPLIT_JSONS),
                     scan=partial(A.scan_torchmeta_splits, authors=True),
+                    named=True,
                 ),
                 Layout(
                     label="the pickles of Ren et al. / torchmeta / learn2learn",
@@ -214,11 +217,13 @@ PAPER_DATASETS: dict[str, PaperDataset] = {
                     "filename,class) with images/",
                     markers=("train.csv", "images"),
                     scan=R.scan_mini_csv,
+                    named=True,
                 ),
                 Layout(
                     label="split folders {train,val,test}/<wnid>/ (mini_imagenet_full_size)",
                     markers=("train/n*", "val/n*", "test/n*"),
                     scan=R.scan_split_folders,
+                    named=True,
                 ),
             ),
             figures=Figures(100, 60_000, 600, "miniImageNet: 100 classes of 600 images"),
@@ -315,6 +320,7 @@ PAPER_DATASETS: dict[str, PaperDataset] = {
                     markers=("data/images",),
                     sub="data",
                     scan=R.scan_aircraft,
+                    named=True,
                 ),
             ),
             figures=Figures(100, 10_000, 100, "FGVC-Aircraft 2013b: 100 variants of 100 images"),
@@ -386,6 +392,7 @@ PAPER_DATASETS: dict[str, PaperDataset] = {
                     label="torchmeta's processed Omniglot (the authors' archive)",
                     markers=("data.hdf5", "*_labels.json"),
                     scan=A.scan_torchmeta_omniglot,
+                    named=True,
                 ),
                 Layout(
                     label="torchvision / learn2learn (omniglot-py/)",
