@@ -497,6 +497,20 @@ def pil_to_array(img: Image.Image, image_size: int) -> np.ndarray:
     return np.asarray(img, dtype=np.uint8)
 
 
+def _image_file(ds, i: int) -> str:
+    """The file of image ``i`` of a torchvision dataset, where its class keeps one."""
+    for attr in ("_image_files", "_images", "samples", "_samples", "imgs"):
+        value = getattr(ds, attr, None)
+        if value is not None:
+            item = value[i]
+            return str(item[0] if isinstance(item, tuple) else item)
+    flat = getattr(ds, "_flat_character_images", None)  # Omniglot: (file name, class)
+    if flat is not None:
+        name, label = flat[i]
+        return os.path.join(ds.target_folder, ds._characters[label], name)
+    return "file unknown"
+
+
 def decode_images(
     parts: Sequence[Any],
     where: Sequence[tuple[int, int]],
@@ -520,7 +534,11 @@ def decode_images(
         try:
             img = parts[p][i][0]
         except (OSError, ValueError, SyntaxError, EOFError) as err:
-            raise ValueError(f"{desc}: cannot decode image {i} of part {p}: {err}") from err
+            raise ValueError(
+                f"{desc}: cannot decode image {i} of {type(parts[p]).__name__} part {p} "
+                f"({_image_file(parts[p], i)}): {err}; fix: replace or delete that file (nothing "
+                "is skipped silently)"
+            ) from err
         return pil_to_array(img, image_size)
 
     n_workers = max(1, min(8, os.cpu_count() or 1)) if workers is None else max(1, int(workers))

@@ -97,6 +97,18 @@ def test_md5_checked_datasets_refuse_fabricated_files_unless_skip_md5(name, tmp_
     assert module.check_integrity is original  # the md5 check is back for everyone else
 
 
+@pytest.mark.parametrize("name, pattern", [("gtsrb", "*/00002/00000_00001.ppm"),
+                                           ("omniglot", "*/Alphabet_1/character02/*_02.png")])  # fmt: skip
+def test_an_unreadable_image_names_its_file(name, pattern, tmp_path):
+    MAKERS[name](tmp_path / "tv", 10, 4)
+    (bad,) = (tmp_path / "tv").rglob(pattern)
+    bad.write_bytes(b"not an image")
+    with pytest.raises(ValueError, match=rf"cannot decode image .*{bad.name}.*replace or delete"):
+        build_torchvision_pack(name, tmp_path / "tv", tmp_path / "x.npz", ood=True, skip_md5=True,
+                               **SMALL)  # fmt: skip
+    assert not (tmp_path / "x.npz").exists()
+
+
 def test_missing_dataset_names_the_path_torchvision_reads_and_download(tmp_path):
     (tmp_path / "tv").mkdir()
     with pytest.raises(DatasetNotFoundError) as err:
