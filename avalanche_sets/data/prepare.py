@@ -48,6 +48,7 @@ import difflib
 import importlib
 import json
 import os
+import shlex
 import warnings
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -647,11 +648,12 @@ def _check_out_folder(out: Path, files: Sequence[str]) -> None:
 
 
 def _run_command(out: str, domains: Sequence[str]) -> str:
-    return (
-        f'avalanche-sets run --preset cpu --root {out} --set "domains={list(domains)!r}"'
-        if list(domains) != sorted(domains)
-        else f"avalanche-sets run --preset cpu --root {out}"
-    )
+    """The run on these packs; ``--set domains=`` keeps the prepared order (a packs folder
+    is otherwise read in file-name order)."""
+    run = f"avalanche-sets run --preset cpu --root {shlex.quote(out)}"
+    if list(domains) == sorted(domains):
+        return run
+    return run + " --set " + shlex.quote(f"domains={list(domains)!r}")
 
 
 def _readme(manifest: dict[str, Any]) -> str:
