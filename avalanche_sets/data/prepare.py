@@ -294,7 +294,8 @@ def check_stream_names(domains: Sequence[str], ood: Sequence[str]) -> None:
     if twice:
         raise ValueError(
             f"{twice} named twice (domains {list(domains)}, ood {list(ood)}); a dataset is "
-            "either one stream domain or one OOD source"
+            f"either one stream domain or one OOD source; fix: name it once (the default OOD "
+            f"sources are {list(DEFAULT_OOD)}: pass --ood / ood=[...] to choose others)"
         )
 
 
@@ -358,6 +359,23 @@ def _md5_checks_skipped(source: TorchvisionSource, skip: bool) -> Iterator[None]
         module.check_integrity = original
 
 
+_NOT_FOUND_FIX = (
+    "fix: put the dataset there as torchvision downloads it, or pass --download "
+    "(download=True) on a machine with internet"
+)
+
+
+def _missing(source: TorchvisionSource, root: Path) -> str:
+    """What of ``source`` is missing under ``root`` ("" when nothing is)."""
+    missing = [str(root / p) for p in source.needs if not (root / p).exists()]
+    if not missing:
+        return ""
+    return (
+        f"{source.title} not found: torchvision.datasets.{source.dataset}(root={str(root)!r}) "
+        f"reads {[str(root / p) for p in source.needs]}, missing {missing}"
+    )
+
+
 def open_torchvision_parts(
     source: TorchvisionSource,
     root: str | os.PathLike,
@@ -377,14 +395,9 @@ def open_torchvision_parts(
 
     root = Path(root).expanduser()
     if not download:
-        missing = [p for p in source.needs if not (root / p).exists()]
+        missing = _missing(source, root)
         if missing:
-            raise DatasetNotFoundError(
-                f"{source.title} not found: torchvision.datasets.{source.dataset}(root={str(root)!r}) "
-                f"reads {[str(root / p) for p in source.needs]}, missing "
-                f"{[str(root / p) for p in missing]}; fix: put the dataset there as torchvision "
-                "downloads it, or pass --download (download=True) on a machine with internet"
-            )
+            raise DatasetNotFoundError(f"{missing}; {_NOT_FOUND_FIX}")
     cls = getattr(tvd, source.dataset)
     parts = []
     with _md5_checks_skipped(source, skip_md5):
@@ -775,6 +788,11 @@ def prepare_torchvision_stream(
     out = Path(out).expanduser()
     files = {n: f"{n}.npz" for n in domains} | {n: f"{OOD_PREFIX}{n}.npz" for n in ood}
     _check_out_folder(out, list(files.values()))
+    if not download:  # every missing dataset at once, before anything is decoded
+        missing = [m for m in (_missing(TORCHVISION_SOURCES[n], Path(root).expanduser())
+                               for n in domains + ood) if m]  # fmt: skip
+        if missing:
+            raise DatasetNotFoundError("; ".join(missing) + f"; {_NOT_FOUND_FIX}")
     entries = [
         build_torchvision_pack(
             name,

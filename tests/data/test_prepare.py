@@ -117,6 +117,15 @@ def test_missing_dataset_names_the_path_torchvision_reads_and_download(tmp_path)
     msg = str(err.value)
     assert "CIFAR-100 not found" in msg and "--download" in msg
     assert str(tmp_path / "tv" / "cifar-100-python" / "train") in msg
+    # Every missing dataset is named at once, before anything is read or written.
+    MAKERS["dtd"](tmp_path / "tv", 10, 4)
+    with pytest.raises(DatasetNotFoundError) as err:
+        prepare_torchvision_stream(tmp_path / "tv", tmp_path / "out")
+    msg = str(err.value)
+    assert "DTD" not in msg and msg.count(" not found: ") == 6
+    assert str(tmp_path / "tv" / "omniglot-py" / "images_background") in msg
+    assert str(tmp_path / "tv" / "train_32x32.mat") in msg
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_stream_domain_with_too_few_classes_fails_before_reading(tmp_path):
