@@ -7,6 +7,7 @@ Examples::
     avalanche-sets sweep --methods order semi-er --preset cpu --root DATA --set n_shot=1,5
     avalanche-sets table runs/ --out results/table
     avalanche-sets prepare pack --folder my_images/ --out my_domain.npz --size 32
+    avalanche-sets prepare torchvision --root ~/torchvision --out packs/tv   # 6 domains + OOD
     avalanche-sets presets cpu
 """
 
@@ -128,6 +129,40 @@ def build_parser() -> argparse.ArgumentParser:
     paper.add_argument("--root", required=True)
     paper.add_argument("--size", type=int, default=84)
     paper.add_argument("--names", nargs="*", help="datasets (default: all nine)")
+    tv = psub.add_parser(
+        "torchvision",
+        help="build a stream of packs (6 domains + OOD) from torchvision datasets you have",
+        description="Read torchvision datasets from their torchvision root (download=False "
+        "unless --download) and write one .npz pack per dataset, manifest.json and README.md "
+        "into --out; then: avalanche-sets run --preset cpu --root OUT. Datasets: cifar100, "
+        "aircraft, flowers102, dtd, gtsrb, omniglot, svhn, food101, pets, eurosat.",
+    )
+    tv.add_argument("--root", required=True, help="torchvision root (root= of the datasets)")
+    tv.add_argument("--out", required=True, help="output folder (holding no other packs)")
+    tv.add_argument(
+        "--domains", nargs="+", metavar="NAME",
+        help="stream domains in order (default: cifar100 aircraft flowers102 dtd gtsrb omniglot)",
+    )  # fmt: skip
+    tv.add_argument(
+        "--ood", nargs="*", metavar="NAME", help="OOD sources (default: svhn; none: --ood)"
+    )
+    tv.add_argument("--size", type=_positive_int, default=32, help="image side (default 32)")
+    tv.add_argument("--seed", type=int, default=0, help="class split / image draw seed")
+    tv.add_argument("--min-per-class", type=_positive_int, default=20, metavar="N")
+    tv.add_argument("--max-per-class", type=_positive_int, default=100, metavar="N")
+    tv.add_argument(
+        "--n-way",
+        type=_positive_int,
+        default=5,
+        metavar="N",
+        help="episode width every stream domain must support in train/val/test",
+    )
+    tv.add_argument("--download", action="store_true", help="download=True (needs internet)")
+    tv.add_argument(
+        "--skip-md5",
+        action="store_true",
+        help="read files whose md5 differs from torchvision's (no integrity check)",
+    )
 
     pr = sub.add_parser("presets", help="print a preset as JSON (copy and edit it)")
     pr.add_argument("name", nargs="?", choices=preset_names())
@@ -297,6 +332,32 @@ def _cmd_prepare(args) -> int:
 
         path = build_pack_from_folder(args.folder, args.out, image_size=args.size, seed=args.seed)
         print(f"wrote {path}: {load_pack(path)!r}")
+        return 0
+    if args.what == "torchvision":
+        from .data.prepare import DEFAULT_DOMAINS, DEFAULT_OOD, prepare_torchvision_stream
+
+        domains = args.domains or list(DEFAULT_DOMAINS)
+        ood = list(DEFAULT_OOD) if args.ood is None else args.ood
+        command = (
+            f"avalanche-sets prepare torchvision --root {args.root} --out {args.out} "
+            f"--domains {' '.join(domains)} --ood {' '.join(ood)} --size {args.size} "
+            f"--seed {args.seed} --min-per-class {args.min_per_class} --max-per-class "
+            f"{args.max_per_class} --n-way {args.n_way}"
+            + " --download" * args.download
+            + " --skip-md5" * args.skip_md5
+        )
+        out = prepare_torchvision_stream(
+            args.root, args.out, domains=domains, ood=ood,
+            image_size=args.size, seed=args.seed, n_way=args.n_way,
+            min_images_per_class=args.min_per_class, max_images_per_class=args.max_per_class,
+            download=args.download, skip_md5=args.skip_md5,
+            command=command,
+        )  # fmt: skip
+        manifest = json.loads((out / "manifest.json").read_text())
+        for e in manifest["packs"]:
+            print(f"wrote {out / e['pack']}: {e['role']}, {e['classes']} classes, "
+                  f"{e['images']} images")  # fmt: skip
+        print(f"manifest: {out / 'manifest.json'}\nrun on it: {manifest['run_command']}")
         return 0
     from .data.paper import PAPER_DATASETS, load_paper_domain
 

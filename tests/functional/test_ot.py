@@ -230,3 +230,34 @@ def test_cvxpylayers_problem_cache_is_bounded():
     assert (2, 2, 1e-3) not in ot_mod._CVXPY_LAYERS  # the least recently used went first
     newest = (2 + ot_mod._CVXPY_LAYERS_MAX + 4, 2, 1e-3)
     assert next(reversed(ot_mod._CVXPY_LAYERS)) == newest
+
+
+# ---------------------------------------------------------------------- against POT
+@pytest.mark.parametrize("seed, n, m, eps", [(0, 20, 20, 0.5), (1, 15, 25, 0.5), (2, 20, 20, 0.25)])
+def test_sinkhorn_value_gradient_and_plan_match_pot(seed, n, m, eps):
+    """Our log-domain Sinkhorn (kept for speed, see ``benchmarks/ot_sinkhorn.py``) against POT's
+    ``ot.solve(..., reg=eps, grad="envelope")`` (its log-domain Sinkhorn with the torch backend,
+    run to convergence) on the same random points: the same plan, the same transport value
+    ``<P, C>`` and the same gradient (the plan, by the envelope theorem) w.r.t. the points."""
+    import ot
+
+    x, y = _points(n, 6, seed), _points(m, 6, seed + 100) + 0.5
+    a = torch.full((n,), 1.0 / n, dtype=torch.float64)
+    b = torch.full((m,), 1.0 / m, dtype=torch.float64)
+    ours_x = x.clone().requires_grad_(True)
+    if n == m:
+        ours = ot_loss(ours_x, y, solver="sinkhorn", eps=eps, n_iter=3000)
+    else:  # ot_loss pairs rows only when n == m; the plan is the same function either way
+        cost = cost_matrix(ours_x, y)
+        ours = (ot_plan(cost, solver="sinkhorn", eps=eps, n_iter=3000) * cost).sum()
+    (ours_grad,) = torch.autograd.grad(ours, ours_x)
+
+    pot_x = x.clone().requires_grad_(True)
+    res = ot.solve(cost_matrix(pot_x, y), a, b, reg=eps, grad="envelope", max_iter=50_000,
+                   tol=1e-13)  # fmt: skip
+    (pot_grad,) = torch.autograd.grad(res.value, pot_x)
+
+    plan = ot_plan(cost_matrix(x, y), solver="sinkhorn", eps=eps, n_iter=3000)
+    torch.testing.assert_close(plan, res.plan, atol=1e-7, rtol=1e-4)
+    assert ours.item() == pytest.approx(float(res.value_linear), rel=1e-6)
+    torch.testing.assert_close(ours_grad, pot_grad, atol=1e-6, rtol=1e-4)

@@ -2,7 +2,9 @@
 
 Adaptations of Avalanche's own plugins to meta-batches of episodes
 (:class:`EpisodicReplayPlugin`, :class:`EpisodicAGEMPlugin`, :class:`EpisodicGEMPlugin`) and
-the mechanisms Avalanche lacks (:class:`MERPlugin`, :class:`GPMPlugin`, :class:`DERPlugin`).
+the mechanisms Avalanche has no episodic plugin for (:class:`MERPlugin`, :class:`GPMPlugin`,
+:class:`DERPlugin`; Avalanche's ``MER`` and ``DER`` strategies work on single samples, see
+those classes for why they are not reused and how they are compared).
 """
 
 from .der import DERPlugin

@@ -11,7 +11,23 @@ from ...data.episodes import EpisodeBatch
 from ...functional.reservoir import Reservoir
 from ._memory import episode_from_dict, episode_to_dict, learner_batch, stored_episodes
 
-__all__ = ["DERPlugin"]
+__all__ = ["DERPlugin", "dark_logit_loss"]
+
+
+def dark_logit_loss(current: Tensor, stored: Tensor) -> Tensor:
+    """DER's logit term ``MSE(f(x_m), z_m)``: the mean of the squared differences over every
+    logit of every memory sample (Buzzega et al. 2020, Eq. 4; the ``F.mse_loss`` of Avalanche's
+    ``DER`` strategy, whose loss ``tests/baselines/test_avalanche_reference.py`` reproduces).
+
+    Raises:
+        ValueError: the shapes differ (broadcasting would compare the wrong logits).
+    """
+    if current.shape != stored.shape:
+        raise ValueError(
+            f"current logits {tuple(current.shape)} and stored logits {tuple(stored.shape)} "
+            "must have the same shape (the same memory samples, the same classes)"
+        )
+    return F.mse_loss(current, stored)
 
 
 class DERPlugin(SupervisedPlugin):
@@ -32,6 +48,18 @@ class DERPlugin(SupervisedPlugin):
       full MSKM model (unlabeled/OOD included), like DER's separate buffer forward pass.
 
     ``last_logit_loss`` / ``last_label_loss`` hold the latest terms (unweighted) for logging.
+
+    **Why not Avalanche's** ``avalanche.training.DER``: it is a whole strategy
+    (``SupervisedTemplate``) for batches of single samples, not a plugin for the episodic
+    template, and three of its choices do not fit episodes or differ from DER: (1) its memory is
+    class-balanced by ``targets``, but episode labels are episode-relative (``0..N-1`` in every
+    task), so balancing by them is meaningless, and a memory item here is a whole task, which
+    its ``torch.cat`` of memory and current rows cannot hold; (2) it stores logits computed
+    after each experience in eval mode, while DER stores the logits of the training forward pass
+    online (reservoir), as done here; (3) it uses one memory sample for both terms, DER++ two.
+    Where the definitions coincide the losses are equal:
+    ``tests/baselines/test_avalanche_reference.py`` recomputes Avalanche's DER loss, step by
+    step, from its own outputs, labels and stored logits with :func:`dark_logit_loss`.
 
     Args:
         mem_size: memory capacity in tasks (paper: 200).
@@ -81,7 +109,7 @@ class DERPlugin(SupervisedPlugin):
         model, device = strategy.model, strategy.device
         if self.alpha > 0:
             x, _, stored = self._sample(device)
-            self.last_logit_loss = F.mse_loss(model(x), stored)
+            self.last_logit_loss = dark_logit_loss(model(x), stored)
             strategy.add_loss_term("der_logits", self.alpha * self.last_logit_loss)
         if self.beta > 0:
             x, y, _ = self._sample(device)

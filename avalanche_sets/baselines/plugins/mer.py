@@ -2,14 +2,52 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
+
 import torch
 from avalanche.core import SupervisedPlugin
+from torch import Tensor
 
 from ...data.episodes import Episode
 from ...functional.reservoir import Reservoir
 from ._memory import episode_from_dict, episode_to_dict, learner_batch, stored_episodes
 
-__all__ = ["MERPlugin"]
+__all__ = ["MERPlugin", "mer_update"]
+
+T = TypeVar("T")
+
+
+def _interpolate(params: Sequence[Tensor], start: Sequence[Tensor], rate: float) -> None:
+    """``θ ← start + rate·(θ − start)`` in place (Reptile's interpolation)."""
+    with torch.no_grad():
+        for p, s in zip(params, start):
+            p.copy_(torch.lerp(s, p, rate))
+
+
+def mer_update(
+    params: Sequence[Tensor],
+    batches: Iterable[Sequence[T]],
+    step: Callable[[int, T], None],
+    *,
+    beta: float,
+    gamma: float,
+) -> None:
+    """MER's parameter update (Riemer et al. 2019, Algorithm 1 with ``k`` batches), in place.
+
+    ``θ_A ← θ``; for every batch: ``θ_B ← θ``, ``step(j, item)`` for its items in order (one
+    optimiser step on one item each), ``θ ← θ_B + β(θ − θ_B)``; finally
+    ``θ ← θ_A + γ(θ − θ_A)``. ``batches`` may be a generator: a batch is drawn only when the
+    previous one is done. Whatever an item is (an episode here, a sample in Avalanche's
+    ``MER``) is up to ``step``.
+    """
+    theta_a = [p.detach().clone() for p in params]
+    for batch in batches:
+        theta_b = [p.detach().clone() for p in params]
+        for j, item in enumerate(batch):
+            step(j, item)
+        _interpolate(params, theta_b, beta)
+    _interpolate(params, theta_a, gamma)
 
 
 class MERPlugin(SupervisedPlugin):
@@ -37,6 +75,15 @@ class MERPlugin(SupervisedPlugin):
     Avalanche's metrics read). ``last_batches`` keeps the episodes of each inner batch, in
     order, for inspection. Interpolation acts on parameters; BatchNorm running statistics
     simply follow the inner steps.
+
+    **Why not Avalanche's** ``avalanche.training.MER``: its update is the same Reptile schedule
+    (:func:`mer_update` reproduces its parameters exactly on the same model, memory and drawing
+    order: ``tests/baselines/test_avalanche_reference.py``), but (1) it fills its memory only at
+    the end of each experience, so nothing is replayed during the first domain and a domain's
+    examples are replayed only after it ends, unlike MER's per-example reservoir (the same test
+    file records this); (2) its inner steps index tensor rows (``x[idx]``), whereas an
+    item here is a whole episode; (3) it draws memory with the global torch RNG (not part of a
+    checkpoint) and fires no ``before/after_backward``/``update`` callbacks in its inner steps.
 
     Deviations: the inner steps use the strategy's optimiser (MER: plain SGD with rate α);
     with the package default Adam the step size is Adam's. MER's default ``γ = 1`` is kept;
@@ -83,45 +130,42 @@ class MERPlugin(SupervisedPlugin):
     def __len__(self) -> int:
         return len(self.reservoir)
 
-    @staticmethod
-    def _interpolate(params, start, rate: float) -> None:
-        with torch.no_grad():
-            for p, s in zip(params, start):
-                p.copy_(torch.lerp(s, p, rate))
-
     def train_iteration(self, strategy, **kwargs) -> None:
         """MER's update for the current meta-batch ``strategy.mbatch`` (see the class doc)."""
         original = list(strategy.mbatch)
         current = stored_episodes(strategy.mb_x)
         params = [p for p in strategy.model.parameters() if p.requires_grad]
-        theta_a = [p.detach().clone() for p in params]
         self.last_batches = []
         outputs, losses = [], []
-        for _ in range(self.n_batches):
-            episodes = [*self.reservoir.sample(self.replay_batch), *current]
-            self.last_batches.append(episodes)
-            theta_b = [p.detach().clone() for p in params]
-            outputs, losses = [], []
-            for j, ep in enumerate(episodes):
-                x, y = learner_batch([ep], strategy.device)
-                strategy.replace_batch(x, y)
-                strategy.optimizer.zero_grad()
-                strategy.loss = strategy._make_empty_loss()
-                strategy._before_forward(**kwargs)
-                strategy.mb_output = strategy.forward()
-                strategy._after_forward(**kwargs)
-                strategy.loss += strategy.criterion()
-                strategy._before_backward(**kwargs)
-                strategy.backward()
-                strategy._after_backward(**kwargs)
-                strategy._before_update(**kwargs)
-                strategy.optimizer_step()
-                strategy._after_update(**kwargs)
-                if j >= len(episodes) - len(current):
-                    outputs.append(strategy.mb_output.detach())
-                    losses.append(strategy.loss.detach())
-            self._interpolate(params, theta_b, self.beta)
-        self._interpolate(params, theta_a, self.gamma)
+
+        def batches():
+            for _ in range(self.n_batches):
+                episodes = [*self.reservoir.sample(self.replay_batch), *current]
+                self.last_batches.append(episodes)
+                outputs.clear()
+                losses.clear()
+                yield episodes
+
+        def step(position: int, ep: Episode) -> None:
+            x, y = learner_batch([ep], strategy.device)
+            strategy.replace_batch(x, y)
+            strategy.optimizer.zero_grad()
+            strategy.loss = strategy._make_empty_loss()
+            strategy._before_forward(**kwargs)
+            strategy.mb_output = strategy.forward()
+            strategy._after_forward(**kwargs)
+            strategy.loss += strategy.criterion()
+            strategy._before_backward(**kwargs)
+            strategy.backward()
+            strategy._after_backward(**kwargs)
+            strategy._before_update(**kwargs)
+            strategy.optimizer_step()
+            strategy._after_update(**kwargs)
+            if position >= len(self.last_batches[-1]) - len(current):
+                outputs.append(strategy.mb_output.detach())
+                losses.append(strategy.loss.detach())
+
+        mer_update(params, batches(), step, beta=self.beta, gamma=self.gamma)
         strategy.mbatch = original
         strategy.mb_output = torch.cat(outputs)
         strategy.loss = torch.stack(losses).mean()
