@@ -14,7 +14,8 @@ def record(method, seed, episode_acc, n_shot=1):
         "result": {
             "episode_acc": acc.tolist(), "mean_accuracy": float(acc.mean()),
             "mean_ci95": float(1.96 * acc.std(ddof=1) / math.sqrt(acc.size)),
-            "forgetting": [0.0], "final": [float(acc.mean())], "domains": ["d"],
+            "forgetting": [None], "final": [float(acc.mean())], "domains": ["d"],
+            "matrix": [[float(acc.mean())]],
         },
     }  # fmt: skip
 
