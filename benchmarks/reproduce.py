@@ -202,7 +202,7 @@ def main() -> None:
     if args.artefact in PAPER:
         md += "The paper: its datasets, 84 px, 6,000 iterations per domain, 5 seeds.\n\n"
     md += comparison_md(args.artefact, records, row_order=methods) + "\n\n" + FOOTNOTE + "\n\n"
-    md += "## All numbers (per-domain final accuracy, forgetting, seconds per run)\n\n"
+    md += "## All numbers (per-domain final accuracy, forgetting, BWT, seconds per run)\n\n"
     md += write_table(rows, out / "table") + "\n"
     (out / "README.md").write_text(md)
     write_json(
