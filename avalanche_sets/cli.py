@@ -206,14 +206,9 @@ def _cmd_run(args) -> int:
             strategy_overrides=strategy_overrides,
             checkpoint_every=args.checkpoint_every,
         )
-        from .training.runner import RunResult
+        from .experiment import run_dir_name, run_table
 
-        res = record["result"]
-        table = RunResult(
-            domains=res["domains"], matrix=res["matrix"], ci95=res["ci95"],
-            episode_acc=res["episode_acc"],
-        ).table()  # fmt: skip
-        from .experiment import run_dir_name
+        table = run_table(record).rstrip("\n")
 
         folder = Path(args.out) / run_dir_name(
             args.method, preset, seed, eval_stream=args.eval_stream,

@@ -19,12 +19,15 @@ from typing import Any
 
 import torch
 
+from .training.runner import RunResult
+
 __all__ = [
     "run_experiment",
     "build_benchmark",
     "run_dir_name",
     "run_identity",
     "record_identity",
+    "run_table",
     "LOGGERS",
     "machine_info",
 ]
@@ -117,6 +120,25 @@ def record_identity(record: dict) -> dict:
         record["method"], record["preset"], eval_stream=record.get("eval_stream", "test"),
         strategy_overrides=record.get("strategy_overrides"),
     )  # fmt: skip
+
+
+def run_table(record: dict) -> str:
+    """The ``table.md`` of a finished run, recomputed from its record's accuracy matrix.
+
+    Per-domain accuracy ± 95% CI, forgetting and BWT as :class:`~.training.RunResult.table`
+    writes them (one definition, :mod:`avalanche_sets.metrics.stats`), whatever the format of
+    the ``result.json`` the record was read from.
+    """
+    res = record["result"]
+    return (
+        RunResult(
+            domains=res["domains"],
+            matrix=res["matrix"],
+            ci95=res["ci95"],
+            episode_acc=res["episode_acc"],
+        ).table()  # fmt: skip
+        + "\n"
+    )
 
 
 def _name_part(value) -> str:
@@ -327,7 +349,7 @@ def run_experiment(
             "command": " ".join(sys.argv),
             "resumes": resumes,
         }
-        (out / "table.md").write_text(result.table() + "\n")
+        (out / "table.md").write_text(run_table(computed))
         plot_accuracy_matrix(
             [[100 * v for v in row] for row in result.matrix],
             result.domains,

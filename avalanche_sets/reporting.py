@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .metrics import stats
+
 __all__ = ["find_results", "aggregate_results", "write_table", "seed_ci95", "paired_difference"]
 
 
@@ -32,13 +34,8 @@ def find_results(folders: Iterable[str | Path]) -> list[dict]:
 
 
 def seed_ci95(values: Sequence[float]) -> float:
-    """Half-width of the 95% CI of the mean over seeds (Student t); NaN for one seed."""
-    from scipy import stats
-
-    x = np.asarray(values, dtype=float)
-    if x.size < 2:
-        return float("nan")
-    return float(stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
+    """Half-width of the 95% CI of the mean over seeds (Student t): :func:`.stats.seed_ci95`."""
+    return stats.seed_ci95(values)
 
 
 def paired_difference(a: dict, b: dict) -> tuple[float, float]:
@@ -46,14 +43,25 @@ def paired_difference(a: dict, b: dict) -> tuple[float, float]:
 
     Runs with the same benchmark seed evaluate identical episodes, so the per-episode
     differences are paired: their CI excludes the spread between domains and episodes that
-    both methods share, which dominates the unpaired CI of a single seed.
+    both methods share, which dominates the unpaired CI of a single seed
+    (:func:`.stats.paired_difference`).
     """
-    x = np.asarray(a["result"]["episode_acc"], dtype=float)
-    y = np.asarray(b["result"]["episode_acc"], dtype=float)
-    if x.shape != y.shape or a["seed"] != b["seed"]:
+    if a["seed"] != b["seed"]:
         raise ValueError("paired differences need runs of the same seed and test episodes")
-    d = x - y
-    return float(d.mean()), float(1.96 * d.std(ddof=1) / math.sqrt(d.size))
+    return stats.paired_difference(a["result"]["episode_acc"], b["result"]["episode_acc"])
+
+
+def _matrix(rec: dict):
+    matrix = rec["result"].get("matrix")
+    if matrix is None:
+        where = rec.get("_path", f"{rec.get('method')} seed {rec.get('seed')}")
+        raise ValueError(f"run record {where} has no accuracy matrix: forgetting is undefined")
+    return matrix
+
+
+def _mean(values: list[float]) -> float:
+    """Mean over seeds; NaN when a seed's value is undefined (say, a one-domain stream)."""
+    return float(np.mean(values))
 
 
 def _key(rec: dict, field: str):
@@ -68,7 +76,10 @@ def aggregate_results(records: list[dict], by: Sequence[str] = ("method",)) -> l
     """One row per group: mean accuracy over seeds with a 95% CI, per-domain means, forgetting.
 
     With several seeds the CI is over seeds (Student t); with one seed it is the episode CI of
-    that run (pooled over all test episodes), marked ``ci_over="episodes"``.
+    that run (pooled over all test episodes), marked ``ci_over="episodes"``. ``forgetting``
+    and ``bwt`` are the means over seeds of each run's average forgetting and backward
+    transfer, recomputed from its accuracy matrix by :mod:`avalanche_sets.metrics.stats`
+    (the last domain excluded; NaN for a one-domain stream).
     """
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for rec in records:
@@ -80,10 +91,13 @@ def aggregate_results(records: list[dict], by: Sequence[str] = ("method",)) -> l
         row["seeds"] = len(recs)
         row["accuracy"] = float(np.mean(accs))
         if len(recs) > 1:
-            row["ci95"], row["ci_over"] = seed_ci95(accs), "seeds"
+            row["ci95"], row["ci_over"] = stats.seed_ci95(accs), "seeds"
         else:
-            row["ci95"], row["ci_over"] = recs[0]["result"]["mean_ci95"], "episodes"
-        row["forgetting"] = float(np.mean([np.mean(r["result"]["forgetting"]) for r in recs]))
+            row["ci95"] = stats.ci95(recs[0]["result"]["episode_acc"])
+            row["ci_over"] = "episodes"
+        # recomputed from each stored matrix: one definition whatever the record's format
+        row["forgetting"] = _mean([stats.average_forgetting(_matrix(r)) for r in recs])
+        row["bwt"] = _mean([stats.backward_transfer(_matrix(r)) for r in recs])
         domains = recs[0]["result"]["domains"]
         finals = np.mean([r["result"]["final"] for r in recs], axis=0)
         row["per_domain"] = dict(zip(domains, map(float, finals)))
@@ -92,29 +106,48 @@ def aggregate_results(records: list[dict], by: Sequence[str] = ("method",)) -> l
     return rows
 
 
+# the fields of an aggregated row that are values, not the keys it is grouped by
+_VALUE_FIELDS = (
+    "seeds",
+    "accuracy",
+    "ci95",
+    "ci_over",
+    "forgetting",
+    "bwt",
+    "per_domain",
+    "seconds",
+)
+
+
+def _pts(v: float) -> str:
+    return "n/a" if math.isnan(v) else f"{100 * v:.2f}"
+
+
 def write_table(rows: list[dict], out: str | Path | None = None) -> str:
     """Markdown table (accuracy % ± 95% CI); also ``out``.md / ``out``.csv when given."""
     if not rows:
         return ""
-    keys = [
-        k
-        for k in rows[0]
-        if k not in ("seeds", "accuracy", "ci95", "ci_over", "forgetting", "per_domain", "seconds")
-    ]
+    keys = [k for k in rows[0] if k not in _VALUE_FIELDS]
     domains = list(rows[0]["per_domain"])
-    head = [*keys, "accuracy (%)", "forgetting (pts)", *domains, "seeds", "s/run"]
+    head = [*keys, "accuracy (%)", "forgetting (pts)", "BWT (pts)", *domains, "seeds", "s/run"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         ci = "n/a" if math.isnan(r["ci95"]) else f"{100 * r['ci95']:.2f}"
         cells = [
             *(str(r[k]) for k in keys),
             f"{100 * r['accuracy']:.2f} ± {ci}" + ("" if r["ci_over"] == "seeds" else "*"),
-            f"{100 * r['forgetting']:.2f}",
+            _pts(r["forgetting"]),
+            _pts(r["bwt"]),
             *(f"{100 * r['per_domain'].get(d, float('nan')):.1f}" for d in domains),
             str(r["seeds"]),
             f"{r['seconds']:.0f}",
         ]
         lines.append("| " + " | ".join(cells) + " |")
+    lines.append(
+        "\nForgetting: per domain, its best accuracy from its own training on minus its final "
+        "one; BWT: final minus just-trained accuracy; both averaged over the domains before the "
+        "last (which has no later row), then over seeds."
+    )
     if any(r["ci_over"] == "episodes" for r in rows):
         lines.append("\n\\* one seed: 95% CI over test episodes, not over seeds.")
     text = "\n".join(lines)
@@ -125,7 +158,17 @@ def write_table(rows: list[dict], out: str | Path | None = None) -> str:
         with open(out.with_suffix(".csv"), "w", newline="") as f:
             w = csv.writer(f)
             w.writerow(
-                [*keys, "accuracy", "ci95", "ci_over", "forgetting", *domains, "seeds", "seconds"]
+                [
+                    *keys,
+                    "accuracy",
+                    "ci95",
+                    "ci_over",
+                    "forgetting",
+                    "bwt",
+                    *domains,
+                    "seeds",
+                    "seconds",
+                ]
             )
             for r in rows:
                 w.writerow(
@@ -135,6 +178,7 @@ def write_table(rows: list[dict], out: str | Path | None = None) -> str:
                         r["ci95"],
                         r["ci_over"],
                         r["forgetting"],
+                        r["bwt"],
                         *(r["per_domain"].get(d) for d in domains),
                         r["seeds"],
                         r["seconds"],

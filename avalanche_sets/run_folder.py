@@ -22,6 +22,8 @@ import json
 import os
 from pathlib import Path
 
+from .training.runner import RunResult  # the runner owns the schema of "result"
+
 __all__ = [
     "RESULT_FORMAT",
     "READABLE_FORMATS",
@@ -33,9 +35,11 @@ __all__ = [
     "write_record",
 ]
 
-RESULT_FORMAT = 2
-"""2: ``result.json`` (deterministic) + ``run.json`` (provenance); 1: one ``result.json``."""
-READABLE_FORMATS = (1, 2)
+RESULT_FORMAT = 3
+"""3: as 2, with ``result.forgetting`` of :mod:`avalanche_sets.metrics.stats` (the last domain
+``null``) and ``result.average_forgetting`` / ``result.bwt``; 2: ``result.json``
+(deterministic) + ``run.json`` (provenance); 1: one ``result.json``."""
+READABLE_FORMATS = (1, 2, 3)
 
 
 class ResultsVersionError(ValueError):
@@ -93,7 +97,25 @@ def read_record(folder: str | Path) -> dict:
         run = folder / "run.json"
         if run.is_file():
             rec.update(json.loads(run.read_text()))
+    if fmt < 3:
+        _upgrade_derived_metrics(rec)
     return rec
+
+
+def _upgrade_derived_metrics(rec: dict) -> None:
+    """Replace a format-1/2 record's stored forgetting by today's definition, from its matrix.
+
+    Formats 1 and 2 stored a forgetting that also counted the last domain, with rows from
+    before it was trained (and no BWT). Every reader sees the one definition of
+    :mod:`avalanche_sets.metrics.stats` instead, recomputed from the stored accuracy matrix;
+    the file itself is left as it was.
+    """
+    res = rec.get("result")
+    if not isinstance(res, dict) or "matrix" not in res:
+        return
+    derived = RunResult(domains=res.get("domains", []), matrix=res["matrix"]).to_dict()
+    for key in ("forgetting", "average_forgetting", "bwt"):
+        res[key] = derived[key]
 
 
 def _version() -> str:

@@ -14,6 +14,7 @@ import math
 from collections import defaultdict
 
 from avalanche_sets.experiment import record_identity
+from avalanche_sets.metrics.stats import combine_paired
 from avalanche_sets.reporting import aggregate_results, paired_difference
 
 _T2 = {
@@ -194,8 +195,9 @@ def _cell(row: dict | None) -> str:
 def paired_delta(artefact: str, recs: list[dict], records: list[dict]):
     """Paired Δ of ``recs`` (one cell, any seeds) to the reference, or None if none is paired.
 
-    Returns ``(mean over seeds, ± sqrt(Σ c_s²)/k, {seed: Δ_s})`` for per-seed episode CIs c_s:
-    the ± covers the test episodes drawn, not the training seeds (the per-seed Δ_s show those).
+    Returns ``(mean over seeds, ± sqrt(Σ c_s²)/k, {seed: Δ_s})`` for per-seed episode CIs c_s
+    (:func:`avalanche_sets.metrics.stats.combine_paired`): the ± covers the test episodes
+    drawn, not the training seeds (the per-seed Δ_s show those).
     """
     pairs = {}
     for r in recs:
@@ -204,9 +206,7 @@ def paired_delta(artefact: str, recs: list[dict], records: list[dict]):
             pairs[r["seed"]] = paired_difference(r, q)
     if not pairs:
         return None
-    k = len(pairs)
-    d = sum(p[0] for p in pairs.values()) / k
-    ci = math.sqrt(sum(p[1] ** 2 for p in pairs.values())) / k
+    d, ci = combine_paired(list(pairs.values()))
     return d, ci, {s: p[0] for s, p in sorted(pairs.items())}
 
 

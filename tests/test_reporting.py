@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from avalanche_sets.reporting import aggregate_results, paired_difference, seed_ci95
+from avalanche_sets.reporting import aggregate_results, paired_difference, seed_ci95, write_table
 
 
 def record(method, seed, episode_acc, n_shot=1):
@@ -14,7 +14,8 @@ def record(method, seed, episode_acc, n_shot=1):
         "result": {
             "episode_acc": acc.tolist(), "mean_accuracy": float(acc.mean()),
             "mean_ci95": float(1.96 * acc.std(ddof=1) / math.sqrt(acc.size)),
-            "forgetting": [0.0], "final": [float(acc.mean())], "domains": ["d"],
+            "forgetting": [None], "final": [float(acc.mean())], "domains": ["d"],
+            "matrix": [[float(acc.mean())]],
         },
     }  # fmt: skip
 
@@ -42,3 +43,19 @@ def test_seed_ci_is_student_t_and_aggregation_groups():
     assert rows["m"]["seeds"] == 3 and rows["m"]["ci_over"] == "seeds"
     assert rows["m"]["accuracy"] == pytest.approx(0.55)
     assert rows["n"]["ci_over"] == "episodes"
+
+
+def test_a_one_domain_run_has_no_forgetting_and_says_so(tmp_path):
+    # Joint training is one domain: forgetting and BWT are undefined, not 0
+    rows = aggregate_results([record("joint", 0, [0.4, 0.6])], by=["method"])
+    assert math.isnan(rows[0]["forgetting"]) and math.isnan(rows[0]["bwt"])
+    line = next(x for x in write_table(rows, tmp_path / "t").splitlines() if "| joint |" in x)
+    assert line.split("|")[3:5] == [" n/a ", " n/a "]
+
+
+def test_a_record_without_matrix_is_named():
+    rec = record("m", 0, [0.4, 0.6])
+    del rec["result"]["matrix"]
+    rec["_path"] = "runs/m/seed0"
+    with pytest.raises(ValueError, match="runs/m/seed0 has no accuracy matrix"):
+        aggregate_results([rec])

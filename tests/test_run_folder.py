@@ -47,7 +47,7 @@ def test_another_versions_folder_is_refused_by_name(tmp_path, capsys):
     run.mkdir(parents=True)
     (run / "result.json").write_text(json.dumps({**RESULT, "format": 7, "avalanche_sets": "9.0"}))
     with pytest.raises(ResultsVersionError, match=rf"{run} was written by another version.*"
-                       r"format 7, by avalanche-sets 9.0.*reads formats \[1, 2\]"):  # fmt: skip
+                       r"format 7, by avalanche-sets 9.0.*reads formats \[1, 2, 3\]"):  # fmt: skip
         read_record(run)
     with pytest.raises(ResultsVersionError):
         find_results([tmp_path])
@@ -67,7 +67,7 @@ def test_run_experiment_refuses_a_newer_folder_instead_of_rerunning(tmp_path):
 
     run = tmp_path / run_dir_name("protonet", preset, 0)
     run.mkdir(parents=True)
-    (run / "result.json").write_text(json.dumps({**RESULT, "format": 3}))
+    (run / "result.json").write_text(json.dumps({**RESULT, "format": RESULT_FORMAT + 1}))
     with pytest.raises(ResultsVersionError):
         run_experiment("protonet", preset, seed=0, out_root=tmp_path, loggers=())
 

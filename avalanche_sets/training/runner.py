@@ -15,20 +15,30 @@ from pathlib import Path
 
 import numpy as np
 
+from ..metrics import stats
 from .checkpoint import CheckpointPlugin, load_latest_checkpoint, save_checkpoint
 
 __all__ = ["RunResult", "run_sets", "episode_accuracies"]
+
+
+def _none_if_nan(v: float) -> float | None:
+    """JSON has no NaN: an undefined number is written as ``null``."""
+    return None if not math.isfinite(v) else float(v)
 
 
 @dataclass
 class RunResult:
     """Results of a run.
 
+    Every derived number comes from :mod:`avalanche_sets.metrics.stats`.
+
     Attributes:
         domains: domain names in stream order.
         matrix: ``matrix[i][j]`` = mean test episode accuracy on domain j after training on
             domains 0..i (the accuracy matrix).
-        ci95: half-widths of the 95% confidence intervals of ``matrix`` (over episodes).
+        ci95: half-widths of the 95% confidence intervals of ``matrix`` (over episodes;
+            NaN for a domain evaluated on one episode).
+        episode_acc: every final test episode's accuracy, domain after domain.
         final: final per-domain accuracy (last row); ``final_ci95`` its CI half-widths.
         mean_accuracy: mean of the final row (the paper's reported accuracy).
         mean_ci95: 95% CI half-width of the mean (pooled over all test episodes).
@@ -55,37 +65,63 @@ class RunResult:
     def mean_ci95(self) -> float:
         # Pooled over every final test episode of every domain (equal episodes per domain, so
         # the pooled mean equals the mean of the per-domain means).
-        acc = np.asarray(self.episode_acc, dtype=float)
-        if acc.size < 2:
-            return float("nan")
-        return float(1.96 * acc.std(ddof=1) / math.sqrt(acc.size))
+        return stats.ci95(self.episode_acc)
 
     def forgetting(self) -> list[float]:
-        """Per domain: best accuracy before the end minus final accuracy (Chaudhry et al.)."""
-        m = np.asarray(self.matrix, dtype=float)
-        if m.shape[0] < 2:
-            return [0.0] * len(self.domains)
-        return [float(np.max(m[:-1, j]) - m[-1, j]) for j in range(m.shape[1])]
+        """Per-domain forgetting (:func:`~avalanche_sets.metrics.stats.forgetting`).
+
+        ``f_j = max_{j ≤ i < T−1} a[i, j] − a[T−1, j]``; NaN for the last trained domain (it
+        has no later row) and for domains not trained yet.
+        """
+        return [float(v) for v in stats.forgetting(self._matrix())]
+
+    @property
+    def average_forgetting(self) -> float:
+        """Mean forgetting over the domains before the last one (NaN with one domain)."""
+        return stats.average_forgetting(self._matrix())
+
+    @property
+    def bwt(self) -> float:
+        """Backward transfer ``mean_{j < T−1} (a[T−1, j] − a[j, j])`` (NaN with one domain)."""
+        return stats.backward_transfer(self._matrix())
+
+    def _matrix(self) -> np.ndarray:
+        return stats.as_matrix(self.matrix)
 
     def to_dict(self) -> dict:
+        """The ``"result"`` of ``result.json`` (format 3): the raw fields and what they give.
+
+        Undefined numbers (the last domain's forgetting, forgetting and BWT of a one-domain
+        run) are ``null``.
+        """
         d = asdict(self)
         d.update(
             final=self.final,
             final_ci95=self.final_ci95,
             mean_accuracy=self.mean_accuracy,
             mean_ci95=self.mean_ci95,
-            forgetting=self.forgetting(),
+            forgetting=[_none_if_nan(v) for v in self.forgetting()],
+            average_forgetting=_none_if_nan(self.average_forgetting),
+            bwt=_none_if_nan(self.bwt),
         )
         return d
 
     def table(self) -> str:
-        """Per-domain accuracy table (markdown) with 95% confidence intervals."""
+        """Per-domain accuracy table (markdown) with 95% confidence intervals, forgetting, BWT."""
+
+        def pts(v: float, fmt: str = ".2f") -> str:
+            return "n/a" if not math.isfinite(v) else f"{100 * v:{fmt}}"
+
         lines = ["| domain | accuracy (%) | forgetting (pts) |", "|---|---:|---:|"]
         for name, acc, ci, fg in zip(self.domains, self.final, self.final_ci95, self.forgetting()):
-            lines.append(f"| {name} | {100 * acc:.2f} ± {100 * ci:.2f} | {100 * fg:.2f} |")
+            lines.append(f"| {name} | {100 * acc:.2f} ± {pts(ci)} | {pts(fg)} |")
         lines.append(
-            f"| **mean** | **{100 * self.mean_accuracy:.2f} ± {100 * self.mean_ci95:.2f}** | "
-            f"{100 * float(np.mean(self.forgetting())):.2f} |"
+            f"| **mean** | **{100 * self.mean_accuracy:.2f} ± {pts(self.mean_ci95)}** | "
+            f"{pts(self.average_forgetting)} |"
+        )
+        lines.append(
+            f"\nBackward transfer (BWT, pts): {pts(self.bwt, '+.2f')}. Forgetting and BWT are "
+            "over the domains before the last (it has no later row); n/a: undefined."
         )
         return "\n".join(lines)
 
@@ -99,7 +135,7 @@ def episode_accuracies(strategy, stream) -> list[np.ndarray]:
     per_exp: dict[int, list[float]] = {}
     from avalanche.core import SupervisedPlugin
 
-    from ..metrics.episode_metrics import episode_accuracies as _per_episode
+    from ..metrics import episode_accuracies as _per_episode
 
     class _Collect(SupervisedPlugin):
         def after_eval_iteration(self, s, **kw):
@@ -204,12 +240,7 @@ def run_sets(
             last = e == len(benchmark.train_stream) - 1
             accs = episode_accuracies(strategy, stream if last else interim)
             result.matrix.append([float(a.mean()) for a in accs])
-            result.ci95.append(
-                [
-                    float(1.96 * a.std(ddof=1) / math.sqrt(a.size)) if a.size > 1 else 0.0
-                    for a in accs
-                ]
-            )
+            result.ci95.append([stats.ci95(a) for a in accs])
             result.episode_acc = [float(x) for a in accs for x in a]
             if checkpoint_path is not None:
                 save_checkpoint(
