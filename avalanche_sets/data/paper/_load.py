@@ -167,8 +167,14 @@ def _images(
         return np.concatenate(parts) if parts else np.zeros((0, image_size, image_size, 3))
     picked = [[listing.items[i][j] for j in idx] for i, idx in zip(keep, chosen)]
     flat = [x for p in picked for x in p]
-    if flat and isinstance(flat[0], bytes):
-        return np.stack([decode_bytes(b, image_size, spec.title) for b in flat])
+    if flat and isinstance(flat[0], bytes):  # encoded images of an archive (torchmeta's CUB)
+        return np.stack(
+            [
+                decode_bytes(b, image_size, f"{spec.title} class {listing.class_names[i]!r}")
+                for i, p in zip(keep, picked)
+                for b in p
+            ]
+        )
     return load_images(
         flat,
         image_size,
