@@ -93,8 +93,9 @@ class MIRegularizationPlugin(SupervisedPlugin):
                 critic_hidden=self.critic_hidden,
                 lr_q=self.lr,
                 lr_critic=self.lr,
+                device=device,
             )
-        return est.to(device)
+        return est
 
     def estimator_on(self, dim: int, device: torch.device | str) -> MIEstimator:
         """The variational networks, built on ``device`` at first use — with the restored
