@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
 import re
 import shutil
@@ -32,11 +33,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import ROOT, header_md, out_dir, provenance, write_json  # noqa: E402
 
-TESTS = [
-    "tests/order/test_wiring.py",
-    "tests/order/test_plugin_device.py",
-    "tests/test_input_validation.py",
-]
+WIRING = "tests/order/test_wiring.py"
+DEVICE = "tests/order/test_plugin_device.py"
+CATALOGUE = "tests/test_input_validation.py"
+TESTS = [WIRING, DEVICE, CATALOGUE]
+#: The guarding tests of a mutant: the wiring tests, plus the device tests for the resume
+#: defect's mutants and the bad-input catalogue for the refused head (to keep runs short).
+EXTRA_TESTS = {"M33": [DEVICE], "M36": [DEVICE], "M37": [DEVICE], "M38": [DEVICE],
+               "M35": [CATALOGUE]}  # fmt: skip
 
 ORD, F = "avalanche_sets/order/", "avalanche_sets/functional/"
 MI, OT, RP, SP, ST = (
@@ -142,6 +146,11 @@ MUTANTS = [
      "torch.load(io.BytesIO(payload), weights_only=False)"),
     ("M38", "defect", "MI optimisers created before the networks move to their device",
      F + "mi.py", MOVE + OPTS, OPTS + "\n" + MOVE.rstrip("\n")),
+    ("M39", "slip", "OOD threshold calibrated on the unlabeled distances, not the query's",
+     F + "ood.py", "dist_q, _ = _min_distance(w_q, protos)  # [B, Q]", "dist_q = dist_u"),
+    ("M40", "slip", "OOD split: unlabeled embeddings not L2-normalised", F + "ood.py",
+     "w_u = F.normalize(unlabeled_emb.detach().to(dtype), dim=-1)",
+     "w_u = unlabeled_emb.detach().to(dtype)"),
 ]  # fmt: skip
 
 #: Mutants that cannot change any result, with why (listed, not counted as missed).
@@ -153,11 +162,11 @@ EQUIVALENT = {
 }
 
 
-def run_tests(copy: Path, xml: Path) -> dict[str, str | None]:
-    """Run the guarding tests in ``copy``; {test id: None if passed, else first error line}."""
+def run_tests(copy: Path, xml: Path, tests: list[str]) -> dict[str, str | None]:
+    """Run ``tests`` in ``copy``; {test id: None if passed, else its first error line}."""
     env = dict(os.environ, PYTHONPATH=str(copy))
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
-           "--tb=line", f"--junitxml={xml}", *TESTS]  # fmt: skip
+           "--tb=line", f"--junitxml={xml}", *tests]  # fmt: skip
     subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=1800)
     results = {}
     for case in ET.parse(xml).getroot().iter("testcase"):
@@ -187,7 +196,7 @@ def main() -> None:
             shutil.copytree(ROOT / item, copy / item, ignore=shutil.ignore_patterns("__pycache__"))
         for item in ("README.md", "pyproject.toml"):
             shutil.copy(ROOT / item, copy / item)
-        intact = run_tests(copy, Path(tmp) / "intact.xml")
+        intact = run_tests(copy, Path(tmp) / "intact.xml", TESTS)
         broken = {k: v for k, v in intact.items() if v is not None}
         if broken or not intact:
             raise SystemExit(f"the intact code fails its tests, nothing measured: {broken}")
@@ -197,23 +206,45 @@ def main() -> None:
             if source.count(old) != 1:
                 raise SystemExit(f"{mid}: the text to mutate occurs {source.count(old)} times")
             (copy / path).write_text(source.replace(old, new))
+            guards = [WIRING, *EXTRA_TESTS.get(mid, [])]
             try:
-                result = run_tests(copy, Path(tmp) / f"{mid}.xml")
+                result = run_tests(copy, Path(tmp) / f"{mid}.xml", guards)
             finally:
                 (copy / path).write_text(source)
             failed = {k: v for k, v in result.items() if v is not None}
             status = "caught" if failed else ("equivalent" if mid in EQUIVALENT else "MISSED")
             records.append(
                 {"id": mid, "kind": kind, "fault": fault, "file": path, "status": status,
-                 "failed": failed, "why_equivalent": EQUIVALENT.get(mid)}
+                 "tests_run": guards, "failed": failed, "why_equivalent": EQUIVALENT.get(mid)}
             )  # fmt: skip
             print(f"{mid} {status}: {len(failed)} failing — {fault}", flush=True)
-    write_outputs(records, sorted(intact), prov)
+            write_outputs(records[-1:], sorted(intact), prov)  # progress survives a kill
 
 
 def write_outputs(records: list[dict], tests: list[str], prov: dict) -> None:
+    """Merge ``records`` into ``results.json`` (a record per mutant, the latest run's wins) and
+    rewrite the CSV, the markdown table and the plot. Called after every mutant, so a killed
+    run keeps its progress; ``runs`` lists the provenance of each run still represented."""
     out = out_dir("order_mutants")
-    write_json(out / "results.json", {"provenance": prov, "tests": tests, "mutants": records})
+    path = out / "results.json"
+    old = json.loads(path.read_text()) if path.is_file() else {}
+    if set(old.get("tests", [])) != set(tests):
+        old = {}  # other tests: the old records measured something else
+    mine = {r["id"] for r in records}
+    order = {m[0]: i for i, m in enumerate(MUTANTS)}
+    records = sorted(
+        [r for r in old.get("mutants", []) if r["id"] not in mine] + list(records),
+        key=lambda r: order.get(r["id"], len(order)),
+    )
+    runs = [dict(run) for run in old.get("runs", [])]
+    if not runs or runs[-1]["date"] != prov["date"]:
+        runs.append(dict(prov, mutants=[]))
+    runs[-1]["mutants"] = list(dict.fromkeys(runs[-1]["mutants"] + sorted(mine)))
+    for run in runs[:-1]:  # a mutant belongs to the last run that measured it
+        run["mutants"] = [m for m in run["mutants"] if m not in runs[-1]["mutants"]]
+    runs = [run for run in runs[:-1] if run["mutants"]] + runs[-1:]
+    write_json(path, {"runs": runs, "tests": tests, "mutants": records})
+    prov = runs[-1]
     with open(out / "results.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["id", "kind", "fault", "file", "status", "n_failed", "failed_tests"])
@@ -221,14 +252,18 @@ def write_outputs(records: list[dict], tests: list[str], prov: dict) -> None:
             w.writerow([r["id"], r["kind"], r["fault"], r["file"], r["status"], len(r["failed"]),
                         " ".join(sorted(r["failed"]))])  # fmt: skip
     counts = {s: sum(r["status"] == s for r in records) for s in ("caught", "equivalent", "MISSED")}
+    earlier = "".join(
+        f"- earlier run for {', '.join(run['mutants'])}: `{run['command']}`, {run['date']}\n"
+        for run in runs[:-1]
+    )
     lines = [
-        header_md("ORDER mutants against the wiring tests", prov),
+        header_md("ORDER mutants against the wiring tests", prov) + earlier,
         f"{len(records)} mutants; {counts['caught']} caught, {counts['MISSED']} missed, "
-        f"{counts['equivalent']} equivalent (cannot change any result). Guarding tests: "
-        + ", ".join(f"`{t}`" for t in TESTS)
-        + f" ({len(tests)} tests, all passing on the intact "
-        "code). Kinds: §3 = the authors' reference code (design §3), slip = a plausible "
-        "mistake, defect = an issue-11 defect coming back.\n",
+        f"{counts['equivalent']} equivalent (cannot change any result). Every mutant is run "
+        f"against `{WIRING}`, those of the resume defect (M33, M36–M38) also against "
+        f"`{DEVICE}`, the refused head (M35) also against `{CATALOGUE}`; the {len(tests)} tests "
+        "of these files all pass on the intact code. Kinds: §3 = the authors' reference code "
+        "(design §3), slip = a plausible mistake, defect = an issue-11 defect coming back.\n",
         "| id | kind | fault | file | status | failing tests (first error) |",
         "|---|---|---|---|---|---|",
     ]
