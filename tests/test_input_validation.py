@@ -150,6 +150,13 @@ def _order_strategy(**kw):
     return OrderStrategy(evaluator=EvaluationPlugin(), **kw)
 
 
+def _order_with_mskm_head(tmp: Path):
+    from avalanche_sets.models import cpu_backbone
+    from avalanche_sets.models.episodic import PrototypicalModel
+
+    return _order_strategy(model=PrototypicalModel(cpu_backbone(), refine="mskm"))
+
+
 def _quick():
     return resolve_preset("quick", width=4)
 
@@ -367,6 +374,11 @@ CASES = [
          r"mi_terms must be a non-empty subset of \('id', 'ood'\)"),
     Case("order-negative-weight", lambda t: _order_strategy(lam=-1.0), ValueError,
          r"lam \(λ\) must be >= 0, got -1\.0"),
+    Case("order-head-ignores-ood-split", _order_with_mskm_head, ValueError,
+         r"the OOD split needs a head that weights the unlabeled images by it, but the model's "
+         r"refinement \(refine='mskm'\) ignores unlabeled_weight, so U_ood would not be "
+         r"filtered out of the prototypes; fix: use PrototypicalModel\(\.\.\., "
+         r"refine='soft_kmeans'\), or turn the split off with use_ood_split=False, use_mi=False"),
     # --- presets: resolve_preset (CLI --preset, --set, --source, --order, --root)
     Case("preset-unknown", lambda t: resolve_preset("quik"), ValueError,
          r"unknown preset 'quik' \(did you mean 'quick'\?\); choose one of \['cpu', 'paper', "

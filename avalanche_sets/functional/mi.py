@@ -281,6 +281,10 @@ class MIEstimator(nn.Module):
         lr_q, lr_critic: Adam learning rates.
         clamp: critic clamp of :func:`tuba_lower_bound`.
         min_pairs: minimum set size for a bound to be computed (≥ 2).
+        device: where the networks and their optimiser states live. The networks are
+            initialised on the CPU (the same numbers on every device, from the caller's CPU
+            RNG), moved there, and only then given their optimisers, which therefore track
+            the parameters on that device (``module.to`` may replace parameter objects).
     """
 
     def __init__(
@@ -294,6 +298,7 @@ class MIEstimator(nn.Module):
         lr_critic: float = 1e-3,
         clamp: float | None = 10.0,
         min_pairs: int = 2,
+        device: torch.device | str | None = None,
     ) -> None:
         super().__init__()
         if min_pairs < 2:
@@ -302,6 +307,9 @@ class MIEstimator(nn.Module):
         self.critic = Critic(e_dim, p_dim, hidden=critic_hidden)
         self.clamp = clamp
         self.min_pairs = int(min_pairs)
+        if device is not None:
+            self.q.to(device)
+            self.critic.to(device)
         self.opt_q = torch.optim.Adam(self.q.parameters(), lr=lr_q)
         self.opt_critic = torch.optim.Adam(self.critic.parameters(), lr=lr_critic)
 

@@ -76,6 +76,14 @@ class PrototypicalModel(nn.Module):
         self.mskm = MaskedSoftKMeans() if refine == "mskm" else None
         self.last_state: EpisodeState | None = None
 
+    @property
+    def uses_unlabeled_weight(self) -> bool:
+        """Whether the refinement honours ``EpisodeState.unlabeled_weight`` (only soft k-means
+        does: ``"none"`` ignores the unlabeled set, ``"mskm"`` learns its own masks). A
+        plugin that filters the unlabeled set through the weights, such as ORDER's OOD split,
+        needs it."""
+        return self.refine == "soft_kmeans"
+
     def encode(self, batch: EpisodeBatch) -> EpisodeState:
         """Embed every image of the meta-batch in one backbone call; compute ``p_c``."""
         with autocast_bf16(self.bf16):

@@ -7,7 +7,10 @@ from avalanche.core import SupervisedPlugin
 
 from ..functional.mi import MIEstimator, pair_with_prototypes
 
-__all__ = ["MIRegularizationPlugin"]
+__all__ = ["MIRegularizationPlugin", "REDUCTIONS"]
+
+#: How the episodes' terms of a meta-batch are combined.
+REDUCTIONS = ("mean", "sum")
 
 
 class MIRegularizationPlugin(SupervisedPlugin):
@@ -24,9 +27,20 @@ class MIRegularizationPlugin(SupervisedPlugin):
 
     Every iteration, ``φ`` (maximum likelihood on the OOD pairs) and ``ψ`` (maximising ``I_id``
     on the ID pairs) take one step of their own Adam optimisers on **detached** pairs, then the
-    encoder receives ``λ (I_ood − I_id)`` averaged over the episodes, with ``φ, ψ`` fixed
-    (``before_backward``). This is what the paper defines; the authors' code never trains these
-    networks and inverts their signs (design §3), which we do not copy.
+    encoder receives ``λ (I_ood − I_id)`` of every episode of the meta-batch (current and
+    replayed), with ``φ, ψ`` fixed (``before_backward``). This is what the paper defines; the
+    authors' code never trains these networks and inverts their signs (design §3), which we do
+    not copy.
+
+    The episodes' terms are combined like the strategy combines the episodes' meta losses
+    (``reduction``): ``"sum"`` in :class:`~avalanche_sets.order.OrderStrategy`, whose objective
+    sums every task's ``L_total`` as paper Eq. 10 does; ``"mean"`` for a strategy whose meta loss
+    is a mean over the meta-batch (the template's default), so that λ keeps its meaning
+    relative to one task's loss either way.
+
+    The variational networks are built at their first use on the device of the embeddings
+    they see (the model's device), and so is a state restored by :meth:`load_state_dict`:
+    a checkpoint written on one device resumes on the device the model lives on.
 
     Args:
         lam: λ (paper: 1e-5). Must be ≥ 0.
@@ -34,6 +48,7 @@ class MIRegularizationPlugin(SupervisedPlugin):
         critic_hidden: hidden units of ``f_ψ`` (paper: 10). q_hidden: of ``q_φ``.
         lr: learning rate of both variational optimisers.
         seed: seed of the variational networks' initialisation.
+        reduction: ``"mean"`` (default) or ``"sum"`` of the episodes' ``λ (I_ood − I_id)``.
     """
 
     def __init__(
@@ -46,10 +61,13 @@ class MIRegularizationPlugin(SupervisedPlugin):
         q_hidden: int = 64,
         lr: float = 1e-3,
         seed: int = 0,
+        reduction: str = "mean",
     ) -> None:
         super().__init__()
         if not lam >= 0:
             raise ValueError(f"lam (λ) must be >= 0, got {lam}")
+        if reduction not in REDUCTIONS:
+            raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
         if not (use_id or use_ood):
             raise ValueError("at least one of use_id / use_ood must be True")
         self.lam = float(lam)
@@ -59,7 +77,10 @@ class MIRegularizationPlugin(SupervisedPlugin):
         self.q_hidden = q_hidden
         self.lr = lr
         self.seed = seed
+        self.reduction = reduction
         self.estimator: MIEstimator | None = None
+        # A restored state waits here until the device it belongs on is known (first use).
+        self._restored: dict | None = None
         self.last_values: dict[str, float] = {}
 
     def _build(self, dim: int, device) -> MIEstimator:
@@ -72,8 +93,25 @@ class MIRegularizationPlugin(SupervisedPlugin):
                 critic_hidden=self.critic_hidden,
                 lr_q=self.lr,
                 lr_critic=self.lr,
+                device=device,
             )
-        return est.to(device)
+        return est
+
+    def estimator_on(self, dim: int, device: torch.device | str) -> MIEstimator:
+        """The variational networks, built on ``device`` at first use — with the restored
+        checkpoint state, if any (its optimiser moments follow the parameters' device)."""
+        if self.estimator is None:
+            est = self._build(dim, device)
+            if self._restored is not None:
+                if self._restored["dim"] != dim:
+                    raise ValueError(
+                        f"the restored MI networks take {self._restored['dim']}-d embeddings but "
+                        f"the model gives {dim}-d ones; resume with the model that was saved"
+                    )
+                est.load_state_dict(self._restored["estimator"])
+                self._restored = None
+            self.estimator = est
+        return self.estimator
 
     def pairs(self, state):
         """Per-episode ``(e_id, p_id, e_ood, p_ood)`` from the state's OOD split."""
@@ -96,19 +134,19 @@ class MIRegularizationPlugin(SupervisedPlugin):
         if state is None or not strategy.is_training:
             return
         pairs = self.pairs(state)
-        if self.estimator is None:
-            self.estimator = self._build(state.unlabeled_emb.shape[-1], state.unlabeled_emb.device)
+        estimator = self.estimator_on(state.unlabeled_emb.shape[-1], state.unlabeled_emb.device)
         cat = lambda i: torch.cat([p[i] for p in pairs]).detach()  # noqa: E731
-        fit = self.estimator.fit_step(cat(0), cat(1), cat(2), cat(3))
+        fit = estimator.fit_step(cat(0), cat(1), cat(2), cat(3))
         regs, i_oods, i_ids = [], [], []
         for e_id, p_id, e_ood, p_ood in pairs:
-            i_ood, i_id = self.estimator.bounds(
+            i_ood, i_id = estimator.bounds(
                 e_id, p_id, e_ood, p_ood, use_id=self.use_id, use_ood=self.use_ood
             )
             regs.append(i_ood - i_id)
             i_oods.append(float(i_ood.detach()))
             i_ids.append(float(i_id.detach()))
-        reg = torch.stack(regs).mean()
+        reg = torch.stack(regs)
+        reg = reg.sum() if self.reduction == "sum" else reg.mean()
         self.last_values = {
             "I_ood": sum(i_oods) / len(i_oods),
             "I_id": sum(i_ids) / len(i_ids),
@@ -118,12 +156,11 @@ class MIRegularizationPlugin(SupervisedPlugin):
 
     def state_dict(self) -> dict:
         if self.estimator is None:
-            return {"estimator": None}
+            return self._restored or {"estimator": None}
         return {"estimator": self.estimator.state_dict(), "dim": self.estimator.q.e_dim}
 
     def load_state_dict(self, state: dict) -> None:
-        if state["estimator"] is None:
-            self.estimator = None
-            return
-        self.estimator = self._build(state["dim"], "cpu")
-        self.estimator.load_state_dict(state["estimator"])
+        # Not rebuilt here: the plugin does not know the model's device yet. The networks are
+        # rebuilt at their next use, on the device of the embeddings (estimator_on).
+        self.estimator = None
+        self._restored = None if state["estimator"] is None else dict(state)

@@ -21,10 +21,11 @@ class OTFeatureLossPlugin(SupervisedPlugin):
 
         ``L_OT = min_{W ∈ Π(μ, ν)} Σ_ij W_ij ‖e_i − g_j‖²``   (paper Eq. 9)
 
-    with uniform ``μ, ν`` is added to the loss with weight ``β`` (Eq. 10) in
-    ``before_backward``. Solvers: ``"exact"`` (default; assignment / network simplex, plan
-    detached — by the envelope theorem its gradient is that of the optimal value),
-    ``"sinkhorn"`` and ``"cvxpylayers"`` (the paper's differentiable convex layer; slow).
+    with uniform ``μ, ν`` is added to the loss with weight ``β``, once per meta-batch (Eq. 10:
+    ``β`` weighs it against one task's loss, as :class:`~avalanche_sets.order.OrderStrategy`
+    sums the tasks' losses), in ``before_backward``. Solvers: ``"exact"`` (default; assignment /
+    network simplex, plan detached — by the envelope theorem its gradient is that of the optimal
+    value), ``"sinkhorn"`` and ``"cvxpylayers"`` (the paper's differentiable convex layer; slow).
 
     Args:
         beta: weight β (paper: 0.003). Must be ≥ 0.

@@ -22,8 +22,16 @@ class OrderStrategy(EpisodicTemplate):
     """ORDER (Wang et al., ECCV 2022): OOD-robust, knowledge-preserving semi-supervised meta-learning.
 
     The objective of paper Eq. 10,
-    ``H(θ) = L_meta(T_t) + λ(I_ood − I_id) + Σ_{T_i∈B} L_total(T_i) + β L_OT``,
-    assembled from plugins on the :class:`~avalanche_sets.training.EpisodicTemplate`:
+    ``H(θ) = L_meta(T_t) + λ(I_ood − I_id) + Σ_{T_i∈B} L_total(T_i) + β L_OT``
+    with ``L_total(T) = L_meta(T) + λ(I_ood(T) − I_id(T))`` (Eq. 8), read literally: **every
+    task of the meta-batch, current or replayed, adds its own** ``L_total`` (the meta loss is
+    the mean cross-entropy over that task's queries), and ``β L_OT`` is added **once**. With
+    ``train_mb_size`` current tasks (the paper's meta-batch of 2), each is a ``T_t`` of Eq. 10.
+    So ``H = Σ_{T ∈ meta-batch ∪ B} [L_meta(T) + λ(I_ood(T) − I_id(T))] + β L_OT``: β weighs
+    the OT term against *one* task's loss, as λ weighs the MI term, whatever the number of
+    episodes. (Before this was fixed, the task terms were averaged over the episodes, which
+    multiplied β by their number — ×4 at the defaults — relative to each task's loss.)
+    It is assembled from plugins on the :class:`~avalanche_sets.training.EpisodicTemplate`:
     :class:`OODSplitPlugin` (Algorithm 1) → one soft k-means refinement with ``U_id`` →
     :class:`MIRegularizationPlugin` (Theorems 1 and 3) → :class:`FeatureReservoirReplayPlugin`
     (reservoir memory of tasks with stored features) → :class:`OTFeatureLossPlugin` (Eq. 9).
@@ -39,6 +47,9 @@ class OrderStrategy(EpisodicTemplate):
     Args:
         model: an episodic model with ``encode``/``classify``; default: a
             :class:`PrototypicalModel` with soft k-means refinement on the 4-block CPU backbone.
+            With the OOD split on, its refinement must honour ``unlabeled_weight``
+            (``refine="soft_kmeans"``); a model declaring ``uses_unlabeled_weight = False``
+            (``refine="none"`` or ``"mskm"``) is refused, since ``U_ood`` would still reach it.
         optimizer: default Adam(lr) over the model's parameters.
         lr: learning rate of the default optimiser (paper: 1e-3).
         lam: λ of the MI term (paper: 1e-5). beta: β of the OT term (paper: 0.003).
@@ -101,6 +112,15 @@ class OrderStrategy(EpisodicTemplate):
             model = PrototypicalModel(cpu_backbone(), refine="soft_kmeans")
         if not (hasattr(model, "encode") and hasattr(model, "classify")):
             raise ValueError("OrderStrategy needs a model with encode() and classify()")
+        if use_ood_split and getattr(model, "uses_unlabeled_weight", True) is False:
+            refine = getattr(model, "refine", None)
+            raise ValueError(
+                "the OOD split needs a head that weights the unlabeled images by it, but the "
+                f"model's refinement{f' (refine={refine!r})' if refine else ''} ignores "
+                "unlabeled_weight, so U_ood would not be filtered out of the prototypes; fix: "
+                "use PrototypicalModel(..., refine='soft_kmeans'), or turn the split off with "
+                "use_ood_split=False, use_mi=False"
+            )
         if optimizer is None:
             optimizer = torch.optim.Adam(model.parameters(), lr=lr)
 
@@ -119,7 +139,11 @@ class OrderStrategy(EpisodicTemplate):
         if use_mi:
             order_plugins.append(
                 MIRegularizationPlugin(
-                    lam=lam, use_id="id" in mi_terms, use_ood="ood" in mi_terms, seed=seed
+                    lam=lam,
+                    use_id="id" in mi_terms,
+                    use_ood="ood" in mi_terms,
+                    seed=seed,
+                    reduction="sum",  # one λ(I_ood − I_id) per task, as the meta loss below
                 )
             )
         if use_ot:
@@ -136,3 +160,16 @@ class OrderStrategy(EpisodicTemplate):
             plugins=[*order_plugins, *(plugins or [])],
             **kwargs,
         )
+
+    def criterion(self):
+        """The meta loss: in training, the **sum** over the meta-batch's tasks of each task's
+        mean query loss (Eq. 10's ``L_meta(T_t) + Σ_{T_i∈B} L_meta(T_i)``); in evaluation, the
+        mean over all queries (a per-query loss, comparable between methods)."""
+        if not self.is_training:
+            return super().criterion()
+        n_tasks = len(self.mb_x)
+        logits = self.mb_output.reshape(n_tasks, -1, self.mb_output.shape[-1])
+        labels = self.mb_y.reshape(n_tasks, -1)
+        loss = sum(self._criterion(logits[b], labels[b]) for b in range(n_tasks))
+        self.loss_terms["meta"] = loss.detach()
+        return loss

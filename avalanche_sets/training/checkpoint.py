@@ -204,6 +204,13 @@ def load_checkpoint(path: str | Path, strategy) -> dict:
     The strategy must be built the same way as the one that was saved (same model, optimiser,
     plugins and metrics, in the same order); mismatches raise a :class:`CheckpointError`
     naming them. A damaged file raises :class:`CorruptCheckpointError`.
+
+    Where it loads to: the file is read onto the CPU (``map_location="cpu"`` in
+    :func:`read_checkpoint`, whatever device wrote it — RNG states must be CPU tensors and
+    replay memories live on the CPU by design); the model's and the optimiser's tensors are then
+    copied onto the device of the model's parameters by their ``load_state_dict``, and plugins
+    put their device state next to the model (ORDER's MI networks are rebuilt at their first use,
+    on the device of the embeddings). So a run resumes on the device the strategy's model is on.
     """
     path = Path(path)
     state = read_checkpoint(path)
