@@ -65,12 +65,15 @@ def method_names() -> list[str]:
 
 
 def make_backbone(preset: dict) -> ConvBackbone:
-    """The backbone a preset asks for (channels-last: the fast CPU layout)."""
+    """The backbone a preset asks for: channels-last (the fast CPU layout) in the preset's
+    ``precision`` (``"auto"``: bf16 where the device runs it natively; a preset without the
+    setting, as those of runs recorded before it existed, means ``"fp32"``)."""
     return ConvBackbone(
         n_blocks=preset["n_blocks"],
         width=preset["width"],
         image_size=preset["image_size"],
         channels_last=True,
+        precision=preset.get("precision", "fp32"),
     )
 
 

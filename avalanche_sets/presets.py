@@ -47,6 +47,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         seeds=[0],
         device="cpu",
         threads=2,
+        precision="auto",
     ),
     "cpu": dict(
         source="packs",
@@ -68,6 +69,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         device="cpu",
         threads=1,
         small_classes="drop",
+        precision="auto",
     ),
     "paper": dict(
         source="paper",
@@ -88,6 +90,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         seeds=[0, 1, 2, 3, 4],
         device="cuda",
         threads=4,
+        precision="auto",
     ),
 }
 
@@ -118,6 +121,9 @@ def _names(v: Any) -> bool:
 
 
 _SOURCES = ("synthetic", "packs", "paper")
+#: The backbone's precision (models.backbone.PRECISIONS, repeated here so that presets load
+#: without torch): "auto" = bf16 where the device runs it natively, else fp32.
+_PRECISIONS = ("auto", "fp32", "bf16")
 _POS = (_positive_int, "a positive integer")
 
 #: Every preset setting (and the extra ones an override may add): (check, what it must be).
@@ -147,6 +153,7 @@ PRESET_SCHEMA: dict[str, tuple[Callable[[Any], bool], str]] = {
     "device": (lambda v: isinstance(v, str) and v != "", "a torch device name ('cpu', 'cuda')"),
     "threads": _POS,
     "small_classes": (lambda v: v in ("error", "drop"), "'error' or 'drop'"),
+    "precision": (lambda v: v in _PRECISIONS, f"one of {list(_PRECISIONS)}"),
     # Extra settings, in no preset by default.
     "root": (lambda v: isinstance(v, (str, os.PathLike)), "a folder path"),
     "order": (lambda v: _is_int(v) and 1 <= v <= 3, "the paper's domain order 1, 2 or 3"),
@@ -156,7 +163,7 @@ PRESET_SCHEMA: dict[str, tuple[Callable[[Any], bool], str]] = {
     ),
     "ood": (lambda v: _names(v) and len(set(v)) == len(v), "a list of distinct OOD names"),
 }
-_CHOICES = {"source": _SOURCES, "small_classes": ("error", "drop")}
+_CHOICES = {"source": _SOURCES, "small_classes": ("error", "drop"), "precision": _PRECISIONS}
 _EXTRA = ("root", "order", "domains", "ood", "small_classes")
 
 
