@@ -6,7 +6,11 @@ Variants of the backbone (everything else identical, same seed, same episodes):
 * ``fp32 channels-last`` — the presets' layout before the ``precision`` setting existed,
 * ``bf16 contiguous`` — NCHW, bf16 autocast of the backbone,
 * ``bf16 channels-last`` — what ``precision="auto"`` runs on a CPU with native bf16,
-* ``compile`` — ``torch.compile`` (default mode) of the fp32 contiguous backbone.
+* ``compile`` — ``torch.compile`` (default mode) of the fp32 contiguous backbone,
+
+each with the template's kept-memory allocator (the default, ``training/allocator.py``), and
+the two channels-last variants also with glibc's allocator as it comes (what runs used before)
+in a second process run in lockstep with the first (alternating rounds).
 
 × R ∈ {50, 250} OOD images per episode × B ∈ {1, 2} replayed tasks (ORDER; MSKM has no replay,
 its row is the same for both B). The setting is the ``cpu`` preset (32 px, 4 blocks of 32
@@ -31,7 +35,6 @@ import argparse
 import json
 import os
 import statistics
-import time
 from pathlib import Path
 
 import torch
@@ -50,7 +53,9 @@ VARIANTS = {
     "bf16 channels-last": (True, "bf16", False),
     "compile": (False, "fp32", True),
 }
-BASELINE, DEFAULT = "fp32 channels-last", "bf16 channels-last"
+# The "system" allocator process (today's malloc behaviour) runs these only.
+SYSTEM_VARIANTS = {k: VARIANTS[k] for k in ("fp32 channels-last", "bf16 channels-last")}
+BASELINE, DEFAULT = ("fp32 channels-last", "system"), ("bf16 channels-last", "kept")
 
 
 def cpu_mhz() -> float:
@@ -97,43 +102,58 @@ def backbone_flops(strategy, exp, it: int) -> float:
     return float(counter.get_total_flops())
 
 
-def run(args) -> list[dict]:
+def _configs(args, variants) -> list[tuple]:
+    return [
+        (r, method, b, v)
+        for r in args.ood
+        for v in variants
+        for method, b in [("mskm", None), *[("order", b) for b in args.replay_batch]]
+    ]
+
+
+def worker(allocator: str, args, conn) -> None:
+    """Build and warm every configuration of one allocator, then run one round per token."""
+    if allocator == "system":
+        os.environ["AVALANCHE_SETS_MALLOC"] = "system"  # keep_freed_memory() is then a no-op
     torch.set_num_threads(1)
     rounds, warm = args.rounds, args.warm
-    rows = []
-    strategies = {}  # (R, method, B, variant) -> (strategy, clock)
-    benches = {}
-    for r in args.ood:
-        preset = resolve_preset(
-            "cpu", source="synthetic", n_ood=r, threads=1, tasks_per_domain=2 * (warm + rounds + 2)
-        )
-        benches[r] = build_benchmark(preset, seed=0).train_stream[0]
-        for variant, (cl, precision, comp) in VARIANTS.items():
-            p = {**preset, "precision": precision}
-            for method, b in [("mskm", None), *[("order", b) for b in args.replay_batch]]:
-                clock = IterationClock()
-                over = {"replay_batch": b} if b else {}
-                s = build_strategy(method, p, seed=0, plugins=[clock], **over)
-                set_variant(s, cl, comp)
-                strategies[(r, method, b, variant)] = (s, clock)
+    variants = VARIANTS if allocator == "kept" else SYSTEM_VARIANTS
+    strategies, benches = {}, {}
+    for r, method, b, variant in _configs(args, variants):
+        if r not in benches:
+            preset = resolve_preset(
+                "cpu", source="synthetic", n_ood=r, threads=1,
+                tasks_per_domain=2 * (warm + rounds + 2),
+            )  # fmt: skip
+            benches[r] = (preset, build_benchmark(preset, seed=0).train_stream[0])
+        preset = benches[r][0]
+        cl, precision, comp = VARIANTS[variant]
+        clock = IterationClock()
+        over = {"replay_batch": b} if b else {}
+        s = build_strategy(method, {**preset, "precision": precision}, seed=0, plugins=[clock],
+                           **over)  # fmt: skip
+        set_variant(s, cl, comp)
+        strategies[(r, method, b, variant)] = (s, clock)
+    from avalanche_sets.training.allocator import allocator_mode
+
+    assert allocator_mode() == allocator, (allocator_mode(), allocator)
     # Warm-up: fills ORDER's memory, compiles, and warms every allocator.
     for key, (s, clock) in strategies.items():
-        t = time.perf_counter()
-        train_range(s, benches[key[0]], 0, warm)
+        train_range(s, benches[key[0]][1], 0, warm)
         clock.t.clear()
-        print(f"warm {key}: {time.perf_counter() - t:.1f} s", flush=True)
+    conn.send("ready")
     for k in range(rounds):
+        conn.recv()
         for key, (s, _) in strategies.items():
-            train_range(s, benches[key[0]], warm + k, warm + k + 1)
-        print(f"round {k + 1}/{rounds} done, load {os.getloadavg()}", flush=True)
-    # FLOPs per configuration (the variant does not change them)
+            train_range(s, benches[key[0]][1], warm + k, warm + k + 1)
+        conn.send("done")
     flops = {}
     for r in args.ood:
         for method, b in [("mskm", None), *[("order", b) for b in args.replay_batch]]:
-            s, _ = strategies[(r, method, b, "fp32 contiguous")]
-            per_task = backbone_flops(s, benches[r], 0) / s.train_mb_size
-            n_tasks = s.train_mb_size + (b or 0)
-            flops[(r, method, b)] = per_task * n_tasks
+            s, _ = strategies[(r, method, b, next(iter(variants)))]
+            per_task = backbone_flops(s, benches[r][1], 0) / s.train_mb_size
+            flops[(r, method, b)] = per_task * (s.train_mb_size + (b or 0))
+    rows = []
     for (r, method, b, variant), (_s, clock) in strategies.items():
         times = clock.t["iteration"]
         med = statistics.median(times)
@@ -143,6 +163,7 @@ def run(args) -> list[dict]:
                 "method": method,
                 "B": b,
                 "variant": variant,
+                "allocator": allocator,
                 "s_per_it": med,
                 "s_per_it_all": times,
                 "forward_s": statistics.median(clock.t["forward (incl. after_encode)"]),
@@ -151,23 +172,59 @@ def run(args) -> list[dict]:
                 "gflops": flops[(r, method, b)] / 1e9 / med,
             }
         )
+    conn.send(rows)
+
+
+def run(args) -> list[dict]:
+    """Two processes in lockstep — glibc's allocator as it comes ("system", today's) and the
+    template's kept memory ("kept", the default now) — alternating rounds, so both see the same
+    machine load; inside each, every configuration runs one iteration per round."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    procs, conns = {}, {}
+    for allocator in ("system", "kept"):
+        here, there = ctx.Pipe()
+        procs[allocator] = ctx.Process(target=worker, args=(allocator, args, there))
+        conns[allocator] = here
+        procs[allocator].start()
+    for allocator, c in conns.items():
+        assert c.recv() == "ready"
+        print(f"{allocator}: built and warmed up", flush=True)
+    for k in range(args.rounds):
+        for c in conns.values():
+            c.send("go")
+            assert c.recv() == "done"
+        print(f"round {k + 1}/{args.rounds} done, load {os.getloadavg()}", flush=True)
+    rows = [row for c in conns.values() for row in c.recv()]
+    for p in procs.values():
+        p.join()
     return rows
 
 
-def summarise(rows: list[dict], replay_batches: list[int]) -> dict:
-    def t(r, m, b, v):
-        return next(x["s_per_it"] for x in rows if (x["R"], x["method"], x["B"], x["variant"])
-                    == (r, m, b, v))  # fmt: skip
+def _labels() -> list[tuple[str, str]]:
+    return [*((v, "system") for v in SYSTEM_VARIANTS), *((v, "kept") for v in VARIANTS)]
 
-    out = {"speedup_vs_fp32_channels_last": {}, "order_over_mskm": {}}
+
+def _label(variant: str, allocator: str) -> str:
+    return f"{variant}, {allocator} malloc"
+
+
+def summarise(rows: list[dict], replay_batches: list[int]) -> dict:
+    def t(r, m, b, va):
+        return next(x["s_per_it"] for x in rows
+                    if (x["R"], x["method"], x["B"], x["variant"], x["allocator"])
+                    == (r, m, b, *va))  # fmt: skip
+
+    out = {"mskm_speedup_vs_today": {}, "order_over_mskm": {}}
     for r in sorted({x["R"] for x in rows}):
-        for v in VARIANTS:
-            out["speedup_vs_fp32_channels_last"][f"mskm R={r} {v}"] = t(
-                r, "mskm", None, BASELINE
-            ) / t(r, "mskm", None, v)
+        for va in _labels():
+            out["mskm_speedup_vs_today"][f"R={r} {_label(*va)}"] = t(r, "mskm", None, BASELINE) / t(
+                r, "mskm", None, va
+            )
             for b in replay_batches:
-                out["order_over_mskm"][f"R={r} B={b} {v}"] = t(r, "order", b, v) / t(
-                    r, "mskm", None, v
+                out["order_over_mskm"][f"R={r} B={b} {_label(*va)}"] = t(r, "order", b, va) / t(
+                    r, "mskm", None, va
                 )
     return out
 
@@ -181,28 +238,34 @@ def report(rows: list[dict], summary: dict, prov: dict, out: Path) -> None:
         f"{tuple(round(x, 2) for x in prov['load_start'])} at the start, "
         f"{tuple(round(x, 2) for x in prov['load_end'])} at the end — a shared machine, so "
         "only the ratios of variants measured side by side (interleaved) are meaningful\n"
-        f"- rounds: {prov['rounds']} interleaved (medians), warm-up {prov['warm']} iterations\n"
+        f"- rounds: {prov['rounds']} interleaved (medians), warm-up {prov['warm']} iterations; "
+        "two processes in lockstep: `system malloc` = glibc as it comes (what every run used "
+        "before), `kept malloc` = the template's `keep_freed_memory()` (the default now)\n"
         f"- fp32 peak of one core: {mhz / 1000:.2f} GHz × 2 FMA pipes × 16 lanes × 2 = "
         f"{peak:.0f} GFLOP/s (bf16 native: {2 * peak:.0f}); GFLOP/s below = backbone conv/linear "
-        "FLOPs (forward + backward) per iteration / median iteration time\n\n"
+        "FLOPs (forward + backward) per iteration / median iteration time\n"
+        f"- today = {_label(*BASELINE)}; the default now = {_label(*DEFAULT)} "
+        "(`precision='auto'` on this machine)\n\n"
     )
     md += (
-        "| R | method | B | variant | s / it | vs fp32 channels-last | backbone GFLOP / it | "
+        "| R | method | B | variant | s / it | vs today | backbone GFLOP / it | "
         "GFLOP/s | % of fp32 peak |\n|---:|---|---:|---|---:|---:|---:|---:|---:|\n"
     )
-    base = {(x["R"], x["method"], x["B"]): x["s_per_it"] for x in rows if x["variant"] == BASELINE}
+    base = {
+        (x["R"], x["method"], x["B"]): x["s_per_it"]
+        for x in rows
+        if (x["variant"], x["allocator"]) == BASELINE
+    }
     for x in rows:
         md += (
-            f"| {x['R']} | {x['method']} | {x['B'] or '—'} | {x['variant']} | "
-            f"{x['s_per_it']:.3f} | {base[(x['R'], x['method'], x['B'])] / x['s_per_it']:.2f}× | "
-            f"{x['backbone_gflop']:.1f} | {x['gflops']:.1f} | {100 * x['gflops'] / peak:.0f}% |\n"
+            f"| {x['R']} | {x['method']} | {x['B'] or '—'} | {_label(x['variant'], x['allocator'])}"
+            f" | {x['s_per_it']:.3f} | {base[(x['R'], x['method'], x['B'])] / x['s_per_it']:.2f}× "
+            f"| {x['backbone_gflop']:.1f} | {x['gflops']:.1f} | {100 * x['gflops'] / peak:.0f}% |\n"
         )
     md += "\nORDER / MSKM, same variant, same rounds:\n\n| setting | ratio |\n|---|---:|\n"
     md += "".join(f"| {k} | {v:.2f} |\n" for k, v in summary["order_over_mskm"].items())
-    md += "\nMSKM speed-up over fp32 channels-last:\n\n| setting | speed-up |\n|---|---:|\n"
-    md += "".join(
-        f"| {k} | {v:.2f}× |\n" for k, v in summary["speedup_vs_fp32_channels_last"].items()
-    )
+    md += "\nMSKM speed-up over today:\n\n| setting | speed-up |\n|---|---:|\n"
+    md += "".join(f"| {k} | {v:.2f}× |\n" for k, v in summary["mskm_speedup_vs_today"].items())
     (out / "README.md").write_text(md)
     _plot(rows, out / "step_speed.png")
     print(md)
@@ -215,26 +278,27 @@ def _plot(rows: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     configs = list(dict.fromkeys((x["R"], x["method"], x["B"]) for x in rows))
-    fig, ax = plt.subplots(figsize=(max(7, 1.4 * len(configs)), 4))
-    width = 0.8 / len(VARIANTS)
-    for i, v in enumerate(VARIANTS):
+    labels = _labels()
+    fig, ax = plt.subplots(figsize=(max(8, 1.6 * len(configs)), 4.2))
+    width = 0.85 / len(labels)
+    for i, va in enumerate(labels):
         ys = [
             next(
                 x["s_per_it"]
                 for x in rows
-                if (x["R"], x["method"], x["B"]) == c and x["variant"] == v
+                if (x["R"], x["method"], x["B"]) == c and (x["variant"], x["allocator"]) == va
             )  # fmt: skip
             for c in configs
         ]
-        ax.bar([j + (i - len(VARIANTS) / 2 + 0.5) * width for j in range(len(configs))], ys,
-               width, label=v)  # fmt: skip
+        ax.bar([j + (i - len(labels) / 2 + 0.5) * width for j in range(len(configs))], ys,
+               width, label=_label(*va))  # fmt: skip
     ax.set_xticks(
         range(len(configs)), [f"{m}\nR={r}" + (f" B={b}" if b else "") for r, m, b in configs],
         fontsize=8,
     )  # fmt: skip
     ax.set_ylabel("seconds / iteration (median, 1 thread)")
-    ax.legend(fontsize=7)
-    ax.set_title("Training iteration by backbone precision and layout (interleaved rounds)")
+    ax.legend(fontsize=6)
+    ax.set_title("Training iteration by backbone precision, layout and allocator (interleaved)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -259,6 +323,7 @@ def main() -> None:
 
     load_start = os.getloadavg()
     rows = run(args)
+    rows.sort(key=lambda x: (x["R"], x["method"], x["B"] or 0, x["allocator"] != "system"))
     summary = summarise(rows, args.replay_batch)
     prov = provenance(seeds=[0])
     prov.update(

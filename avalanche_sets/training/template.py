@@ -18,6 +18,8 @@ What the template guarantees:
   A non-finite term or gradient refuses the step with a :class:`NonFiniteLossError` naming the
   term and the iteration, before the weights change, so the last checkpoint stays the last
   good state.
+* Large activations reuse freed memory (:func:`~avalanche_sets.training.allocator.keep_freed_memory`,
+  called at construction; ``AVALANCHE_SETS_MALLOC=system`` opts out).
 * The train loader keeps the episode collate function (Avalanche's default loader drops it for
   experiences without task labels) and does not shuffle: episodes are already random, and a
   fixed order makes runs reproducible and resumable at any iteration (``start_iteration``).
@@ -37,6 +39,7 @@ from torch.nn import CrossEntropyLoss
 from torch.utils.data import DataLoader, Subset
 
 from ..data.episodes import EpisodeBatch, collate_episodes
+from .allocator import keep_freed_memory
 
 __all__ = ["EpisodicTemplate", "EpisodicPlugin", "NonFiniteLossError"]
 
@@ -131,6 +134,9 @@ class EpisodicTemplate(SupervisedTemplate):
             eval_every=eval_every,
             **kwargs,
         )
+        # Reuse the memory of one step in the next instead of faulting in fresh pages for every
+        # large activation (process-wide; numbers unchanged; see training/allocator.py).
+        keep_freed_memory()
         # Avalanche's first make_optimizer() call resets the optimiser's state (to record which
         # parameters it optimises). Doing it now, while the state is empty, keeps a state
         # restored from a checkpoint alive when train() calls make_optimizer() again.
