@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import torch
+# torch is imported where it is used, so that the command line parses and prints without it.
 
 __all__ = [
     "run_experiment",
@@ -34,6 +34,8 @@ LOGGERS = ("interactive", "text", "csv", "tensorboard")
 
 
 def machine_info() -> dict[str, Any]:
+    import torch
+
     cpu = platform.processor() or ""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -294,6 +296,8 @@ def run_experiment(
         if (out / "result.json").is_file():  # finished by the process that held the lock
             (out / ".lock").unlink(missing_ok=True)
             return {**_finished(out, asked, seed), "status": "finished before"}
+        import torch
+
         torch.set_num_threads(int(preset.get("threads", 1)))
         bench = build_benchmark(preset, seed=seed)
         if method == "joint":
