@@ -122,11 +122,15 @@ class ConvBackbone(nn.Module):
         layers: list[nn.Module] = []
         channels = in_channels
         for _ in range(n_blocks):
+            # Pooling before the ReLU: max-pooling commutes with any non-decreasing map, so the
+            # block computes exactly conv → BN → ReLU → pool (values and gradients, bit for bit,
+            # tests/models/test_backbone.py), with the ReLU on a 4× smaller map. Neither layer
+            # has state, so the parameter names (and checkpoints) are those of the paper's order.
             layers += [
                 nn.Conv2d(channels, width, kernel_size=3, padding=1),
                 nn.BatchNorm2d(width),
-                nn.ReLU(inplace=True),
                 nn.MaxPool2d(2),
+                nn.ReLU(inplace=True),
             ]
             channels = width
         self.features = nn.Sequential(*layers)
