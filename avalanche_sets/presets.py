@@ -9,6 +9,11 @@
 * ``paper`` — the paper's protocol for a GPU: 84 px, 5 blocks of 64 filters, 6,000 iterations of
   meta-batch 2 per domain (12K tasks), 600 test episodes, 5 seeds.
 
+Every preset sets ``precision="auto"``: the backbone runs in bfloat16 where the device does so
+natively (oneDNN AVX-512 BF16/AMX on CPU), in fp32 elsewhere; ``precision="fp32"`` gives the
+exact fp32 numbers (see :func:`avalanche_sets.models.backbone.resolve_precision`). A preset
+dictionary without the setting means fp32, as the runs recorded before it existed.
+
 ``resolve_preset(name, **overrides)`` returns a copy with overrides applied and checked: unknown
 names (with the closest valid one), values of the wrong type or range and contradicting settings
 raise :class:`ValueError` before anything is loaded or trained.

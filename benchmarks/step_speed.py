@@ -26,7 +26,10 @@ is a lower bound of the backbone's own rate. Peak fp32 of one core = clock × 2 
 fp32 lanes (AVX-512) × 2 FLOP per FMA (Zen 4/5 and recent Xeons); native bf16 (``vdpbf16ps``)
 doubles it.
 
-    python benchmarks/step_speed.py [--rounds 5] [--warm 2]
+Times are CPU seconds of the iteration's process (``time.process_time``: user + system, so page
+faults count), medians over rounds; wall times are kept in ``results.json``.
+
+    python benchmarks/step_speed.py [--rounds 3] [--warm 2]
 """
 
 from __future__ import annotations
@@ -141,6 +144,7 @@ def worker(allocator: str, args, conn) -> None:
     for key, (s, clock) in strategies.items():
         train_range(s, benches[key[0]][1], 0, warm)
         clock.t.clear()
+        clock.cpu.clear()
     conn.send("ready")
     for k in range(rounds):
         conn.recv()
@@ -155,7 +159,8 @@ def worker(allocator: str, args, conn) -> None:
             flops[(r, method, b)] = per_task * (s.train_mb_size + (b or 0))
     rows = []
     for (r, method, b, variant), (_s, clock) in strategies.items():
-        times = clock.t["iteration"]
+        wall = clock.t["iteration"]
+        times = clock.cpu
         med = statistics.median(times)
         rows.append(
             {
@@ -166,6 +171,8 @@ def worker(allocator: str, args, conn) -> None:
                 "allocator": allocator,
                 "s_per_it": med,
                 "s_per_it_all": times,
+                "wall_s_per_it": statistics.median(wall),
+                "wall_s_per_it_all": wall,
                 "forward_s": statistics.median(clock.t["forward (incl. after_encode)"]),
                 "backward_s": statistics.median(clock.t["backward"]),
                 "backbone_gflop": flops[(r, method, b)] / 1e9,
@@ -238,6 +245,9 @@ def report(rows: list[dict], summary: dict, prov: dict, out: Path) -> None:
         f"{tuple(round(x, 2) for x in prov['load_start'])} at the start, "
         f"{tuple(round(x, 2) for x in prov['load_end'])} at the end — a shared machine, so "
         "only the ratios of variants measured side by side (interleaved) are meaningful\n"
+        "- s / it = median **CPU seconds** (user + system, page faults included) of the "
+        "iteration's process, one thread: on a machine shared with other jobs the wall time "
+        "mostly measures waiting for a core (it is in `results.json` as `wall_s_per_it`)\n"
         f"- rounds: {prov['rounds']} interleaved (medians), warm-up {prov['warm']} iterations; "
         "two processes in lockstep: `system malloc` = glibc as it comes (what every run used "
         "before), `kept malloc` = the template's `keep_freed_memory()` (the default now)\n"
@@ -296,7 +306,7 @@ def _plot(rows: list[dict], path: Path) -> None:
         range(len(configs)), [f"{m}\nR={r}" + (f" B={b}" if b else "") for r, m, b in configs],
         fontsize=8,
     )  # fmt: skip
-    ax.set_ylabel("seconds / iteration (median, 1 thread)")
+    ax.set_ylabel("CPU seconds / iteration (median, 1 thread)")
     ax.legend(fontsize=6)
     ax.set_title("Training iteration by backbone precision, layout and allocator (interleaved)")
     fig.tight_layout()
@@ -306,7 +316,7 @@ def _plot(rows: list[dict], path: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--warm", type=int, default=2)
     ap.add_argument("--ood", type=int, nargs="+", default=[50, 250])
     ap.add_argument("--replay-batch", type=int, nargs="+", default=[1, 2])
