@@ -39,23 +39,33 @@ def jobs(precision: str) -> dict[str, list[str]]:
     }  # fmt: skip
 
 
-def timed(args: list[str]) -> tuple[float, float]:
+def timed(args: list[str]) -> tuple[float, float, float]:
     scratch = Path(tempfile.mkdtemp(prefix="main_job_"))
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
     load = os.getloadavg()[0]
+    cpu = _children_cpu()
     t = time.perf_counter()
     done = subprocess.run(
         [sys.executable, *(a.replace("{scratch}", str(scratch)) for a in args)],
         env=env, cwd=scratch, capture_output=True, text=True,
     )  # fmt: skip
     seconds = time.perf_counter() - t
+    cpu = _children_cpu() - cpu
     shutil.rmtree(scratch, ignore_errors=True)
     if done.returncode != 0:
         sys.exit(f"failed: {args}\n{done.stderr[-3000:]}")
-    return seconds, (load + os.getloadavg()[0]) / 2
+    return seconds, (load + os.getloadavg()[0]) / 2, cpu
+
+
+def _children_cpu() -> float:
+    """User + system CPU seconds of the finished child processes."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def main() -> None:
@@ -64,19 +74,21 @@ def main() -> None:
     ap.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"])
     args = ap.parse_args()
     load_start = os.getloadavg()
-    times: dict[str, list[tuple[float, float]]] = {k: [] for k in jobs(args.precision)}
+    times: dict[str, list[tuple[float, float, float]]] = {k: [] for k in jobs(args.precision)}
     for _ in range(args.repeats):
         for name, cmd in jobs(args.precision).items():
             times[name].append(timed(cmd))
-            print(f"{name}: {times[name][-1][0]:.1f} s (load {times[name][-1][1]:.1f})", flush=True)
+            wall, load, cpu = times[name][-1]
+            print(f"{name}: {wall:.1f} s wall, {cpu:.1f} s CPU (load {load:.1f})", flush=True)
     prov = provenance(seeds=[0])
     prov["load_average_1_5_15"] = {"start": load_start, "end": os.getloadavg()}
     rows = [
         {
             "job": k,
-            "median_s": statistics.median(t for t, _ in v),
-            "all_s": [t for t, _ in v],
-            "mean_1min_load_during": [lo for _, lo in v],
+            "median_s": statistics.median(t for t, _, _ in v),
+            "all_s": [t for t, _, _ in v],
+            "cpu_s": [c for _, _, c in v],
+            "mean_1min_load_during": [lo for _, lo, _ in v],
         }
         for k, v in times.items()
     ]
@@ -91,11 +103,15 @@ def main() -> None:
         f"start, {tuple(round(x, 2) for x in load['end'])} at the end. With a 1-minute load "
         f"above the {os.cpu_count()} cores the jobs got only part of the machine: these are "
         "upper bounds of the times on a quiet machine, not measurements of one\n\n"
-        "| job | median s | target on a quiet machine (s) | 1-min load during |\n"
-        "|---|---:|---:|---|\n"
+        "CPU s = user + system CPU seconds of the job's process (all its threads; under "
+        "contention this includes OpenMP threads spinning while their partner waits for a core)."
+        "\n\n| job | median wall s | CPU s | target on a quiet machine (s) | 1-min load during |\n"
+        "|---|---:|---:|---:|---|\n"
     )
     md += "".join(
-        f"| `{r['job']}` | {r['median_s']:.0f} | {targets[r['job']]} | "
+        f"| `{r['job']}` | {r['median_s']:.0f} | "
+        + ", ".join(f"{c:.0f}" for c in r["cpu_s"])
+        + f" | {targets[r['job']]} | "
         + ", ".join(f"{x:.1f}" for x in r["mean_1min_load_during"])
         + " |\n"
         for r in rows
