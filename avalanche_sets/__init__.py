@@ -8,15 +8,39 @@ Quick start::
     print(result.table())
 """
 
-from .data import Domain, EpisodeConfig, EpisodeSampler, sets_benchmark
-from .order import (
-    FeatureReservoirReplayPlugin,
-    MIRegularizationPlugin,
-    OODSplitPlugin,
-    OrderStrategy,
-    OTFeatureLossPlugin,
-)
-from .training import EpisodicTemplate, RunResult, load_checkpoint, run_sets, save_checkpoint
+from importlib import import_module as _import_module
+
+# The public names load on first use (PEP 562): ``import avalanche_sets.cli`` — the command
+# line's start — must not pay for torch and Avalanche before it has parsed its arguments.
+_LAZY = {
+    "Domain": ".data",
+    "EpisodeConfig": ".data",
+    "EpisodeSampler": ".data",
+    "sets_benchmark": ".data",
+    "FeatureReservoirReplayPlugin": ".order",
+    "MIRegularizationPlugin": ".order",
+    "OODSplitPlugin": ".order",
+    "OrderStrategy": ".order",
+    "OTFeatureLossPlugin": ".order",
+    "EpisodicTemplate": ".training",
+    "RunResult": ".training",
+    "load_checkpoint": ".training",
+    "run_sets": ".training",
+    "save_checkpoint": ".training",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(_import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __version__ = "0.1.0"
 

@@ -17,9 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from .training.runner import RunResult
+# torch is imported where it is used, so that the command line parses and prints without it.
 
 __all__ = [
     "run_experiment",
@@ -28,6 +26,7 @@ __all__ = [
     "run_identity",
     "record_identity",
     "run_table",
+    "run_precision",
     "LOGGERS",
     "machine_info",
 ]
@@ -36,6 +35,8 @@ LOGGERS = ("interactive", "text", "csv", "tensorboard")
 
 
 def machine_info() -> dict[str, Any]:
+    import torch
+
     cpu = platform.processor() or ""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -90,9 +91,31 @@ def build_benchmark(preset: dict, *, seed: int):
 
 # Settings spelled out in the base of a run folder's name, and settings that do not change
 # what a run computes (where the data lives, how many threads, the preset's seed list).
-_IN_BASE_NAME = ("source", "order", "n_way", "n_shot", "n_ood")
+# ``precision`` is named by its resolved value: "-bf16" when bf16, nothing for fp32 (so the
+# folders of runs recorded before the setting existed keep their names).
+_IN_BASE_NAME = ("source", "order", "n_way", "n_shot", "n_ood", "precision")
 _NOT_IDENTITY = ("seeds", "threads", "root")
 _MISSING = object()
+
+
+def run_precision(preset: dict) -> str:
+    """The precision a run of ``preset`` computes in: ``"fp32"`` or ``"bf16"``.
+
+    The preset's ``precision`` resolved on its device (``"auto"`` means bf16 only where the
+    device runs it natively); a preset without the setting — every run recorded before it
+    existed — means fp32, the only precision there was.
+    """
+    from .models.backbone import resolve_precision
+
+    device_type = str(preset.get("device", "cpu")).split(":")[0]
+    return resolve_precision(preset.get("precision", "fp32"), device_type)
+
+
+def _identity_preset(preset: dict) -> dict:
+    """The preset as far as it decides what a run computes (precision resolved)."""
+    out = {k: v for k, v in preset.items() if k not in _NOT_IDENTITY}
+    out["precision"] = run_precision(preset)
+    return out
 
 
 def run_identity(
@@ -102,12 +125,16 @@ def run_identity(
     eval_stream: str = "test",
     strategy_overrides: dict | None = None,
 ) -> dict:
-    """Everything that decides what a run computes, except its seed (JSON-normalised)."""
+    """Everything that decides what a run computes, except its seed (JSON-normalised).
+
+    The precision enters resolved (``"fp32"`` or ``"bf16"``, :func:`run_precision`): bf16
+    changes the numbers, and ``"auto"`` means different things on different machines.
+    """
     import json
 
     ident = {
         "method": method,
-        "preset": {k: v for k, v in preset.items() if k not in _NOT_IDENTITY},
+        "preset": _identity_preset(preset),
         "eval_stream": eval_stream,
         "strategy_overrides": dict(strategy_overrides or {}),
     }
@@ -129,6 +156,8 @@ def run_table(record: dict) -> str:
     writes them (one definition, :mod:`avalanche_sets.metrics.stats`), whatever the format of
     the ``result.json`` the record was read from.
     """
+    from .training.runner import RunResult  # imports torch; the CLI loads this module without it
+
     res = record["result"]
     return (
         RunResult(
@@ -157,7 +186,8 @@ def run_dir_name(
     """``<method>/<source>-o<order>-<N>w<K>s-R<R>-seed<s>`` plus what else sets the run apart.
 
     Appended, in this order: every preset setting that differs from the closest named preset
-    (``-mem_size50``), every strategy override (``-beta0.003-lam1e_05``) and the evaluation
+    (``-mem_size50``), every strategy override (``-beta0.003-lam1e_05``), ``-bf16`` when the
+    backbone computes in bf16 (:func:`run_precision`; fp32 adds nothing) and the evaluation
     stream when it is not ``test`` (``-valid``). Runs that compute different things therefore
     never share a folder, and a plain named-preset run keeps the short name.
     """
@@ -176,6 +206,8 @@ def run_dir_name(
     diff = min(diffs, key=len)  # ties: the first preset (PRESETS order), so the name is stable
     for key, value in [*sorted(diff.items()), *sorted((strategy_overrides or {}).items())]:
         name += f"-{key}{_name_part(value)}"
+    if run_precision(preset) == "bf16":
+        name += "-bf16"
     if eval_stream != "test":
         name += f"-{eval_stream}"
     return name
@@ -286,6 +318,8 @@ def run_experiment(
         if (out / "result.json").is_file():  # finished by the process that held the lock
             (out / ".lock").unlink(missing_ok=True)
             return {**_finished(out, asked, seed), "status": "finished before"}
+        import torch
+
         torch.set_num_threads(int(preset.get("threads", 1)))
         bench = build_benchmark(preset, seed=seed)
         if method == "joint":
@@ -337,7 +371,11 @@ def run_experiment(
             "avalanche_sets": __version__,
             "method": method,
             "seed": seed,
-            "preset": {k: v for k, v in preset.items() if k != "seeds"},
+            # the precision as resolved here: what "auto" meant on this machine
+            "preset": {
+                **{k: v for k, v in preset.items() if k != "seeds"},
+                "precision": run_precision(preset),
+            },
             "eval_stream": eval_stream,
             "strategy_overrides": strategy_overrides or {},
             "result": result.to_dict(),

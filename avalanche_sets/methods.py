@@ -11,11 +11,10 @@ import difflib
 import importlib
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from .models.backbone import ConvBackbone
+if TYPE_CHECKING:  # torch loads only when a strategy is built (the CLI parses without it)
+    from .models.backbone import ConvBackbone
 
 __all__ = [
     "METHODS",
@@ -65,12 +64,17 @@ def method_names() -> list[str]:
 
 
 def make_backbone(preset: dict) -> ConvBackbone:
-    """The backbone a preset asks for (channels-last: the fast CPU layout)."""
+    """The backbone a preset asks for: channels-last (the fast CPU layout) in the preset's
+    ``precision`` (``"auto"``: bf16 where the device runs it natively; a preset without the
+    setting, as those of runs recorded before it existed, means ``"fp32"``)."""
+    from .models.backbone import ConvBackbone
+
     return ConvBackbone(
         n_blocks=preset["n_blocks"],
         width=preset["width"],
         image_size=preset["image_size"],
         channels_last=True,
+        precision=preset.get("precision", "fp32"),
     )
 
 
@@ -222,6 +226,7 @@ def build_strategy(
     The model is initialised from ``torch.manual_seed(seed)``.
     """
     check_method(name, preset, overrides)
+    import torch
     from avalanche.training.plugins import EvaluationPlugin
 
     evaluator = evaluator if evaluator is not None else EvaluationPlugin()

@@ -9,6 +9,11 @@
 * ``paper`` — the paper's protocol for a GPU: 84 px, 5 blocks of 64 filters, 6,000 iterations of
   meta-batch 2 per domain (12K tasks), 600 test episodes, 5 seeds.
 
+Every preset sets ``precision="auto"``: the backbone runs in bfloat16 where the device does so
+natively (oneDNN AVX-512 BF16/AMX on CPU), in fp32 elsewhere; ``precision="fp32"`` gives the
+exact fp32 numbers (see :func:`avalanche_sets.models.backbone.resolve_precision`). A preset
+dictionary without the setting means fp32, as the runs recorded before it existed.
+
 ``resolve_preset(name, **overrides)`` returns a copy with overrides applied and checked: unknown
 names (with the closest valid one), values of the wrong type or range and contradicting settings
 raise :class:`ValueError` before anything is loaded or trained.
@@ -47,6 +52,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         seeds=[0],
         device="cpu",
         threads=2,
+        precision="auto",
     ),
     "cpu": dict(
         source="packs",
@@ -68,6 +74,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         device="cpu",
         threads=1,
         small_classes="drop",
+        precision="auto",
     ),
     "paper": dict(
         source="paper",
@@ -88,6 +95,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         seeds=[0, 1, 2, 3, 4],
         device="cuda",
         threads=4,
+        precision="auto",
     ),
 }
 
@@ -118,6 +126,9 @@ def _names(v: Any) -> bool:
 
 
 _SOURCES = ("synthetic", "packs", "paper")
+#: The backbone's precision (models.backbone.PRECISIONS, repeated here so that presets load
+#: without torch): "auto" = bf16 where the device runs it natively, else fp32.
+_PRECISIONS = ("auto", "fp32", "bf16")
 _POS = (_positive_int, "a positive integer")
 
 #: Every preset setting (and the extra ones an override may add): (check, what it must be).
@@ -147,6 +158,7 @@ PRESET_SCHEMA: dict[str, tuple[Callable[[Any], bool], str]] = {
     "device": (lambda v: isinstance(v, str) and v != "", "a torch device name ('cpu', 'cuda')"),
     "threads": _POS,
     "small_classes": (lambda v: v in ("error", "drop"), "'error' or 'drop'"),
+    "precision": (lambda v: v in _PRECISIONS, f"one of {list(_PRECISIONS)}"),
     # Extra settings, in no preset by default.
     "root": (lambda v: isinstance(v, (str, os.PathLike)), "a folder path"),
     "order": (lambda v: _is_int(v) and 1 <= v <= 3, "the paper's domain order 1, 2 or 3"),
@@ -156,7 +168,7 @@ PRESET_SCHEMA: dict[str, tuple[Callable[[Any], bool], str]] = {
     ),
     "ood": (lambda v: _names(v) and len(set(v)) == len(v), "a list of distinct OOD names"),
 }
-_CHOICES = {"source": _SOURCES, "small_classes": ("error", "drop")}
+_CHOICES = {"source": _SOURCES, "small_classes": ("error", "drop"), "precision": _PRECISIONS}
 _EXTRA = ("root", "order", "domains", "ood", "small_classes")
 
 

@@ -20,9 +20,11 @@ class IterationClock(SupervisedPlugin):
     def __init__(self):
         super().__init__()
         self.t: dict[str, list[float]] = defaultdict(list)
+        self.cpu: list[float] = []
 
     def before_training_iteration(self, s, **kw):
         self._it = time.perf_counter()
+        self._cpu = time.process_time()
 
     def before_forward(self, s, **kw):
         self._f = time.perf_counter()
@@ -38,6 +40,9 @@ class IterationClock(SupervisedPlugin):
 
     def after_training_iteration(self, s, **kw):
         self.t["iteration"].append(time.perf_counter() - self._it)
+        # CPU seconds of this process (user + system, page faults included): on a shared
+        # machine the wall time also counts the time spent waiting for a core.
+        self.cpu.append(time.process_time() - self._cpu)
 
 
 class _StopAt(SupervisedPlugin):

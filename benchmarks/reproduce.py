@@ -16,6 +16,8 @@ resume from their checkpoint. The aggregate goes to ``benchmarks/results/<artefa
 each run's own ``table.md`` is rewritten from its ``result.json`` when it differs (a run
 recorded before forgetting had its present definition).
 ``--methods`` / ``--values`` restrict the grid (a reduced grid says so in its README).
+``--precision`` is fp32 by default, as the committed tables were run; ``--precision auto``
+(bf16 where the CPU runs it natively) writes ``-bf16`` run folders and ``<artefact>_bf16``.
 """
 
 from __future__ import annotations
@@ -102,6 +104,11 @@ def main() -> None:
     ap.add_argument("--shots", type=int, nargs="+", default=[1, 5])
     ap.add_argument("--methods", nargs="+", help="restrict to these methods (reduced grid)")
     ap.add_argument("--values", nargs="+", help="restrict the swept setting's values")
+    ap.add_argument(
+        "--precision", default="fp32", choices=["fp32", "auto", "bf16"],
+        help="the backbone's precision (default fp32: the committed tables were run in fp32; "
+        "'auto' runs bf16 where the CPU has it natively, into '-bf16' run folders)",
+    )  # fmt: skip
     ap.add_argument("--jobs", type=int, default=2, help="parallel runs, one core each")
     ap.add_argument("--out", help="results folder (default benchmarks/results/<artefact>)")
     ap.add_argument(
@@ -110,7 +117,7 @@ def main() -> None:
     )  # fmt: skip
     args = ap.parse_args()
 
-    from avalanche_sets.experiment import record_identity, run_identity
+    from avalanche_sets.experiment import record_identity, run_identity, run_precision
     from avalanche_sets.presets import resolve_preset
     from avalanche_sets.reporting import aggregate_results, find_results, write_table
 
@@ -125,12 +132,15 @@ def main() -> None:
     if args.values:
         reduced.append(f"{key} in {args.values} of {values}")
         values = [type(values[0])(v) for v in args.values]
-    out = Path(args.out) if args.out else out_dir(artefact_name(args.artefact, args.source))
+    name = artefact_name(args.artefact, args.source)
+    if run_precision(resolve_preset(args.preset, precision=args.precision)) == "bf16":
+        name += "_bf16"  # never overwrite the committed fp32 tables
+    out = Path(args.out) if args.out else out_dir(name)
     runs = out.parent / "runs"
 
     def preset_for(shot: int, value) -> dict:
         """The preset of one grid point: this shot and this value of the swept setting."""
-        setting = {"n_shot": shot, "root": args.root}
+        setting = {"n_shot": shot, "root": args.root, "precision": args.precision}
         if args.source:
             setting["source"] = args.source
         if key is not None:

@@ -110,22 +110,26 @@ TINY = dict(
 def test_run_names_tell_apart_every_setting_and_keep_plain_presets_short():
     from avalanche_sets.experiment import run_dir_name
 
-    cpu = resolve_preset("cpu", n_shot=5)
+    cpu = resolve_preset("cpu", n_shot=5, precision="fp32")
     assert run_dir_name("order", cpu, 0) == "order/packs-o1-5w5s-R50-seed0"
+    assert run_dir_name("order", {**cpu, "precision": "bf16"}, 0) == (
+        "order/packs-o1-5w5s-R50-seed0-bf16"
+    )
     # where the data lives and how many threads do not change what is computed
     assert run_dir_name("order", {**cpu, "root": "/else", "threads": 2}, 0) == (
         "order/packs-o1-5w5s-R50-seed0"
     )
     names = {
         run_dir_name("order", cpu, 0),
-        run_dir_name("order", resolve_preset("cpu", n_shot=5, mem_size=50), 0),
-        run_dir_name("order", resolve_preset("cpu", n_shot=5, image_size=16), 0),
+        run_dir_name("order", {**cpu, "mem_size": 50}, 0),
+        run_dir_name("order", {**cpu, "image_size": 16}, 0),
+        run_dir_name("order", {**cpu, "precision": "bf16"}, 0),
         run_dir_name("order", cpu, 0, strategy_overrides={"lam": 1e-4}),
         run_dir_name("order", cpu, 0, eval_stream="valid"),
         run_dir_name("order", cpu, 1),
     }
-    assert len(names) == 6
-    assert run_dir_name("order", resolve_preset("cpu", n_shot=5, mem_size=50), 0) == (
+    assert len(names) == 7
+    assert run_dir_name("order", {**cpu, "mem_size": 50}, 0) == (
         "order/packs-o1-5w5s-R50-seed0-mem_size50"
     )
     assert run_dir_name("order", cpu, 0, strategy_overrides={"lam": 1e-4, "beta": 0.01},

@@ -3,12 +3,15 @@
 from .backbone import (
     PIXEL_MEAN,
     PIXEL_STD,
+    PRECISIONS,
     ConvBackbone,
     autocast_bf16,
     bf16_supported,
+    check_precision,
     cpu_backbone,
     embed_episodes,
     paper_backbone,
+    resolve_precision,
     to_input,
 )
 from .heads import (
@@ -28,6 +31,9 @@ __all__ = [
     "to_input",
     "bf16_supported",
     "autocast_bf16",
+    "PRECISIONS",
+    "check_precision",
+    "resolve_precision",
     "embed_episodes",
     "PIXEL_MEAN",
     "PIXEL_STD",

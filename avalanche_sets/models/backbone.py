@@ -10,9 +10,11 @@ Episodes store images as uint8 ``[n, H, W, 3]`` (channels last). :func:`to_input
 the network's float input in one cheap op chain; :func:`embed_episodes` forwards all the images
 of an episode (support, query, unlabeled) in **one** backbone call (design §8).
 
-Speed options (design §8, measured on a Xeon with AMX): ``channels_last`` memory format and
-bfloat16 autocast (:func:`autocast_bf16`). Embeddings always come back as float32, so that the
-prototype distances, MI and OT terms computed from them stay in fp32.
+Speed options (design §8): ``channels_last`` memory format and the backbone's ``precision``:
+``"fp32"``, ``"bf16"`` (bfloat16 autocast of the backbone's forward) or ``"auto"`` (bf16 where
+the device runs it natively — oneDNN with AVX-512 BF16 or AMX on CPU — fp32 otherwise, see
+:func:`resolve_precision`). Embeddings always come back as float32, so the prototype
+distances, heads, MI and OT terms computed from them stay in fp32.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ __all__ = [
     "to_input",
     "bf16_supported",
     "autocast_bf16",
+    "PRECISIONS",
+    "check_precision",
+    "resolve_precision",
     "embed_episodes",
     "PIXEL_MEAN",
     "PIXEL_STD",
@@ -42,6 +47,9 @@ __all__ = [
 #: whose statistics differ, and BatchNorm after the first convolution absorbs any offset/scale.
 PIXEL_MEAN = 0.5
 PIXEL_STD = 0.5
+
+#: Values of the backbone's ``precision`` setting (and of the presets' ``precision``).
+PRECISIONS = ("auto", "fp32", "bf16")
 
 
 class ConvBackbone(nn.Module):
@@ -55,6 +63,11 @@ class ConvBackbone(nn.Module):
         channels_last: store the weights in ``torch.channels_last`` memory format and feed the
             input that way (faster convolutions on CPU with oneDNN, design §8). Numerically the
             same network.
+        precision: ``"fp32"`` (default), ``"bf16"`` (the forward runs under bfloat16 autocast:
+            convolutions, BatchNorm, ReLU and pooling in bf16; emulated, hence slow, where the
+            device has no native bf16) or ``"auto"`` (bf16 where the input's device runs it
+            natively, fp32 otherwise; decided per device type at forward time, see
+            :func:`resolve_precision`).
 
     Attributes:
         out_dim: embedding size, ``width · s · s`` with ``s = image_size // 2**n_blocks``.
@@ -62,10 +75,12 @@ class ConvBackbone(nn.Module):
 
     ``forward(x)`` accepts either the float input ``[n, in_channels, H, W]`` (e.g. from
     :func:`to_input`) or raw uint8 images ``[n, H, W, in_channels]`` (converted with
-    :func:`to_input`), and returns float32 embeddings ``[n, out_dim]`` — also under autocast.
+    :func:`to_input`), and returns float32 embeddings ``[n, out_dim]`` — also under bf16, so
+    everything downstream of the backbone stays in fp32.
 
     Raises:
-        ValueError: on non-positive sizes, or an image too small for ``n_blocks`` pooling stages.
+        ValueError: on non-positive sizes, an image too small for ``n_blocks`` pooling stages,
+            or an unknown ``precision``.
     """
 
     def __init__(
@@ -76,8 +91,10 @@ class ConvBackbone(nn.Module):
         image_size: int = 32,
         in_channels: int = 3,
         channels_last: bool = False,
+        precision: str = "fp32",
     ) -> None:
         super().__init__()
+        check_precision(precision, where="ConvBackbone")
         for name, value in (
             ("n_blocks", n_blocks),
             ("width", width),
@@ -98,17 +115,22 @@ class ConvBackbone(nn.Module):
         self.image_size = image_size
         self.in_channels = in_channels
         self.channels_last = bool(channels_last)
+        self.precision = precision
         self.feature_size = side
         self.out_dim = width * side * side
 
         layers: list[nn.Module] = []
         channels = in_channels
         for _ in range(n_blocks):
+            # Pooling before the ReLU: max-pooling commutes with any non-decreasing map, so the
+            # block computes exactly conv → BN → ReLU → pool (values and gradients, bit for bit,
+            # tests/models/test_backbone.py), with the ReLU on a 4× smaller map. Neither layer
+            # has state, so the parameter names (and checkpoints) are those of the paper's order.
             layers += [
                 nn.Conv2d(channels, width, kernel_size=3, padding=1),
                 nn.BatchNorm2d(width),
-                nn.ReLU(inplace=True),
                 nn.MaxPool2d(2),
+                nn.ReLU(inplace=True),
             ]
             channels = width
         self.features = nn.Sequential(*layers)
@@ -118,8 +140,13 @@ class ConvBackbone(nn.Module):
     def extra_repr(self) -> str:
         return (
             f"n_blocks={self.n_blocks}, width={self.width}, image_size={self.image_size}, "
-            f"out_dim={self.out_dim}, channels_last={self.channels_last}"
+            f"out_dim={self.out_dim}, channels_last={self.channels_last}, "
+            f"precision={self.precision!r}"
         )
+
+    def uses_bf16(self, device_type: str = "cpu") -> bool:
+        """Whether the forward on ``device_type`` runs under bf16 autocast."""
+        return resolve_precision(self.precision, device_type) == "bf16"
 
     def forward(self, x: Tensor) -> Tensor:
         if x.dtype == torch.uint8:
@@ -136,19 +163,38 @@ class ConvBackbone(nn.Module):
                 f"ConvBackbone was built for {self.image_size} px images, got "
                 f"{x.shape[-2]}x{x.shape[-1]}"
             )
+        device_type = x.device.type
+        if self.uses_bf16(device_type):
+            # Only the backbone runs in bf16; the embedding leaves it as fp32 (below).
+            with torch.autocast(device_type, dtype=torch.bfloat16):
+                return self.features(x).flatten(1).float()
         return self.features(x).flatten(1).float()
 
 
-def paper_backbone(image_size: int = 84, *, channels_last: bool = False) -> ConvBackbone:
+def paper_backbone(
+    image_size: int = 84, *, channels_last: bool = False, precision: str = "fp32"
+) -> ConvBackbone:
     """The paper's embedding network: 5 blocks of 64 filters; 84 px → 256-d."""
-    return ConvBackbone(n_blocks=5, width=64, image_size=image_size, channels_last=channels_last)
+    return ConvBackbone(
+        n_blocks=5,
+        width=64,
+        image_size=image_size,
+        channels_last=channels_last,
+        precision=precision,
+    )
 
 
 def cpu_backbone(
-    image_size: int = 32, width: int = 64, *, channels_last: bool = False
+    image_size: int = 32, width: int = 64, *, channels_last: bool = False, precision: str = "fp32"
 ) -> ConvBackbone:
     """The CPU preset: 4 blocks of ``width`` filters; 32 px, 64 filters → 256-d."""
-    return ConvBackbone(n_blocks=4, width=width, image_size=image_size, channels_last=channels_last)
+    return ConvBackbone(
+        n_blocks=4,
+        width=width,
+        image_size=image_size,
+        channels_last=channels_last,
+        precision=precision,
+    )
 
 
 def to_input(images: Tensor, *, channels_last: bool = True) -> Tensor:
@@ -171,11 +217,22 @@ def to_input(images: Tensor, *, channels_last: bool = True) -> Tensor:
     return x
 
 
+_BF16_NATIVE: dict[str, bool] = {}
+
+
 def bf16_supported(device_type: str = "cpu") -> bool:
     """Whether bfloat16 matmuls/convolutions run natively (fast) on this device.
 
     On CPU this asks oneDNN (AVX-512 BF16 or AMX); elsewhere false unless CUDA says so.
+    The answer is cached per device type (it is asked on every forward of an ``"auto"``
+    backbone).
     """
+    if device_type not in _BF16_NATIVE:
+        _BF16_NATIVE[device_type] = _ask_bf16_native(device_type)
+    return _BF16_NATIVE[device_type]
+
+
+def _ask_bf16_native(device_type: str) -> bool:
     if device_type == "cuda":
         return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
     if device_type != "cpu":
@@ -186,6 +243,29 @@ def bf16_supported(device_type: str = "cpu") -> bool:
         )
     except (AttributeError, RuntimeError):  # pragma: no cover - depends on the torch build
         return False
+
+
+def check_precision(precision: str, *, where: str = "precision") -> str:
+    """Raise a ValueError unless ``precision`` is one of :data:`PRECISIONS`; return it."""
+    if precision not in PRECISIONS:
+        raise ValueError(
+            f"{where}: precision must be one of {list(PRECISIONS)}, got {precision!r}; fix: "
+            "'auto' (bf16 where the device runs it natively, else fp32) or 'fp32' (exact)"
+        )
+    return precision
+
+
+def resolve_precision(precision: str, device_type: str = "cpu") -> str:
+    """What ``precision`` means on ``device_type``: ``"fp32"`` or ``"bf16"``.
+
+    ``"auto"`` is ``"bf16"`` exactly where :func:`bf16_supported` reports native bf16 (on CPU:
+    oneDNN with AVX-512 BF16 or AMX), ``"fp32"`` otherwise; ``"fp32"`` and ``"bf16"`` mean
+    themselves. Runs record the resolved value, since bf16 changes the numbers.
+    """
+    check_precision(precision)
+    if precision == "auto":
+        return "bf16" if bf16_supported(device_type) else "fp32"
+    return precision
 
 
 _warned_no_bf16: set[str] = set()

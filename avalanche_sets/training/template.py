@@ -18,6 +18,8 @@ What the template guarantees:
   A non-finite term or gradient refuses the step with a :class:`NonFiniteLossError` naming the
   term and the iteration, before the weights change, so the last checkpoint stays the last
   good state.
+* Large activations reuse freed memory (:func:`~avalanche_sets.training.allocator.keep_freed_memory`,
+  called at construction; ``AVALANCHE_SETS_MALLOC=system`` opts out).
 * The train loader keeps the episode collate function (Avalanche's default loader drops it for
   experiences without task labels) and does not shuffle: episodes are already random, and a
   fixed order makes runs reproducible and resumable at any iteration (``start_iteration``).
@@ -25,6 +27,7 @@ What the template guarantees:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import torch
@@ -37,6 +40,7 @@ from torch.nn import CrossEntropyLoss
 from torch.utils.data import DataLoader, Subset
 
 from ..data.episodes import EpisodeBatch, collate_episodes
+from .allocator import keep_freed_memory
 
 __all__ = ["EpisodicTemplate", "EpisodicPlugin", "NonFiniteLossError"]
 
@@ -131,6 +135,9 @@ class EpisodicTemplate(SupervisedTemplate):
             eval_every=eval_every,
             **kwargs,
         )
+        # Reuse the memory of one step in the next instead of faulting in fresh pages for every
+        # large activation (process-wide; numbers unchanged; see training/allocator.py).
+        keep_freed_memory()
         # Avalanche's first make_optimizer() call resets the optimiser's state (to record which
         # parameters it optimises). Doing it now, while the state is empty, keeps a state
         # restored from a checkpoint alive when train() calls make_optimizer() again.
@@ -141,6 +148,8 @@ class EpisodicTemplate(SupervisedTemplate):
         """Index of the current meta-batch inside the current training experience."""
         self.loss_terms: dict[str, torch.Tensor] = {}
         """This iteration's loss terms by name (detached), e.g. ``{"meta": ..., "mi": ...}``."""
+        self._eval_batches: dict[int, tuple] = {}
+        self._eval_cached_bytes = 0
 
     # ------------------------------------------------------------------ data
     def train(self, experiences, eval_streams=None, *, start_iteration: int = 0, **kwargs):
@@ -172,13 +181,36 @@ class EpisodicTemplate(SupervisedTemplate):
             collate_fn=collate_episodes,
         )
 
+    #: Bytes of collated evaluation batches kept for the next evaluation of the same episodes.
+    eval_cache_bytes: int = 256 * 2**20
+
     def make_eval_dataloader(self, num_workers=0, shuffle=False, pin_memory=None, **kwargs):
-        self.dataloader = DataLoader(
+        """The evaluation batches; those of an experience evaluated before come from memory.
+
+        The accuracy matrix evaluates the same test episodes after every training domain; an
+        episode is a pure function of its index, so sampling, decoding and collating it again
+        would only repeat work. Up to :attr:`eval_cache_bytes` of collated batches are kept
+        (per strategy; an experience that does not fit is streamed as before).
+        """
+        source = self.experience.dataset
+        hit = self._eval_batches.get(id(source))
+        if hit is not None and hit[0] is source and hit[1] == self.eval_mb_size:
+            self.dataloader = [list(b) for b in hit[2]]  # Avalanche moves items in place
+            return
+        loader = DataLoader(
             self.adapted_dataset,
             batch_size=self.eval_mb_size,
             shuffle=False,
             num_workers=num_workers,
             collate_fn=collate_episodes,
+        )
+
+        def keep(batches: list, size: int) -> None:
+            self._eval_batches[id(source)] = (source, self.eval_mb_size, batches)
+            self._eval_cached_bytes += size
+
+        self.dataloader = _CachingLoader(
+            loader, budget=self.eval_cache_bytes - self._eval_cached_bytes, keep=keep
         )
 
     # ------------------------------------------------------------------ model
@@ -258,3 +290,38 @@ class EpisodicTemplate(SupervisedTemplate):
         self.mbatch[0] = x
         self.mbatch[1] = y
         self.mbatch[-1] = torch.zeros_like(y)
+
+
+def _nbytes(value) -> int:
+    if isinstance(value, torch.Tensor):
+        return value.nbytes
+    if dataclasses.is_dataclass(value):
+        return sum(_nbytes(getattr(value, f.name)) for f in dataclasses.fields(value))
+    if isinstance(value, (list, tuple)):
+        return sum(map(_nbytes, value))
+    return 0
+
+
+class _CachingLoader:
+    """Iterates a data loader and hands its batches to ``keep`` once, if they fit ``budget``."""
+
+    def __init__(self, loader: DataLoader, *, budget: int, keep) -> None:
+        self.loader, self.budget, self.keep = loader, budget, keep
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __iter__(self):
+        kept: list | None = []
+        size = 0
+        for batch in self.loader:
+            batch = tuple(batch)
+            if kept is not None:
+                size += _nbytes(batch)
+                if size <= self.budget:
+                    kept.append(batch)
+                else:
+                    kept = None
+            yield list(batch)
+        if kept is not None:
+            self.keep(kept, size)

@@ -1,3 +1,5 @@
+import copy
+
 import pytest
 import torch
 
@@ -193,3 +195,29 @@ def test_embed_episodes_rejects_mismatched_parts():
         embed_episodes(net, [_images(2, 32), _images(2, 16)])
     with pytest.raises(ValueError):
         embed_episodes(net, [_images(2, 32).float()])
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_pool_before_relu_is_the_papers_block_bit_for_bit(precision):
+    """The blocks pool before the ReLU (cheaper); values and gradients equal the paper's
+    conv → BN → ReLU → pool order exactly, and the parameter names are unchanged."""
+    torch.manual_seed(0)
+    net = ConvBackbone(n_blocks=3, width=8, image_size=16, channels_last=True, precision=precision)
+    layers = list(net.features)
+    assert [type(m).__name__ for m in layers[:4]] == ["Conv2d", "BatchNorm2d", "MaxPool2d", "ReLU"]
+    paper = copy.deepcopy(net)
+    for i in range(0, len(layers), 4):  # swap back to conv, BN, ReLU, pool
+        paper.features[i + 2], paper.features[i + 3] = (
+            torch.nn.ReLU(inplace=True), torch.nn.MaxPool2d(2),
+        )  # fmt: skip
+    assert list(paper.state_dict()) == list(net.state_dict())
+    x = _images(12, 16)
+    out_new, out_old = net(x), paper(x)
+    assert torch.equal(out_new, out_old)
+    w = torch.randn_like(out_new)
+    (out_new * w).sum().backward()
+    (out_old * w).sum().backward()
+    for (name, a), b in zip(net.named_parameters(), paper.parameters()):
+        assert torch.equal(a.grad, b.grad), name
+    for a, b in zip(net.buffers(), paper.buffers()):
+        assert torch.equal(a, b)
