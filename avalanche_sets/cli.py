@@ -99,12 +99,18 @@ def build_parser() -> argparse.ArgumentParser:
             help="checkpoint every N iterations and at every domain end (default 50); a "
             "killed run started again with the same command resumes from the newest good one",
         )  # fmt: skip
+        sp.add_argument(
+            "-v", "--verbose", action="store_true",
+            help="also print every metric value on the terminal (they always go to the run "
+            "folder's log.txt)",
+        )  # fmt: skip
 
     run = sub.add_parser("run", help="run one method on one benchmark")
     add_run_args(run, many_methods=False)
     run.add_argument(
-        "--loggers", nargs="*", default=["interactive"], choices=list(LOGGERS),
-        help="Avalanche loggers (default: interactive progress bar)",
+        "--loggers", nargs="*", default=["progress"], choices=list(LOGGERS),
+        help="loggers besides the run folder's log.txt: progress (default: one bar per "
+        "domain), interactive (Avalanche's bars and metric values), csv, tensorboard",
     )  # fmt: skip
 
     sweep = sub.add_parser("sweep", help="run a grid of methods x seeds x settings")
@@ -167,6 +173,7 @@ def _cmd_run(args) -> int:
             seed=seed,
             out_root=args.out,
             loggers=tuple(args.loggers),
+            verbose=args.verbose,
             eval_stream=args.eval_stream,
             strategy_overrides=strategy_overrides,
             checkpoint_every=args.checkpoint_every,
@@ -187,8 +194,18 @@ def _cmd_run(args) -> int:
         print(
             f"\n{args.method}, seed {seed} ({record['seconds']:.0f} s, {record['status']}):\n{table}"
         )
-        print(f"accuracy matrix heatmap: {folder / 'accuracy_matrix.png'}")
+        print(f"\nwrote {folder}/")
+        for name, what in _RUN_FILES:
+            print(f"  {name:<20} {what}")
     return 0
+
+
+_RUN_FILES = [
+    ("result.json", "accuracy matrix, final accuracies with 95% CIs, settings"),
+    ("table.md", "the table above"),
+    ("accuracy_matrix.png", "heatmap: accuracy on every domain after each training domain"),
+    ("log.txt", "every metric value of the run (--verbose prints them)"),
+]
 
 
 def _grid(args) -> list[tuple[str, dict, int]]:
@@ -209,13 +226,14 @@ def _one(job, wait: bool = False):
     ``status``: ``"ran"``, ``"finished before"`` (skipped), or ``"locked"`` (another process is
     running it; the sweep comes back to it with ``wait=True`` once its own runs are done).
     """
-    method, preset, seed, out, eval_stream, strategy_overrides, every = job
+    method, preset, seed, out, eval_stream, strategy_overrides, every, verbose = job
     from .experiment import run_experiment
     from .run_folder import RunLockedError
 
     try:
         rec = run_experiment(
-            method, preset, seed=seed, out_root=out, loggers=(), eval_stream=eval_stream,
+            method, preset, seed=seed, out_root=out, loggers=(), verbose=verbose,
+            eval_stream=eval_stream,
             strategy_overrides=strategy_overrides, checkpoint_every=every, wait=wait,
         )  # fmt: skip
     except RunLockedError:
@@ -236,9 +254,10 @@ def _cmd_sweep(args) -> int:
             return 2
     strategy_overrides = _parse_sets(args.strategy_set, grid=False)
     jobs = [
-        (m, p, s, args.out, args.eval_stream, strategy_overrides, args.checkpoint_every)
+        (m, p, s, args.out, args.eval_stream, strategy_overrides, args.checkpoint_every,
+         args.verbose)
         for m, p, s in _grid(args)
-    ]
+    ]  # fmt: skip
     from .methods import check_method
 
     for method, preset, *_ in jobs:  # every grid point, before the first run starts

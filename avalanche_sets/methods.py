@@ -222,9 +222,9 @@ def build_strategy(
     The model is initialised from ``torch.manual_seed(seed)``.
     """
     check_method(name, preset, overrides)
-    from avalanche.training.plugins import EvaluationPlugin
+    from .training.template import silent_evaluator
 
-    evaluator = evaluator if evaluator is not None else EvaluationPlugin()
+    evaluator = evaluator if evaluator is not None else silent_evaluator()
     torch.manual_seed(seed)
     backbone = make_backbone(preset)
     if name in ORDER_VARIANTS:
