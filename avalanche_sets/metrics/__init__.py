@@ -8,6 +8,7 @@ from .episode_metrics import (
     OODDetection,
     OODResult,
     StreamAccuracy,
+    accuracy_matrix_figure,
     auroc,
     ci95,
     episode_accuracies,
@@ -33,5 +34,6 @@ __all__ = [
     "matrix_forgetting",
     "matrix_backward_transfer",
     "plot_accuracy_matrix",
+    "accuracy_matrix_figure",
     "episode_metrics",
 ]
