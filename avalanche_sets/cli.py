@@ -116,7 +116,11 @@ def build_parser() -> argparse.ArgumentParser:
     sweep = sub.add_parser("sweep", help="run a grid of methods x seeds x settings")
     add_run_args(sweep, many_methods=True)
     sweep.add_argument("--jobs", type=int, default=1, help="parallel runs (local processes)")
-    sweep.add_argument("--ray-address", help="run on a Ray cluster (e.g. auto or ray://host:port)")
+    sweep.add_argument(
+        "--ray-address",
+        help="run every run as a Ray task: local (a cluster on this machine), auto (the "
+        "cluster `ray start` joined) or ray://host:10001",
+    )
 
     table = sub.add_parser("table", help="aggregate run folders into tables with 95%% CIs")
     table.add_argument("folders", nargs="+", help="folders searched for result.json files")
@@ -250,7 +254,11 @@ def _cmd_sweep(args) -> int:
         try:
             import ray  # noqa: F401
         except ImportError:
-            print("error: --ray-address needs Ray: pip install 'ray[default]'", file=sys.stderr)
+            print(
+                "error: --ray-address needs Ray: pip install 'avalanche-sets[ray]' (or "
+                "scripts/install.sh, which installs it)",
+                file=sys.stderr,
+            )
             return 2
     strategy_overrides = _parse_sets(args.strategy_set, grid=False)
     jobs = [
@@ -281,12 +289,7 @@ def _sweep_pass(args, jobs: list, fn) -> list:
     from tqdm import tqdm
 
     if args.ray_address:
-        import ray
-
-        ray.init(address=args.ray_address)
-        gpus = [1 if p.get("device", "cpu").startswith("cuda") else 0 for _, p, *_ in jobs]
-        remote = [ray.remote(num_gpus=g, num_cpus=1)(fn).remote(j) for j, g in zip(jobs, gpus)]
-        return ray.get(remote)
+        return _ray_pass(args.ray_address, jobs, fn)
     if args.jobs > 1:
         import multiprocessing as mp
 
@@ -295,6 +298,48 @@ def _sweep_pass(args, jobs: list, fn) -> list:
         with mp.get_context("spawn").Pool(args.jobs) as pool:
             return list(tqdm(pool.imap(fn, jobs), total=len(jobs)))
     return [fn(j) for j in tqdm(jobs)]
+
+
+def _ray_pass(address: str, jobs: list, fn) -> list:
+    """``fn`` over ``jobs`` as Ray tasks (one CPU each, plus one GPU when the preset runs on
+    CUDA); results in order. Connects to ``address`` (``local`` starts a cluster on this
+    machine, ``auto`` joins the one ``ray start`` started) unless this process already is."""
+    import ray
+    from tqdm import tqdm
+
+    from .experiment import run_dir_name
+
+    results: list = [None] * len(jobs)
+    todo = []
+    for i, (method, preset, seed, out, eval_stream, overrides, *rest) in enumerate(jobs):
+        where = {"eval_stream": eval_stream, "strategy_overrides": overrides}
+        if (Path(out) / run_dir_name(method, preset, seed, **where) / "result.json").is_file():
+            results[i] = fn(jobs[i])  # finished: read (and checked) here, no task needed
+        else:
+            # one core per task; the folder as an absolute path, the same on every worker of
+            # one machine (on a cluster: a folder every node mounts at that path)
+            job = (method, {**preset, "threads": 1}, seed, str(Path(out).resolve()),
+                   eval_stream, overrides, *rest)  # fmt: skip
+            todo.append((i, job, str(preset.get("device", "cpu")).startswith("cuda")))
+    if not todo:
+        return results
+    connected_here = not ray.is_initialized()
+    if connected_here:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    try:
+        pending = {
+            ray.remote(num_cpus=1, num_gpus=int(gpu))(fn).remote(job): i for i, job, gpu in todo
+        }
+        with tqdm(total=len(pending), desc="runs") as bar:
+            while pending:  # report runs as they finish, in any order
+                done, _ = ray.wait(list(pending), num_returns=1)
+                for ref in done:
+                    results[pending.pop(ref)] = ray.get(ref)
+                    bar.update(1)
+        return results
+    finally:
+        if connected_here:
+            ray.shutdown()
 
 
 def _cmd_table(args) -> int:

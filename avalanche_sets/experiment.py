@@ -377,6 +377,8 @@ def run_experiment(
             "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "machine": machine_info(),
             "command": _command(),
+            "host": platform.node(),  # which node of a cluster ran it (sweep --ray-address)
+            "pid": os.getpid(),
             "resumes": resumes,
         }
         (out / "table.md").write_text(result.table() + "\n")
