@@ -198,7 +198,7 @@ def _cmd_run(args) -> int:
         print(
             f"\n{args.method}, seed {seed} ({record['seconds']:.0f} s, {record['status']}):\n{table}"
         )
-        print(f"\nwrote {folder}/")
+        print(f"\n{'wrote' if record['status'] == 'ran' else 'finished before, in'} {folder}/")
         for name, what in _RUN_FILES:
             print(f"  {name:<20} {what}")
     return 0
@@ -206,6 +206,7 @@ def _cmd_run(args) -> int:
 
 _RUN_FILES = [
     ("result.json", "accuracy matrix, final accuracies with 95% CIs, settings"),
+    ("run.json", "wall time, date, machine, command"),
     ("table.md", "the table above"),
     ("accuracy_matrix.png", "heatmap: accuracy on every domain after each training domain"),
     ("log.txt", "every metric value of the run (--verbose prints them)"),

@@ -40,7 +40,7 @@ def test_run_prints_the_stream_bars_table_and_paths_and_logs_the_metrics(tmp_pat
     assert "SETS benchmark (synthetic, seed 0)" in out  # the stream
     assert "| **mean** |" in out and "| shapes |" in out  # the final table
     assert f"wrote {folder}/" in out
-    for name in ("result.json", "table.md", "accuracy_matrix.png", "log.txt"):
+    for name in ("result.json", "run.json", "table.md", "accuracy_matrix.png", "log.txt"):
         assert re.search(rf"^  {re.escape(name)} ", out, re.M), name
         assert (folder / name).is_file()
     assert not METRIC_LINE.search(out + err)  # no metric dumps on the terminal
