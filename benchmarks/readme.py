@@ -46,6 +46,8 @@ def _machine(prov: dict) -> str:
     load, nice = prov.get("load_average"), prov.get("nice")
     busy = f", load average {load:.1f} at the start" if load is not None else ""
     busy += f", under nice {nice}" if nice else ""
+    if load is not None and load > m["cores"]:
+        busy += ": a busy shared machine, a quiet one is faster"
     return f"{m['cpu']} ({m['cores']} cores{busy})"
 
 
@@ -215,9 +217,10 @@ def main() -> int:
     args = p.parse_args()
     if args.what == "record-demo":
         record_demo()
-    elif args.what == "record-tests":
+        return 0
+    if args.what == "record-tests":
         return record_tests(args.pytest_args)
-    elif args.what == "record-install":
+    if args.what == "record-install":
         return record_install()
     text = README.read_text()
     if args.what == "check":
