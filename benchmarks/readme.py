@@ -11,6 +11,7 @@ README and those files disagree.
     python benchmarks/readme.py record-demo      # run `make demo`'s command, keep its result
     python benchmarks/readme.py record-tests     # run the test suite, keep its count and time
     python benchmarks/readme.py record-install   # a fresh install into a temporary venv, timed
+    python benchmarks/readme.py record-l2l-download   # learn2learn's sdist fetch, old vs new
 """
 
 from __future__ import annotations
@@ -87,11 +88,23 @@ def install_block() -> str:
     s = _summary(INSTALL)
     if s is None:
         return _not_measured("A fresh install", "install-result")
-    return (
+    text = (
         f"A fresh install (`{s['command']}`, an empty virtual environment, torch from the local "
         f"wheels) took **{_minutes(s['wall_seconds'])}** on {s['date'][:10]}, {_machine(s)} "
         "([result](benchmarks/results/install/README.md)).\n"
     )
+    dl = INSTALL / "learn2learn_download.json"
+    if dl.is_file():  # `python benchmarks/readme.py record-l2l-download`
+        d = json.loads(dl.read_text())
+        times = "; ".join(  # keys: "<when>: <pip flags>"
+            f"{k.split(': ', 1)[0]} (`{k.split(': ', 1)[1]}`) {_minutes(v)}"
+            for k, v in d["seconds"].items()
+        )
+        text += (
+            f"\nFetching learn2learn's sdist, the two ways timed one after the other on "
+            f"{d['date'][:10]}, {_machine(d)}: {times}.\n"
+        )
+    return text
 
 
 def tests_block() -> str:
@@ -209,10 +222,36 @@ def record_install() -> int:
     return 0
 
 
+L2L_DOWNLOADS = {  # scripts/install.sh's learn2learn download, before and after issue 15
+    "before: --no-binary :all:": ["--no-binary", ":all:"],
+    "now: --no-binary learn2learn --no-build-isolation": [
+        "--no-binary", "learn2learn", "--no-build-isolation",
+    ],
+}  # fmt: skip
+
+
+def record_l2l_download() -> int:
+    """Time the two ways of fetching learn2learn's sdist, one after the other, same venv."""
+    prov = _prov()
+    seconds = {}
+    for name, flags in L2L_DOWNLOADS.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            # --no-cache-dir: a fresh machine has no wheels built by an earlier run
+            cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-cache-dir",
+                   "--no-deps", *flags, "learn2learn==0.2.0", "-d", tmp]  # fmt: skip
+            start = time.perf_counter()
+            subprocess.run(cmd, check=True, cwd=tmp)
+            seconds[name] = time.perf_counter() - start
+            print(f"{name}: {seconds[name]:.1f} s")
+    INSTALL.mkdir(parents=True, exist_ok=True)
+    write_json(INSTALL / "learn2learn_download.json", {**prov, "seconds": seconds})
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("what", choices=["update", "check", "record-demo", "record-tests",
-                                    "record-install"])  # fmt: skip
+                                    "record-install", "record-l2l-download"])  # fmt: skip
     p.add_argument("pytest_args", nargs="*", help="record-tests: extra pytest arguments")
     args = p.parse_args()
     if args.what == "record-demo":
@@ -222,6 +261,8 @@ def main() -> int:
         return record_tests(args.pytest_args)
     if args.what == "record-install":
         return record_install()
+    if args.what == "record-l2l-download":
+        return record_l2l_download()
     text = README.read_text()
     if args.what == "check":
         stale = stale_blocks(text)

@@ -39,9 +39,8 @@ if ! have learn2learn; then
   tmp="$(mktemp -d)"
   trap 'rm -rf "$tmp"' EXIT
   # Only learn2learn's sdist: `--no-binary :all:` also applied to the build dependencies pip
-  # installs to prepare the sdist's metadata (setuptools, wheel, Cython from setup_requires),
-  # so they were compiled from source, minutes for nothing. --no-build-isolation prepares it
-  # with what this venv already has (setuptools, and the Cython wheel installed just above).
+  # installs to read the sdist (setuptools, wheel), so it built them from source first;
+  # --no-build-isolation reads it with this venv's setuptools and Cython (installed above).
   pip download --quiet --no-deps --no-binary learn2learn --no-build-isolation \
     "learn2learn==$L2L_VERSION" -d "$tmp"
   tar -xzf "$tmp"/learn2learn-"$L2L_VERSION".tar.gz -C "$tmp"
