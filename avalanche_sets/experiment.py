@@ -169,7 +169,7 @@ def run_dir_name(
 def _evaluator(loggers, out: Path, *, verbose: bool = False, log_file=None):
     """The run's ``EvaluationPlugin``: Avalanche's metrics and the SETS episode metrics.
 
-    Every metric value goes to ``log_file`` (the run folder's ``log.txt``) whatever
+    Every metric value goes to ``log_file`` (default: ``out/log.txt``, appended to) whatever
     ``loggers`` says, so the evaluator always has a logger and nothing is lost; ``loggers``
     adds terminal and file loggers (:data:`LOGGERS`), ``verbose`` also prints the metric
     values on the terminal.
@@ -190,6 +190,8 @@ def _evaluator(loggers, out: Path, *, verbose: bool = False, log_file=None):
     unknown = set(loggers) - set(LOGGERS)
     if unknown:
         raise ValueError(f"unknown logger(s) {sorted(unknown)}; choose from {LOGGERS}")
+    if log_file is None:  # the run folder's log, owned by the logger from here on
+        log_file = open(out / LOG_FILE, "a", buffering=1)  # noqa: SIM115
     made = [TextLogger(log_file)]
     if "progress" in loggers:
         made.append(DomainProgressLogger())
