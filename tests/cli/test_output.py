@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -100,3 +101,16 @@ def test_quick_start_example_writes_its_heatmap_where_it_says_not_in_the_cwd(tmp
         "out", "out/qs", "out/qs/accuracy_matrix.png",
     ]  # fmt: skip
     assert not METRIC_LINE.search(done.stdout)  # the example is quiet too
+
+
+def test_result_files_store_the_data_folder_as_given_not_this_machines_absolute_path(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    for given, stored in [(str(tmp_path / "data"), "data"), ("data", "data")]:
+        out = tmp_path / f"out-{len(given)}"
+        _run(capsys, "--out", str(out), "--root", given)
+        record = json.loads(next(out.rglob("result.json")).read_text())
+        assert record["preset"]["root"] == stored
+        assert str(tmp_path) not in json.dumps(record)
