@@ -2,7 +2,8 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install demo test lint format bench-sampler bench-iteration
+.PHONY: install demo test lint format bench-sampler bench-iteration readme demo-result test-result \
+	install-result
 
 install: $(VENV)/.installed
 
@@ -31,3 +32,21 @@ bench-sampler: install
 
 bench-iteration: install
 	$(PY) benchmarks/iteration_time.py
+
+# The README's numbers and pictures come from benchmarks/results/ (benchmarks/readme.py):
+# `make readme` rewrites its generated blocks; the *-result targets re-measure one of them
+# first (tests/benchmarks/test_readme_numbers.py fails while the README is stale).
+readme: install
+	$(PY) benchmarks/readme.py update
+
+demo-result: install
+	$(PY) benchmarks/readme.py record-demo
+	$(PY) benchmarks/readme.py update
+
+test-result: install
+	$(PY) benchmarks/readme.py record-tests
+	$(PY) benchmarks/readme.py update
+
+install-result: install
+	$(PY) benchmarks/readme.py record-install
+	$(PY) benchmarks/readme.py update

@@ -100,18 +100,28 @@ def build_parser() -> argparse.ArgumentParser:
             help="checkpoint every N iterations and at every domain end (default 50); a "
             "killed run started again with the same command resumes from the newest good one",
         )  # fmt: skip
+        sp.add_argument(
+            "-v", "--verbose", action="store_true",
+            help="also print every metric value on the terminal (they always go to the run "
+            "folder's log.txt)",
+        )  # fmt: skip
 
     run = sub.add_parser("run", help="run one method on one benchmark")
     add_run_args(run, many_methods=False)
     run.add_argument(
-        "--loggers", nargs="*", default=["interactive"], choices=list(LOGGERS),
-        help="Avalanche loggers (default: interactive progress bar)",
+        "--loggers", nargs="*", default=["progress"], choices=list(LOGGERS),
+        help="loggers besides the run folder's log.txt: progress (default: one bar per "
+        "domain), interactive (Avalanche's bars and metric values), csv, tensorboard",
     )  # fmt: skip
 
     sweep = sub.add_parser("sweep", help="run a grid of methods x seeds x settings")
     add_run_args(sweep, many_methods=True)
     sweep.add_argument("--jobs", type=int, default=1, help="parallel runs (local processes)")
-    sweep.add_argument("--ray-address", help="run on a Ray cluster (e.g. auto or ray://host:port)")
+    sweep.add_argument(
+        "--ray-address",
+        help="run every run as a Ray task: local (a cluster on this machine), auto (the "
+        "cluster `ray start` joined) or ray://host:10001",
+    )
 
     table = sub.add_parser("table", help="aggregate run folders into tables with 95%% CIs")
     table.add_argument("folders", nargs="+", help="folders searched for result.json files")
@@ -202,6 +212,7 @@ def _cmd_run(args) -> int:
             seed=seed,
             out_root=args.out,
             loggers=tuple(args.loggers),
+            verbose=args.verbose,
             eval_stream=args.eval_stream,
             strategy_overrides=strategy_overrides,
             checkpoint_every=args.checkpoint_every,
@@ -217,8 +228,19 @@ def _cmd_run(args) -> int:
         print(
             f"\n{args.method}, seed {seed} ({record['seconds']:.0f} s, {record['status']}):\n{table}"
         )
-        print(f"accuracy matrix heatmap: {folder / 'accuracy_matrix.png'}")
+        print(f"\n{'wrote' if record['status'] == 'ran' else 'finished before, in'} {folder}/")
+        for name, what in _RUN_FILES:
+            print(f"  {name:<20} {what}")
     return 0
+
+
+_RUN_FILES = [
+    ("result.json", "accuracy matrix, final accuracies with 95% CIs, settings"),
+    ("run.json", "wall time, date, machine, command"),
+    ("table.md", "the table above"),
+    ("accuracy_matrix.png", "heatmap: accuracy on every domain after each training domain"),
+    ("log.txt", "every metric value of the run (--verbose prints them)"),
+]
 
 
 def _grid(args) -> list[tuple[str, dict, int]]:
@@ -239,13 +261,14 @@ def _one(job, wait: bool = False):
     ``status``: ``"ran"``, ``"finished before"`` (skipped), or ``"locked"`` (another process is
     running it; the sweep comes back to it with ``wait=True`` once its own runs are done).
     """
-    method, preset, seed, out, eval_stream, strategy_overrides, every = job
+    method, preset, seed, out, eval_stream, strategy_overrides, every, verbose = job
     from .experiment import run_experiment
     from .run_folder import RunLockedError
 
     try:
         rec = run_experiment(
-            method, preset, seed=seed, out_root=out, loggers=(), eval_stream=eval_stream,
+            method, preset, seed=seed, out_root=out, loggers=(), verbose=verbose,
+            eval_stream=eval_stream,
             strategy_overrides=strategy_overrides, checkpoint_every=every, wait=wait,
         )  # fmt: skip
     except RunLockedError:
@@ -262,13 +285,18 @@ def _cmd_sweep(args) -> int:
         try:
             import ray  # noqa: F401
         except ImportError:
-            print("error: --ray-address needs Ray: pip install 'ray[default]'", file=sys.stderr)
+            print(
+                "error: --ray-address needs Ray: pip install 'avalanche-sets[ray]' (or "
+                "scripts/install.sh, which installs it)",
+                file=sys.stderr,
+            )
             return 2
     strategy_overrides = _parse_sets(args.strategy_set, grid=False)
     jobs = [
-        (m, p, s, args.out, args.eval_stream, strategy_overrides, args.checkpoint_every)
+        (m, p, s, args.out, args.eval_stream, strategy_overrides, args.checkpoint_every,
+         args.verbose)
         for m, p, s in _grid(args)
-    ]
+    ]  # fmt: skip
     from .methods import check_method
 
     for method, preset, *_ in jobs:  # every grid point, before the first run starts
@@ -292,12 +320,7 @@ def _sweep_pass(args, jobs: list, fn) -> list:
     from tqdm import tqdm
 
     if args.ray_address:
-        import ray
-
-        ray.init(address=args.ray_address)
-        gpus = [1 if p.get("device", "cpu").startswith("cuda") else 0 for _, p, *_ in jobs]
-        remote = [ray.remote(num_gpus=g, num_cpus=1)(fn).remote(j) for j, g in zip(jobs, gpus)]
-        return ray.get(remote)
+        return _ray_pass(args.ray_address, jobs, fn)
     if args.jobs > 1:
         import multiprocessing as mp
 
@@ -306,6 +329,48 @@ def _sweep_pass(args, jobs: list, fn) -> list:
         with mp.get_context("spawn").Pool(args.jobs) as pool:
             return list(tqdm(pool.imap(fn, jobs), total=len(jobs)))
     return [fn(j) for j in tqdm(jobs)]
+
+
+def _ray_pass(address: str, jobs: list, fn) -> list:
+    """``fn`` over ``jobs`` as Ray tasks (one CPU each, plus one GPU when the preset runs on
+    CUDA); results in order. Connects to ``address`` (``local`` starts a cluster on this
+    machine, ``auto`` joins the one ``ray start`` started) unless this process already is."""
+    import ray
+    from tqdm import tqdm
+
+    from .experiment import run_dir_name
+
+    results: list = [None] * len(jobs)
+    todo = []
+    for i, (method, preset, seed, out, eval_stream, overrides, *rest) in enumerate(jobs):
+        where = {"eval_stream": eval_stream, "strategy_overrides": overrides}
+        if (Path(out) / run_dir_name(method, preset, seed, **where) / "result.json").is_file():
+            results[i] = fn(jobs[i])  # finished: read (and checked) here, no task needed
+        else:
+            # one core per task; the folder as an absolute path, the same on every worker of
+            # one machine (on a cluster: a folder every node mounts at that path)
+            job = (method, {**preset, "threads": 1}, seed, str(Path(out).resolve()),
+                   eval_stream, overrides, *rest)  # fmt: skip
+            todo.append((i, job, str(preset.get("device", "cpu")).startswith("cuda")))
+    if not todo:
+        return results
+    connected_here = not ray.is_initialized()
+    if connected_here:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    try:
+        pending = {
+            ray.remote(num_cpus=1, num_gpus=int(gpu))(fn).remote(job): i for i, job, gpu in todo
+        }
+        with tqdm(total=len(pending), desc="runs") as bar:
+            while pending:  # report runs as they finish, in any order
+                done, _ = ray.wait(list(pending), num_returns=1)
+                for ref in done:
+                    results[pending.pop(ref)] = ray.get(ref)
+                    bar.update(1)
+        return results
+    finally:
+        if connected_here:
+            ray.shutdown()
 
 
 def _cmd_table(args) -> int:

@@ -28,10 +28,17 @@ __all__ = [
     "run_table",
     "run_precision",
     "LOGGERS",
+    "LOG_FILE",
     "machine_info",
 ]
 
-LOGGERS = ("interactive", "text", "csv", "tensorboard")
+LOGGERS = ("progress", "interactive", "text", "csv", "tensorboard")
+"""Loggers a run can add: ``progress`` (one bar per domain on stderr), ``interactive``
+(Avalanche's bars and metric values on stdout), ``csv``, ``tensorboard``. ``text`` (the metric
+values in the run folder's ``log.txt``) is always on and accepted for compatibility."""
+
+LOG_FILE = "log.txt"
+"""The file of a run folder that receives every metric value and message of the run."""
 
 
 def machine_info() -> dict[str, Any]:
@@ -213,7 +220,14 @@ def run_dir_name(
     return name
 
 
-def _evaluator(loggers, out: Path):
+def _evaluator(loggers, out: Path, *, verbose: bool = False, log_file=None):
+    """The run's ``EvaluationPlugin``: Avalanche's metrics and the SETS episode metrics.
+
+    Every metric value goes to ``log_file`` (default: ``out/log.txt``, appended to) whatever
+    ``loggers`` says, so the evaluator always has a logger and nothing is lost; ``loggers``
+    adds terminal and file loggers (:data:`LOGGERS`), ``verbose`` also prints the metric
+    values on the terminal.
+    """
     from avalanche.evaluation.metrics import (
         accuracy_metrics,
         bwt_metrics,
@@ -225,15 +239,20 @@ def _evaluator(loggers, out: Path):
     from avalanche.training.plugins import EvaluationPlugin
 
     from .metrics import episode_metrics
+    from .training.progress import DomainProgressLogger
 
     unknown = set(loggers) - set(LOGGERS)
     if unknown:
         raise ValueError(f"unknown logger(s) {sorted(unknown)}; choose from {LOGGERS}")
-    made = []
+    if log_file is None:  # the run folder's log, owned by the logger from here on
+        log_file = open(out / LOG_FILE, "a", buffering=1)  # noqa: SIM115
+    made = [TextLogger(log_file)]
+    if "progress" in loggers:
+        made.append(DomainProgressLogger())
     if "interactive" in loggers:
         made.append(InteractiveLogger())
-    if "text" in loggers:
-        made.append(TextLogger(open(out / "log.txt", "a")))  # noqa: SIM115 - the logger owns it
+    elif verbose:  # the interactive logger prints the metric values already
+        made.append(TextLogger(sys.stdout))
     if "csv" in loggers:
         made.append(CSVLogger(log_folder=str(out / "csv")))
     if "tensorboard" in loggers:
@@ -272,13 +291,34 @@ def _finished(out: Path, asked: dict, seed: int) -> dict:
     return rec
 
 
+def _portable(preset: dict) -> dict:
+    """``preset`` with its data folder as the user gave it, never as this machine's absolute
+    path: an absolute ``root`` is stored relative to the working directory, so a result file
+    says the same on every machine that runs the same command from the same place."""
+    root = preset.get("root")
+    if root is None or not Path(root).is_absolute():
+        return preset
+    return {**preset, "root": os.path.relpath(root, Path.cwd())}
+
+
+def _command() -> str:
+    """The command line of this process, with the program's name instead of its path."""
+    if not sys.argv:
+        return ""
+    prog = Path(sys.argv[0]).name
+    if prog == "__main__.py":  # python -m avalanche_sets
+        prog = f"python -m {Path(sys.argv[0]).parent.name}"
+    return " ".join([prog, *sys.argv[1:]])
+
+
 def run_experiment(
     method: str,
     preset: dict,
     *,
     seed: int,
     out_root: str | Path,
-    loggers: tuple[str, ...] = ("interactive",),
+    loggers: tuple[str, ...] = ("progress",),
+    verbose: bool = False,
     checkpoint_every: int | None = 50,
     eval_stream: str = "test",
     strategy_overrides: dict | None = None,
@@ -294,6 +334,10 @@ def run_experiment(
     Checkpoints are written every ``checkpoint_every`` iterations and at every domain end;
     a killed run resumes from the newest good one and ends with the same ``result.json``.
 
+    Every metric value goes to the run folder's ``log.txt`` (appended to on resume);
+    ``loggers`` adds terminal or file loggers (:data:`LOGGERS`; ``progress`` draws one bar per
+    domain), and ``verbose=True`` prints the metric values on the terminal too.
+
     Returns:
         ``result.json`` merged with ``run.json`` (``seconds``, ``date``, ``machine``, ...),
         plus ``"status"`` (not stored): ``"ran"`` when this call computed the run (from the
@@ -306,6 +350,7 @@ def run_experiment(
     from .metrics import plot_accuracy_matrix
     from .run_folder import RunLock, read_record, write_record
     from .training import run_sets
+    from .training.progress import DomainProgressLogger
 
     check_method(method, preset, strategy_overrides)  # before any data is loaded
     where = {"eval_stream": eval_stream, "strategy_overrides": strategy_overrides}
@@ -321,6 +366,11 @@ def run_experiment(
         import torch
 
         torch.set_num_threads(int(preset.get("threads", 1)))
+        # The run log: every metric value (and resumes); an exception leaves it to the
+        # garbage collector, which closes it.
+        log = open(out / LOG_FILE, "a", buffering=1)  # noqa: SIM115
+        stamp = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        print(f"# {stamp}: {_command()}", file=log)
         bench = build_benchmark(preset, seed=seed)
         if method == "joint":
             from .baselines.joint import joint_benchmark
@@ -330,7 +380,7 @@ def run_experiment(
             method,
             preset,
             seed=seed,
-            evaluator=_evaluator(loggers, out),
+            evaluator=_evaluator(loggers, out, verbose=verbose, log_file=log),
             **(strategy_overrides or {}),
         )
         clock = {"before": 0.0, "start": time.perf_counter()}
@@ -350,12 +400,12 @@ def run_experiment(
                     "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                 }
             )
-            print(
+            message = (
                 f"resuming {out} from {restored['path']} at domain {pos['experience']}, "
-                f"iteration {pos['iteration']}",
-                file=sys.stderr,
-                flush=True,
+                f"iteration {pos['iteration']}"
             )
+            print(message, file=sys.stderr, flush=True)
+            print(message, file=log, flush=True)
 
         result = run_sets(
             strategy,
@@ -367,15 +417,21 @@ def run_experiment(
             checkpoint_extra=lambda: {"seconds": elapsed()},
             on_resume=on_resume,
         )
+        for logger in strategy.evaluator.loggers:  # a run stopped early leaves one open
+            if isinstance(logger, DomainProgressLogger):
+                logger.close()
+        log.close()
         computed = {
             "avalanche_sets": __version__,
             "method": method,
             "seed": seed,
             # the precision as resolved here: what "auto" meant on this machine
-            "preset": {
-                **{k: v for k, v in preset.items() if k != "seeds"},
-                "precision": run_precision(preset),
-            },
+            "preset": _portable(
+                {
+                    **{k: v for k, v in preset.items() if k != "seeds"},
+                    "precision": run_precision(preset),
+                }
+            ),
             "eval_stream": eval_stream,
             "strategy_overrides": strategy_overrides or {},
             "result": result.to_dict(),
@@ -384,7 +440,9 @@ def run_experiment(
             "seconds": elapsed(),
             "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "machine": machine_info(),
-            "command": " ".join(sys.argv),
+            "command": _command(),
+            "host": platform.node(),  # which node of a cluster ran it (sweep --ray-address)
+            "pid": os.getpid(),
             "resumes": resumes,
         }
         (out / "table.md").write_text(run_table(computed))

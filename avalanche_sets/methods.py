@@ -227,9 +227,10 @@ def build_strategy(
     """
     check_method(name, preset, overrides)
     import torch
-    from avalanche.training.plugins import EvaluationPlugin
 
-    evaluator = evaluator if evaluator is not None else EvaluationPlugin()
+    from .training.template import silent_evaluator
+
+    evaluator = evaluator if evaluator is not None else silent_evaluator()
     torch.manual_seed(seed)
     backbone = make_backbone(preset)
     if name in ORDER_VARIANTS:

@@ -50,3 +50,21 @@ def header_md(title: str, prov: dict) -> str:
         f"- machine: {m['cpu']} ({m['cores']} cores), torch {m['torch']}, "
         f"{m['torch_threads']} thread(s)\n- seeds: {prov['seeds']}\n\n"
     )
+
+
+def splice_block(text: str, marker: str, block: str, *, where: Path | str = "README.md") -> str:
+    """``text`` with what lies between ``<!-- marker:start -->`` and ``<!-- marker:end -->``
+    replaced by ``block`` (a README block generated from result files)."""
+    begin, end = f"<!-- {marker}:start -->\n", f"<!-- {marker}:end -->"
+    if begin not in text or end not in text:
+        raise ValueError(f"{where} has no {begin.strip()} ... {end} markers")
+    a, b = text.index(begin) + len(begin), text.index(end)
+    return text[:a] + block.strip() + "\n" + text[b:]
+
+
+def read_block(text: str, marker: str) -> str:
+    """What lies between the ``marker`` comments of ``text`` (see :func:`splice_block`)."""
+    begin, end = f"<!-- {marker}:start -->\n", f"<!-- {marker}:end -->"
+    if begin not in text or end not in text:
+        raise ValueError(f"no {begin.strip()} ... {end} markers")
+    return text[text.index(begin) + len(begin) : text.index(end)]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sys
 
-from _common import RESULTS, artefact_name
+from _common import RESULTS, ROOT, artefact_name, splice_block
 from _paper import FOOTNOTE, comparison_md
 from reproduce import ARTEFACTS
 
@@ -28,8 +28,9 @@ SOURCES = [
 ]  # fmt: skip
 
 
-def main() -> None:
-    blocks = {}  # README marker -> the tables of that data
+def readme_blocks() -> dict[str, str]:
+    """README marker -> the main tables of that data source, from the committed summaries."""
+    blocks = {}
     for source, (title, data, marker) in SOURCES:
         md = []
         for table in ("table2", "table3"):
@@ -45,24 +46,21 @@ def main() -> None:
             md.append(comparison_md(table, records, row_order=ARTEFACTS[table][0]) + "\n")
         if md:
             blocks[marker] = "\n".join([*md, FOOTNOTE]) + "\n"
+    return blocks
+
+
+def main() -> None:
+    blocks = readme_blocks()
     text = "\n".join(blocks.values())
     (RESULTS / "main_tables.md").write_text(text)
     print(text)
     if "--update-readme" in sys.argv:
+        readme = ROOT / "README.md"
+        s = readme.read_text()
         for marker, block in blocks.items():
-            _splice_into_readme(block, marker)
-
-
-def _splice_into_readme(text: str, marker: str) -> None:
-    """Replace the README's tables between the ``<marker>:start/end`` comments with ``text``."""
-    readme = RESULTS.parents[1] / "README.md"
-    s = readme.read_text()
-    begin, end = f"<!-- {marker}:start -->\n", f"<!-- {marker}:end -->"
-    if begin not in s or end not in s:
-        sys.exit(f"error: {readme} has no {begin.strip()} ... {end} markers")
-    a, b = s.index(begin) + len(begin), s.index(end)
-    readme.write_text(s[:a] + text.strip() + "\n" + s[b:])
-    print(f"updated {readme} ({marker})")
+            s = splice_block(s, marker, block, where=readme)
+            print(f"updated {readme} ({marker})")
+        readme.write_text(s)
 
 
 if __name__ == "__main__":

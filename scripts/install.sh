@@ -38,7 +38,11 @@ if ! have learn2learn; then
   pip install --quiet "cython>=3" numpy gym requests scipy tqdm
   tmp="$(mktemp -d)"
   trap 'rm -rf "$tmp"' EXIT
-  pip download --quiet --no-deps --no-binary :all: "learn2learn==$L2L_VERSION" -d "$tmp"
+  # Only learn2learn's sdist: `--no-binary :all:` also applied to the build dependencies pip
+  # installs to read the sdist (setuptools, wheel), so it built them from source first;
+  # --no-build-isolation reads it with this venv's setuptools and Cython (installed above).
+  pip download --quiet --no-deps --no-binary learn2learn --no-build-isolation \
+    "learn2learn==$L2L_VERSION" -d "$tmp"
   tar -xzf "$tmp"/learn2learn-"$L2L_VERSION".tar.gz -C "$tmp"
   src="$tmp/learn2learn-$L2L_VERSION"
   for f in meta_dataset task_dataset transforms; do
@@ -47,6 +51,6 @@ if ! have learn2learn; then
   pip install --quiet --no-deps --no-build-isolation "$src"
 fi
 
-echo "[install] avalanche-sets and its dependencies"
-pip install --quiet -e ".[test]"
+echo "[install] avalanche-sets and its dependencies (with the test and ray extras)"
+pip install --quiet -e ".[test,ray]"
 echo "[install] done: $("$VENV/bin/python" -c 'import torch, avalanche, learn2learn; print("torch", torch.__version__, "| avalanche", avalanche.__version__, "| learn2learn", learn2learn.__version__)')"

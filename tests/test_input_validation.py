@@ -229,9 +229,11 @@ CASES = [
          r"'gtsrb'\?\)"),
     Case("pack-class-too-small", _pack_class_too_small, ValueError,
          r"1 of 6 train classes of domain 'tiny' \(pack .*tiny\.npz\) are too small for "
-         r"n_shot \+ n_query = 3 labeled and n_unlabeled = 2 unlabeled images per class: 'f' "
-         r"\(3 images: 1 labeled \+ 2 unlabeled\); with labeled_fraction = 0\.4 a class needs "
-         r"at least 7 images; " + FIX_DROP),
+         r"n_shot \+ n_query = 3 labeled and n_unlabeled = 2 unlabeled images per class: 1 "
+         r"class\(es\) \('f'; 3 images: 1 labeled \+ 2 unlabeled\) have 1 labeled of the 3 "
+         r"needed; with labeled_fraction = 0\.4 a class needs at least 7 images; no shape with "
+         r"n_shot >= 1 and n_query >= 1 fits all 6 classes: .*; " + FIX_DROP
+         + r" to leave these classes out \(with a warning; 5 of 6 would remain\)$"),
     Case("packs-order-needs-six",
          lambda t: sets_benchmark("packs", root=_packs_folder(t, ["a", "b"]), ood=[], n_ood=0,
                                   order=2),
@@ -298,10 +300,19 @@ CASES = [
          r"at most 4 or use a domain with more train classes"),
     Case("episode-class-too-small", lambda t: _bench(n_query=4), ValueError,
          r"4 of 4 train classes of domain 'd0' are too small for n_shot \+ n_query = 5 labeled"
-         r".*'d0_c0' \(10 images: 4 labeled \+ 6 unlabeled\).*a class needs at least 12 images; "
-         + FIX_DROP),
+         r".*4 class\(es\) \('d0_c0', .*; 10 images: 4 labeled \+ 6 unlabeled\) have 4 "
+         r"labeled of the 5 needed; .*a class needs at least 12 images; shapes that fit all 4 "
+         r"classes: n_shot \+ n_query <= 4 \(e\.g\. n_shot=1, n_query=3\) with "
+         r"n_unlabeled = 2; " + FIX_DROP),
+    Case("episode-classes-all-dropped", lambda t: _bench(n_query=4, small_classes="drop"),
+         ValueError,
+         r"domain 'd0' has 0 usable train classes after leaving out 4 too small ones, fewer "
+         r"than n_way = 3: .*have 4 labeled of the 5 needed.*shapes that fit n_way = 3 "
+         r"classes: n_shot \+ n_query <= 4 .*; fix: lower n_shot/n_query/n_unlabeled$"),
     Case("episode-too-few-unlabeled", lambda t: _bench(n_unlabeled=7), ValueError,
-         r"too small for .* n_unlabeled = 7 unlabeled images per class.*" + FIX_DROP),
+         r"too small for .* n_unlabeled = 7 unlabeled images per class: 4 class\(es\) .*have "
+         r"6 unlabeled of the 7 needed; .*shapes that fit all 4 classes: n_unlabeled <= 6 "
+         r"with n_shot \+ n_query = 3; " + FIX_DROP),
     Case("episode-ood-without-sources", lambda t: _bench(ood=[]), ValueError,
          r"n_ood = 2 OOD images per episode need at least one OOD source, but none was given; "
          r"fix: pass OOD sources \(sets_benchmark\(ood=\[\.\.\.\]\).*or set n_ood = 0"),

@@ -201,7 +201,7 @@ def test_a_run_finished_by_another_process_while_waiting_for_the_lock_is_not_rep
 
     monkeypatch.setattr(RunLock, "acquire", other_process_finishes_first)
     monkeypatch.setattr(training, "run_sets", no_training)
-    job = ("protonet", preset, 0, str(tmp_path / "here"), "test", None, 50)
+    job = ("protonet", preset, 0, str(tmp_path / "here"), "test", None, 50, False)
     method, seed, status, acc, _ = cli._one(job)
     assert (method, seed, status) == ("protonet", 0, "finished before")
     assert acc == done["result"]["mean_accuracy"]

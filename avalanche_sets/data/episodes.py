@@ -60,6 +60,67 @@ def _min_class_size(labeled_fraction: float, n_labeled: int, n_unlabeled: int) -
     return None
 
 
+def _what_classes_lack(domain, classes, n_lab, n_unl, cfg) -> str:
+    """Per shape of too-small class: how many classes, which, and what they lack."""
+    need_lab, need_unl = cfg.n_shot + cfg.n_query, cfg.n_unlabeled
+    groups: dict[tuple[int, int], list[int]] = {}
+    for c, lab, unl in zip(classes, n_lab, n_unl):
+        groups.setdefault((int(lab), int(unl)), []).append(int(c))
+    parts = []
+    for (lab, unl), members in sorted(groups.items()):
+        lacks = [
+            f"{lab} labeled of the {need_lab} needed" if lab < need_lab else "",
+            f"{unl} unlabeled of the {need_unl} needed" if unl < need_unl else "",
+        ]
+        names = ", ".join(repr(str(domain.class_names[c])) for c in members[:3])
+        more = f" and {len(members) - 3} more" if len(members) > 3 else ""
+        parts.append(
+            f"{len(members)} class(es) ({names}{more}; {lab + unl} images: {lab} labeled + "
+            f"{unl} unlabeled) have {' and '.join(x for x in lacks if x)}"
+        )
+    return "; ".join(parts)
+
+
+def _shapes_that_fit(n_lab: np.ndarray, n_unl: np.ndarray, cfg, k: int) -> str:
+    """Which n_shot / n_query / n_unlabeled leave at least ``k`` classes big enough (each
+    class has ``n_lab`` labeled and ``n_unl`` unlabeled images)."""
+    need_lab, need_unl = cfg.n_shot + cfg.n_query, cfg.n_unlabeled
+    which = f"all {k} classes" if k == n_lab.size else f"n_way = {k} classes"
+
+    def kth_largest(values: np.ndarray) -> int | None:
+        return int(np.sort(values)[::-1][k - 1]) if values.size >= k else None
+
+    hints = []
+    # keep n_unlabeled: the labeled part of the n_way-th largest class with enough unlabeled
+    lab = kth_largest(n_lab[n_unl >= need_unl])
+    if lab is not None and lab >= 2:
+        shot = min(cfg.n_shot, lab - 1)
+        hints.append(
+            f"n_shot + n_query <= {lab} (e.g. n_shot={shot}, n_query={lab - shot}) with "
+            f"n_unlabeled = {need_unl}"
+        )
+    # keep n_shot and n_query: the unlabeled part of the n_way-th largest class with enough
+    # labeled images
+    unl = kth_largest(n_unl[n_lab >= need_lab])
+    if unl is not None:
+        hints.append(f"n_unlabeled <= {unl} with n_shot + n_query = {need_lab}")
+    if not hints:  # both must shrink: the n_way-th largest labeled part, then unlabeled
+        lab = kth_largest(n_lab)
+        if lab is not None and lab >= 2:
+            unl = kth_largest(n_unl[n_lab >= lab])
+            shot = min(cfg.n_shot, lab - 1)
+            hints.append(
+                f"n_shot + n_query <= {lab} (e.g. n_shot={shot}, n_query={lab - shot}) and "
+                f"n_unlabeled <= {unl}"
+            )
+    if not hints:
+        return (
+            f"no shape with n_shot >= 1 and n_query >= 1 fits {which}: fewer than {k} "
+            "classes hold 2 labeled images"
+        )
+    return f"shapes that fit {which}: " + ", or ".join(hints)
+
+
 @dataclass(frozen=True)
 class EpisodeConfig:
     """Shape of a semi-supervised episode (paper: 5-way, 1/5-shot, Z = 10, R = 50).
@@ -309,16 +370,12 @@ class EpisodeSampler:
         dropped = 0
         if not ok.all():
             bad = np.flatnonzero(~ok)
-            listed = ", ".join(
-                f"{domain.class_names[classes[i]]!r} ({int(n_lab[i]) + int(n_unl[i])} images: "
-                f"{int(n_lab[i])} labeled + {int(n_unl[i])} unlabeled)"
-                for i in bad[:5]
-            ) + (f" and {bad.size - 5} more" if bad.size > 5 else "")
             least = _min_class_size(domain.labeled_fraction, need_lab, need_unl)
             detail = (
                 f"{bad.size} of {classes.size} {split} classes of domain "
                 f"{domain.describe_origin()} are too small for n_shot + n_query = {need_lab} "
-                f"labeled and n_unlabeled = {need_unl} unlabeled images per class: {listed}"
+                f"labeled and n_unlabeled = {need_unl} unlabeled images per class: "
+                + _what_classes_lack(domain, classes[bad], n_lab[bad], n_unl[bad], cfg)
                 + (
                     f"; with labeled_fraction = {domain.labeled_fraction:g} a class needs at "
                     f"least {least} images"
@@ -327,18 +384,28 @@ class EpisodeSampler:
                 )
             )
             if small_classes == "error":
+                keep = int(ok.sum())
                 raise ValueError(
-                    detail + "; fix: lower n_shot/n_query/n_unlabeled, or pass "
-                    "small_classes='drop' to leave these classes out (with a warning)"
+                    detail + f"; {_shapes_that_fit(n_lab, n_unl, cfg, classes.size)}; fix: "
+                    "lower n_shot/n_query/n_unlabeled, or pass small_classes='drop' to leave "
+                    f"these classes out (with a warning; {keep} of {classes.size} would remain"
+                    + (f", fewer than n_way = {cfg.n_way})" if keep < cfg.n_way else ")")
                 )
             warnings.warn(detail + "; they are left out of this sampler", stacklevel=2)
             classes = classes[ok]
             dropped = int(bad.size)
+            if classes.size < cfg.n_way:
+                raise ValueError(
+                    f"domain {domain.describe_origin()} has {classes.size} usable {split} "
+                    f"classes after leaving out {dropped} too small ones, fewer than n_way = "
+                    f"{cfg.n_way}: {detail}; {_shapes_that_fit(n_lab, n_unl, cfg, cfg.n_way)}; "
+                    "fix: lower n_shot/n_query/n_unlabeled"
+                    + (f", or n_way to at most {classes.size}" if classes.size >= 2 else "")
+                )
         if classes.size < cfg.n_way:
             raise ValueError(
                 f"domain {domain.describe_origin()} has {classes.size} usable {split} classes"
-                + (f" ({dropped} too small ones dropped)" if dropped else "")
-                + f", fewer than n_way = {cfg.n_way}; fix: lower n_way to at most "
+                f", fewer than n_way = {cfg.n_way}; fix: lower n_way to at most "
                 f"{classes.size} or use a domain with more {split} classes"
             )
         self.classes = classes

@@ -32,6 +32,7 @@ from . import stats
 from ._common import episode_accuracies
 from .accuracy_matrix import (
     AccuracyMatrix,
+    accuracy_matrix_figure,
     matrix_average_accuracy,
     matrix_backward_transfer,
     matrix_forgetting,
@@ -71,5 +72,6 @@ __all__ = [
     "matrix_forgetting",
     "matrix_backward_transfer",
     "plot_accuracy_matrix",
+    "accuracy_matrix_figure",
     "episode_metrics",
 ]

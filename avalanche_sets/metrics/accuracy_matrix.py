@@ -25,6 +25,7 @@ __all__ = [
     "matrix_forgetting",
     "matrix_backward_transfer",
     "plot_accuracy_matrix",
+    "accuracy_matrix_figure",
 ]
 
 
@@ -243,12 +244,28 @@ def plot_accuracy_matrix(
             whose largest value exceeds 1 is taken as percentages). NaN cells are grey.
         domain_names: column names; row ``i`` is labelled "after <domain i>".
         path: output file (parent folders are created).
-        title: optional figure title.
+        title: figure title (default: says what the cells are).
 
     Returns:
-        The path written. Uses matplotlib's Agg canvas directly: no global backend change,
-        no pyplot state.
+        The path written. Cells, colours and colour bar are all in percent (0–100) whichever
+        scale the matrix uses. Uses matplotlib's Agg canvas directly: no global backend
+        change, no pyplot state.
     """
+    fig = accuracy_matrix_figure(matrix, domain_names, title=title)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    return path
+
+
+def accuracy_matrix_figure(
+    matrix: np.ndarray | Sequence[Sequence[float]],
+    domain_names: Sequence[str | None],
+    *,
+    title: str | None = None,
+):
+    """The matplotlib ``Figure`` :func:`plot_accuracy_matrix` saves (percent cells, a 0–100
+    colour bar and a title)."""
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -264,22 +281,21 @@ def plot_accuracy_matrix(
         for j in range(max(n_cols, n_rows))
     ]
     finite = m[np.isfinite(m)]
-    percent = bool(finite.size and finite.max() > 1.0)
-    vmax = 100.0 if percent else 1.0
-    fmt = (lambda v: f"{v:.1f}") if percent else (lambda v: f"{100 * v:.1f}")
+    if not (finite.size and finite.max() > 1.0):  # fractions: shown as percentages
+        m = 100.0 * m
 
     fig = Figure(figsize=(max(4.0, 1.1 * n_cols + 2.5), max(3.0, 0.6 * n_rows + 2.0)))
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     cmap = matplotlib.colormaps["viridis"].with_extremes(bad="lightgrey")
-    im = ax.imshow(np.ma.masked_invalid(m), cmap=cmap, vmin=0.0, vmax=vmax, aspect="auto")
+    im = ax.imshow(np.ma.masked_invalid(m), cmap=cmap, vmin=0.0, vmax=100.0, aspect="auto")
     for i in range(n_rows):
         for j in range(n_cols):
             v = m[i, j]
             if np.isfinite(v):
                 ax.text(
-                    j, i, fmt(v), ha="center", va="center", fontsize=8,
-                    color="black" if v / vmax > 0.6 else "white",
+                    j, i, f"{v:.1f}", ha="center", va="center", fontsize=8,
+                    color="black" if v > 60.0 else "white",
                 )  # fmt: skip
     ax.set_xticks(range(n_cols))
     ax.set_xticklabels(names[:n_cols], rotation=40, ha="right")
@@ -287,12 +303,7 @@ def plot_accuracy_matrix(
     ax.set_yticklabels([f"after {names[i]}" for i in range(n_rows)])
     ax.set_xlabel("evaluated domain")
     ax.set_ylabel("trained up to")
-    label = "mean episode accuracy (%)"
-    fig.colorbar(im, ax=ax, label=label if percent else label.replace(" (%)", ""))
-    if title:
-        ax.set_title(title)
+    fig.colorbar(im, ax=ax, label="mean episode accuracy (%)")
+    ax.set_title(title or "test accuracy (%) on every domain after each training domain")
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    return path
+    return fig

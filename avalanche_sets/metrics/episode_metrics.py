@@ -9,6 +9,7 @@ forgetting, backward transfer, paired differences), :mod:`.episode_accuracy`,
 from ._common import episode_accuracies
 from .accuracy_matrix import (
     AccuracyMatrix,
+    accuracy_matrix_figure,
     matrix_average_accuracy,
     matrix_backward_transfer,
     matrix_forgetting,
@@ -34,6 +35,7 @@ __all__ = [
     "matrix_forgetting",
     "matrix_backward_transfer",
     "plot_accuracy_matrix",
+    "accuracy_matrix_figure",
     "episode_metrics",
     "STREAM_CI_METHODS",
 ]

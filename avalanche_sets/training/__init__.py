@@ -10,8 +10,9 @@ from .checkpoint import (
     read_checkpoint,
     save_checkpoint,
 )
+from .progress import DomainProgressLogger
 from .runner import RunResult, episode_accuracies, run_sets
-from .template import EpisodicTemplate, NonFiniteLossError
+from .template import EpisodicTemplate, NonFiniteLossError, silent_evaluator
 
 __all__ = [
     "EpisodicTemplate",
@@ -27,4 +28,6 @@ __all__ = [
     "RunResult",
     "run_sets",
     "episode_accuracies",
+    "silent_evaluator",
+    "DomainProgressLogger",
 ]

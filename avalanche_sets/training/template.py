@@ -42,7 +42,27 @@ from torch.utils.data import DataLoader, Subset
 from ..data.episodes import EpisodeBatch, collate_episodes
 from .allocator import keep_freed_memory
 
-__all__ = ["EpisodicTemplate", "EpisodicPlugin", "NonFiniteLossError"]
+__all__ = ["EpisodicTemplate", "EpisodicPlugin", "NonFiniteLossError", "silent_evaluator"]
+
+
+def silent_evaluator(*metrics) -> EvaluationPlugin:
+    """An ``EvaluationPlugin`` of ``metrics`` without loggers, without Avalanche's warning.
+
+    Avalanche warns "No loggers specified, metrics will not be logged" for every evaluator
+    without loggers. Here that is the intent: the caller reads the values from the evaluator
+    (or from :func:`~avalanche_sets.training.run_sets`), and a run that wants them logged passes
+    its own evaluator (the command line always logs to the run folder's ``log.txt``). Only that
+    one warning is silenced.
+    """
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore",
+            message="No loggers specified, metrics will not be logged",
+            category=UserWarning,
+        )
+        return EvaluationPlugin(*metrics, loggers=[])
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -131,7 +151,7 @@ class EpisodicTemplate(SupervisedTemplate):
             eval_mb_size=eval_mb_size,
             device=device,
             plugins=list(plugins or []),
-            evaluator=evaluator if evaluator is not None else EvaluationPlugin(),
+            evaluator=evaluator if evaluator is not None else silent_evaluator(),
             eval_every=eval_every,
             **kwargs,
         )

@@ -1,0 +1,284 @@
+"""The README's numbers and pictures, generated from committed result files.
+
+Every block of README.md between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->`` comes from
+``benchmarks/results/``: the demo (``demo/``: its accuracy, heatmap, episode picture and run
+time), the install time (``install/``), the test suite's size and time (``test_suite/``) and
+the main tables (``main_tables.py``). ``tests/benchmarks/test_readme_numbers.py`` fails when the
+README and those files disagree.
+
+    python benchmarks/readme.py update           # rewrite the README's blocks   (make readme)
+    python benchmarks/readme.py check            # exit 1 if a block is stale
+    python benchmarks/readme.py record-demo      # run `make demo`'s command, keep its result
+    python benchmarks/readme.py record-tests     # run the test suite, keep its count and time
+    python benchmarks/readme.py record-install   # a fresh install into a temporary venv, timed
+    python benchmarks/readme.py record-l2l-download   # learn2learn's sdist fetch, old vs new
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _common import RESULTS, ROOT, header_md, provenance, read_block, splice_block, write_json
+
+README = ROOT / "README.md"
+DEMO = RESULTS / "demo"
+INSTALL = RESULTS / "install"
+TESTS = RESULTS / "test_suite"
+DEMO_ARGS = ["run", "--preset", "quick", "--out", "runs"]  # the Makefile's `demo`
+DEMO_FILES = ("result.json", "run.json", "table.md", "accuracy_matrix.png")
+
+
+def _minutes(seconds: float) -> str:
+    m, s = divmod(round(seconds), 60)
+    return f"{m} min {s} s" if m else f"{s} s"
+
+
+def _machine(prov: dict) -> str:
+    m = prov["machine"]
+    load, nice = prov.get("load_average"), prov.get("nice")
+    busy = f", load average {load:.1f} at the start" if load is not None else ""
+    busy += f", under nice {nice}" if nice else ""
+    if load is not None and load > m["cores"]:
+        busy += ": a busy shared machine, a quiet one is faster"
+    return f"{m['cpu']} ({m['cores']} cores{busy})"
+
+
+def _summary(folder: Path) -> dict | None:
+    path = folder / "summary.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _not_measured(what: str, target: str) -> str:
+    return f"*{what} has not been measured on this version yet: `make {target}` does it.*\n"
+
+
+# ------------------------------------------------------------------------------ blocks
+def demo_block() -> str:
+    from avalanche_sets.run_folder import read_record
+
+    summary = _summary(DEMO)
+    if summary is None:
+        return _not_measured("The demo", "demo-result")
+    rec = read_record(DEMO)
+    res = rec["result"]
+    return (
+        f"The demo's result (seed {rec['seed']}, recorded in "
+        f"[`benchmarks/results/demo/`](benchmarks/results/demo/README.md) by `make demo-result` "
+        f"on {summary['date'][:10]}, {_machine(summary)}): final mean accuracy "
+        f"**{100 * res['mean_accuracy']:.2f} ± {100 * res['mean_ci95']:.2f}%** (95% CI over "
+        f"test episodes); the run took {_minutes(rec['seconds'])}, the whole command "
+        f"{_minutes(summary['wall_seconds'])} (imports and the episode picture included).\n\n"
+        "![accuracy matrix of the demo](benchmarks/results/demo/accuracy_matrix.png)\n\n"
+        "<details><summary>One training episode per domain (the picture the demo saves)"
+        "</summary>\n\n![one episode per domain](benchmarks/results/demo/episodes.png)\n\n"
+        "</details>\n"
+    )
+
+
+def install_block() -> str:
+    s = _summary(INSTALL)
+    if s is None:
+        return _not_measured("A fresh install", "install-result")
+    text = (
+        f"A fresh install (`{s['command']}`, an empty virtual environment, torch from the local "
+        f"wheels) took **{_minutes(s['wall_seconds'])}** on {s['date'][:10]}, {_machine(s)} "
+        "([result](benchmarks/results/install/README.md)).\n"
+    )
+    dl = INSTALL / "learn2learn_download.json"
+    if dl.is_file():  # `python benchmarks/readme.py record-l2l-download`
+        d = json.loads(dl.read_text())
+        times = "; ".join(  # keys: "<when>: <pip flags>"
+            f"{k.split(': ', 1)[0]} (`{k.split(': ', 1)[1]}`) {_minutes(v)}"
+            for k, v in d["seconds"].items()
+        )
+        text += (
+            f"\nFetching learn2learn's sdist, the two ways timed one after the other on "
+            f"{d['date'][:10]}, {_machine(d)}: {times}.\n"
+        )
+    return text
+
+
+def tests_block() -> str:
+    s = _summary(TESTS)
+    if s is None:
+        return _not_measured("The test suite", "test-result")
+    counts = ", ".join(f"{n} {k}" for k, n in s["counts"].items())
+    return (
+        f"The full suite (`{s['command']}`): {counts} in **{_minutes(s['wall_seconds'])}** on "
+        f"{s['date'][:10]}, {_machine(s)} ([result](benchmarks/results/test_suite/README.md)).\n"
+    )
+
+
+def blocks() -> dict[str, str]:
+    """README marker -> its text, generated from the committed result files."""
+    from main_tables import readme_blocks
+
+    return {
+        "demo-result": demo_block(),
+        "install-result": install_block(),
+        "test-suite-result": tests_block(),
+        **readme_blocks(),
+    }
+
+
+def render(text: str) -> str:
+    """``text`` (the README) with every generated block regenerated."""
+    for marker, block in blocks().items():
+        text = splice_block(text, marker, block, where=README)
+    return text
+
+
+def stale_blocks(text: str) -> list[str]:
+    """Markers whose block in ``text`` differs from the result files."""
+    fresh = render(text)
+    return [m for m in blocks() if read_block(text, m) != read_block(fresh, m)]
+
+
+# ---------------------------------------------------------------------------- recording
+def _record(folder: Path, summary: dict, title: str, body: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json(folder / "summary.json", summary)
+    (folder / "README.md").write_text(header_md(title, summary) + body)
+    print(f"wrote {folder}")
+
+
+def _prov() -> dict:
+    # how busy the machine was: timings on a shared machine are only comparable with these
+    return {**provenance(seeds=None), "load_average": os.getloadavg()[0], "nice": os.nice(0)}
+
+
+def record_demo() -> None:
+    """Run `make demo`'s command in a temporary folder and keep its run folder's files."""
+    prov = _prov()
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        cmd = [sys.executable, "-m", "avalanche_sets", *DEMO_ARGS]
+        subprocess.run(cmd, cwd=tmp, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        wall = time.perf_counter() - start
+        (run,) = [p.parent for p in Path(tmp, "runs").rglob("result.json")]
+        DEMO.mkdir(parents=True, exist_ok=True)
+        for name in DEMO_FILES:
+            shutil.copy(run / name, DEMO / name)
+        shutil.copy(Path(tmp, "runs", "episodes.png"), DEMO / "episodes.png")
+    table = (DEMO / "table.md").read_text()
+    summary = {
+        **prov,
+        "seeds": [json.loads((DEMO / "result.json").read_text())["seed"]],
+        "demo_command": "avalanche-sets " + " ".join(DEMO_ARGS),
+        "wall_seconds": wall,
+        "run_folder": str(run.relative_to(tmp)),
+    }
+    _record(
+        DEMO, summary, "The demo (`make demo`)",
+        f"`{summary['demo_command']}` took {_minutes(wall)} (the run "
+        f"{_minutes(json.loads((DEMO / 'run.json').read_text())['seconds'])}); its run folder "
+        f"was `{summary['run_folder']}`:\n\n{table}\n"
+        "![accuracy matrix](accuracy_matrix.png)\n\n![one episode per domain](episodes.png)\n",
+    )  # fmt: skip
+
+
+_COUNT = re.compile(r"(\d+) (passed|failed|skipped|xfailed|xpassed|errors?|deselected)")
+
+
+def record_tests(pytest_args: list[str]) -> int:
+    """Run the test suite once and keep its counts and wall time (`make test-result`)."""
+    prov = _prov()
+    cmd = ["python", "-m", "pytest", "-q", "-p", "no:randomly", *pytest_args]
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, *cmd[1:]], cwd=ROOT, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    counts = {kind: int(n) for n, kind in _COUNT.findall(last)}
+    if not counts:
+        sys.exit(f"error: no pytest summary line in its output:\n{done.stdout[-2000:]}")
+    summary = {**prov, "command": " ".join(cmd), "counts": counts, "wall_seconds": wall,
+               "summary_line": last, "exit_code": done.returncode}  # fmt: skip
+    _record(TESTS, summary, "The test suite", f"`{last}` ({_minutes(wall)} wall clock)\n")
+    return done.returncode
+
+
+def record_install() -> int:
+    """Time scripts/install.sh into a new, empty virtual environment (`make install-result`)."""
+    prov = _prov()
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "VENV": str(Path(tmp) / "venv")}
+        start = time.perf_counter()
+        done = subprocess.run(["bash", "scripts/install.sh"], cwd=ROOT, env=env)
+        wall = time.perf_counter() - start
+    if done.returncode != 0:
+        sys.exit(f"error: scripts/install.sh failed (exit {done.returncode}); nothing recorded")
+    summary = {**prov, "command": "VENV=<empty folder> bash scripts/install.sh",
+               "wall_seconds": wall}  # fmt: skip
+    _record(INSTALL, summary, "A fresh install", f"{_minutes(wall)} wall clock.\n")
+    return 0
+
+
+L2L_DOWNLOADS = {  # scripts/install.sh's learn2learn download, before and after issue 15
+    "before: --no-binary :all:": ["--no-binary", ":all:"],
+    "now: --no-binary learn2learn --no-build-isolation": [
+        "--no-binary", "learn2learn", "--no-build-isolation",
+    ],
+}  # fmt: skip
+
+
+def record_l2l_download() -> int:
+    """Time the two ways of fetching learn2learn's sdist, one after the other, same venv."""
+    prov = _prov()
+    seconds = {}
+    for name, flags in L2L_DOWNLOADS.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            # --no-cache-dir: a fresh machine has no wheels built by an earlier run
+            cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-cache-dir",
+                   "--no-deps", *flags, "learn2learn==0.2.0", "-d", tmp]  # fmt: skip
+            start = time.perf_counter()
+            subprocess.run(cmd, check=True, cwd=tmp)
+            seconds[name] = time.perf_counter() - start
+            print(f"{name}: {seconds[name]:.1f} s")
+    INSTALL.mkdir(parents=True, exist_ok=True)
+    write_json(INSTALL / "learn2learn_download.json", {**prov, "seconds": seconds})
+    return 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("what", choices=["update", "check", "record-demo", "record-tests",
+                                    "record-install", "record-l2l-download"])  # fmt: skip
+    p.add_argument("pytest_args", nargs="*", help="record-tests: extra pytest arguments")
+    args = p.parse_args()
+    if args.what == "record-demo":
+        record_demo()
+        return 0
+    if args.what == "record-tests":
+        return record_tests(args.pytest_args)
+    if args.what == "record-install":
+        return record_install()
+    if args.what == "record-l2l-download":
+        return record_l2l_download()
+    text = README.read_text()
+    if args.what == "check":
+        stale = stale_blocks(text)
+        if stale:
+            print(f"README.md is stale in {stale}; run `make readme`", file=sys.stderr)
+            return 1
+        print("README.md agrees with benchmarks/results/")
+        return 0
+    new = render(text)
+    README.write_text(new)
+    print(f"updated {README}" if new != text else f"{README} was up to date")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except (FileNotFoundError, ValueError) as err:  # a missing result file, missing markers
+        sys.exit(f"error: {err}")
