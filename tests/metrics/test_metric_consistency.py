@@ -72,7 +72,8 @@ def _pts(v: float) -> float:
 def run_folder(tmp_path_factory) -> tuple[Path, dict]:
     """One finished run of ``semi-seq`` whose runner returns the hand matrix (no training)."""
     root = tmp_path_factory.mktemp("consistency")
-    preset = resolve_preset("quick", n_shot=1, root=str(root / "no-packs"))
+    # fp32: reproduce.py aggregates fp32 runs by default (a bf16 run lives in a "-bf16" folder)
+    preset = resolve_preset("quick", n_shot=1, root=str(root / "no-packs"), precision="fp32")
     mp = pytest.MonkeyPatch()
     mp.setattr(training, "run_sets", lambda strategy, bench, **kw: _result())
     try:
