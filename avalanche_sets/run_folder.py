@@ -22,8 +22,6 @@ import json
 import os
 from pathlib import Path
 
-from .training.runner import RunResult  # the runner owns the schema of "result"
-
 __all__ = [
     "RESULT_FORMAT",
     "READABLE_FORMATS",
@@ -113,6 +111,10 @@ def _upgrade_derived_metrics(rec: dict) -> None:
     res = rec.get("result")
     if not isinstance(res, dict) or "matrix" not in res:
         return
+    # the runner owns the schema of "result"; imported here because it loads torch, and the
+    # command line reads this module (its lock error) before any command that needs torch
+    from .training.runner import RunResult
+
     derived = RunResult(domains=res.get("domains", []), matrix=res["matrix"]).to_dict()
     for key in ("forgetting", "average_forgetting", "bwt"):
         res[key] = derived[key]

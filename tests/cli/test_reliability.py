@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = [
     "--preset", "quick", "--set", "image_size=16", "--set", "n_blocks=2", "--set", "width=4",
     "--set", "n_way=3", "--set", "n_query=2", "--set", "n_unlabeled=2", "--set", "n_ood=3",
-    "--set", "tasks_per_domain=40", "--set", "n_test_episodes=6", "--set", "n_val_episodes=2",
+    "--set", "tasks_per_domain=120", "--set", "n_test_episodes=6", "--set", "n_val_episodes=2",
     "--set", "domains=['shapes','strokes']", "--set", "ood=['rings']",
     "--set", "eval_mb_size=6", "--set", "mem_size=6", "--set", "threads=1",
 ]  # fmt: skip
