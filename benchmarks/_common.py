@@ -15,6 +15,15 @@ SHARED_PACKS = Path(
 )
 
 
+def package_env() -> dict[str, str]:
+    """This process's environment with the checkout first on ``PYTHONPATH``, so a child process
+    (``python -m avalanche_sets ...``) imports this checkout's package."""
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+
+
 def provenance(seeds=None) -> dict:
     from avalanche_sets.experiment import machine_info
 

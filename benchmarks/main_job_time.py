@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, header_md, out_dir, provenance, write_json
+from _common import ROOT, header_md, out_dir, package_env, provenance, write_json
 
 
 def jobs(precision: str) -> dict[str, list[str]]:
@@ -41,10 +41,7 @@ def jobs(precision: str) -> dict[str, list[str]]:
 
 def timed(args: list[str]) -> tuple[float, float, float]:
     scratch = Path(tempfile.mkdtemp(prefix="main_job_"))
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-    }
+    env = package_env()
     load = os.getloadavg()[0]
     cpu = _children_cpu()
     t = time.perf_counter()

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-from _common import ROOT, header_md, out_dir, provenance, write_json
+from _common import header_md, out_dir, package_env, provenance, write_json
 
 COMMANDS = {
     "avalanche-sets --help": ["-m", "avalanche_sets", "--help"],
@@ -32,10 +32,7 @@ COMMANDS = {
 
 
 def timed(args: list[str]) -> float:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-    }
+    env = package_env()
     t = time.perf_counter()
     subprocess.run([sys.executable, *args], env=env, check=True, capture_output=True)
     return time.perf_counter() - t
