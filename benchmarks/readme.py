@@ -3,7 +3,8 @@
 Every block of README.md between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->`` comes from
 ``benchmarks/results/``: the demo (``demo/``: its accuracy, heatmap, episode picture and run
 time), the install time (``install/``), the test suite's size and time (``test_suite/``) and
-the main tables (``main_tables.py``). ``tests/benchmarks/test_readme_numbers.py`` fails when the
+the main tables (``main_tables.py``), the main job's wall time (``main_job_time/``) and the
+command line's start-up time (``startup_time/``). ``tests/benchmarks/test_readme_numbers.py`` fails when the
 README and those files disagree.
 
     python benchmarks/readme.py update           # rewrite the README's blocks   (make readme)
@@ -33,6 +34,8 @@ README = ROOT / "README.md"
 DEMO = RESULTS / "demo"
 INSTALL = RESULTS / "install"
 TESTS = RESULTS / "test_suite"
+MAIN_JOB = RESULTS / "main_job_time"  # benchmarks/main_job_time.py
+STARTUP = RESULTS / "startup_time"  # benchmarks/startup_time.py
 DEMO_ARGS = ["run", "--preset", "quick", "--out", "runs"]  # the Makefile's `demo`
 DEMO_FILES = ("result.json", "run.json", "table.md", "accuracy_matrix.png")
 
@@ -118,6 +121,54 @@ def tests_block() -> str:
     )
 
 
+def _results(folder: Path) -> dict | None:
+    path = folder / "results.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _load_words(res: dict) -> str:
+    load = res["load_average_1_5_15"]["start"][0]
+    m = res["machine"]
+    quiet = "a busy shared machine, a quiet one is faster" if load > m["cores"] else "quiet"
+    return f"{m['cpu']} ({m['cores']} cores, 1-min load {load:.1f} at the start: {quiet})"
+
+
+def main_job_block() -> str:
+    from main_job_time import TARGETS_S as targets
+
+    res = _results(MAIN_JOB)
+    if res is None:
+        return _not_measured("The main job", "main-job (python benchmarks/main_job_time.py)")
+    rows = "".join(
+        f"| `{r['job']}` | **{_minutes(r['median_s'])}** | {_minutes(min(r['cpu_s']))} | "
+        f"{_minutes(targets[r['job']])} | {'yes' if r['median_s'] <= targets[r['job']] else 'no'} |\n"
+        for r in res["rows"]
+    )
+    return (
+        f"Measured by [`benchmarks/main_job_time.py`](benchmarks/main_job_time.py) on "
+        f"{res['date'][:10]}, {_load_words(res)}, `precision={res['precision']}`, each job a "
+        "fresh process (start-up, data, training, evaluation and plots included; median of "
+        f"{len(res['rows'][0]['all_s'])} run(s); "
+        "[result](benchmarks/results/main_job_time/README.md)):\n\n"
+        "| job | wall | CPU | target | met |\n|---|---:|---:|---:|---|\n" + rows
+    )
+
+
+def startup_block() -> str:
+    res = _results(STARTUP)
+    if res is None:
+        return _not_measured("The start-up time", "startup (python benchmarks/startup_time.py)")
+    med = {r["command"]: r["median_s"] for r in res["rows"]}
+    ref = next(v for k, v in med.items() if k.startswith("reference"))
+    cli = ", ".join(f"`{k}` {v:.2f} s" for k, v in med.items() if not k.startswith("reference"))
+    return (
+        f"Start-up ([`benchmarks/startup_time.py`](benchmarks/startup_time.py), medians of "
+        f"{res['repeats']} fresh processes on {res['date'][:10]}, {_load_words(res)}; "
+        f"[result](benchmarks/results/startup_time/README.md)): {cli}; importing torch, "
+        f"Avalanche and the package's public names takes {ref:.1f} s.\n"
+    )
+
+
 def blocks() -> dict[str, str]:
     """README marker -> its text, generated from the committed result files."""
     from main_tables import readme_blocks
@@ -126,6 +177,8 @@ def blocks() -> dict[str, str]:
         "demo-result": demo_block(),
         "install-result": install_block(),
         "test-suite-result": tests_block(),
+        "main-job-time": main_job_block(),
+        "startup-time": startup_block(),
         **readme_blocks(),
     }
 
