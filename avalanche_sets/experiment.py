@@ -66,6 +66,7 @@ def machine_info() -> dict[str, Any]:
 def build_benchmark(preset: dict, *, seed: int):
     """The SETS benchmark a preset describes (episode streams seeded by ``seed``)."""
     from .data import sets_benchmark
+    from .data.packs import NO_PACKS_HINT
 
     source = preset["source"]
     root = preset.get("root")
@@ -74,7 +75,7 @@ def build_benchmark(preset: dict, *, seed: int):
         if root is None:
             raise ValueError(
                 "the packs source needs a folder of .npz domain packs: pass --root (e.g. "
-                "../shared/data/sets-mini) or set AVALANCHE_SETS_PACKS"
+                "../shared/data/sets-mini) or set AVALANCHE_SETS_PACKS; " + NO_PACKS_HINT
             )
     return sets_benchmark(
         source,

@@ -79,6 +79,14 @@ _PACK_LAYOUT = (
     "a .npz file with keys images (uint8 [N,H,W,3]), labels (int [N]), class_names (str [C]), "
     "class_split (str [C] in train/val/test) and optionally source (str)"
 )
+#: What to do without a packs folder (said by every "no packs here" error).
+NO_PACKS_HINT = (
+    "to build packs from public datasets: `avalanche-sets prepare torchvision --root TVROOT "
+    "--out packs/tv` (CIFAR-100, Omniglot, GTSRB, ... from a torchvision root; add --download "
+    "on a machine with internet), or from class folders of images: `avalanche-sets prepare "
+    "pack --folder IMAGES --out packs/NAME.npz` (README: 'Data'); to run without any data, "
+    "use the generated benchmark: `--set source=synthetic`"
+)
 _FOLDER_LAYOUT = "<folder>/<class name>/<image files>, one sub-folder per class"
 
 _LANCZOS = Image.Resampling.LANCZOS
@@ -484,7 +492,7 @@ def _check_root(root: str | os.PathLike) -> Path:
     if not root.is_dir():
         raise FileNotFoundError(
             f"domain pack folder {root} not found; expected a folder of <name>.npz files, each "
-            f"{_PACK_LAYOUT} (e.g. ../shared/data/sets-mini)"
+            f"{_PACK_LAYOUT} (e.g. ../shared/data/sets-mini); {NO_PACKS_HINT}"
         )
     return root
 

@@ -87,3 +87,21 @@ def test_run_sweep_resume_and_table(tmp_path, capsys):
 def test_examples_compile():
     for path in (ROOT / "examples").glob("*.py"):
         py_compile.compile(str(path), doraise=True)
+
+
+@pytest.mark.parametrize("root", [None, "no/such/folder"])
+def test_no_packs_error_says_how_to_get_data(root, monkeypatch, capsys):
+    """Without a packs folder the user is told every way forward: prepare packs from public
+    datasets or image folders, or run the generated benchmark (issue 15)."""
+    from avalanche_sets.cli import main
+
+    monkeypatch.delenv("AVALANCHE_SETS_PACKS", raising=False)
+    argv = ["run", "--preset", "cpu", "--seeds", "0"] + ([] if root is None else ["--root", root])
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    assert code not in (0, None)
+    message = capsys.readouterr().err
+    for way in ("prepare torchvision", "prepare pack", "--set source=synthetic"):
+        assert way in message, message
