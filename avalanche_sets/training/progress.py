@@ -16,6 +16,7 @@ import sys
 from typing import IO
 
 from avalanche.logging import BaseLogger
+from tqdm import tqdm
 
 __all__ = ["DomainProgressLogger"]
 
@@ -46,8 +47,6 @@ class DomainProgressLogger(BaseLogger):
 
     # ------------------------------------------------------------------ training
     def before_training_exp(self, strategy, metric_values, **kwargs) -> None:
-        from tqdm import tqdm
-
         self.close()
         exp = strategy.experience
         self._domain = int(exp.current_experience)
