@@ -6,7 +6,7 @@ and both updates and refreshes it on every iteration (each update written twice 
 is not a terminal). :class:`DomainProgressLogger` draws one bar per training domain with a known
 total, updates it once per iteration, and closes it after the evaluation that follows with the
 accuracy on the domains trained so far. The metric values themselves go to a log file
-(``TextLogger``), see :func:`avalanche_sets.experiment.run_experiment`.
+(``TextLogger``), see :func:`avalanche_sets.runs.experiment.run_experiment`.
 """
 
 from __future__ import annotations
