@@ -8,7 +8,7 @@ Quick start::
     print(result.table())
 """
 
-from importlib import import_module as _import_module
+from ._lazy import lazy_names as _lazy_names
 
 # The public names load on first use (PEP 562): ``import avalanche_sets.cli`` — the command
 # line's start — must not pay for torch and Avalanche before it has parsed its arguments.
@@ -30,16 +30,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        value = getattr(_import_module(_LAZY[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = _lazy_names(__name__, _LAZY)
 
 
 __version__ = "0.1.0"

@@ -60,9 +60,11 @@ def _positive_int(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .experiment import LOGGERS
+    # torch-free modules: the parser (and --help) must not wait for torch and Avalanche
+    from .defaults import SOURCES
     from .methods import method_names
     from .presets import preset_names
+    from .runs.folder import LOGGERS
 
     p = argparse.ArgumentParser(
         prog="avalanche-sets",
@@ -77,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             sp.add_argument("--method", default="order", choices=method_names())
         sp.add_argument("--preset", default="quick", choices=preset_names())
-        sp.add_argument("--source", choices=["synthetic", "packs", "paper"])
+        sp.add_argument("--source", choices=list(SOURCES))
         sp.add_argument("--root", help="folder of domain packs or of the paper's datasets")
         sp.add_argument("--order", type=int, choices=[1, 2, 3], help="the paper's domain order")
         sp.add_argument("--seeds", type=int, nargs="+", help="seeds (default: the preset's)")
@@ -191,18 +193,19 @@ def _preset_from_args(args, extra: dict | None = None) -> dict:
 
 
 def _cmd_run(args) -> int:
-    from .experiment import build_benchmark, run_experiment
-
     preset = _preset_from_args(args)
     seeds = args.seeds or preset["seeds"]
     strategy_overrides = _parse_sets(args.strategy_set, grid=False)
     from .methods import check_method
-
-    check_method(args.method, preset, strategy_overrides)  # fail before loading any data
-    bench = build_benchmark(preset, seed=seeds[0])
-    print(bench.describe(), flush=True)
+    from .runs.experiment import build_benchmark, run_experiment
+    from .runs.folder import RUN_FILES, run_folder
+    from .runs.report import run_table
     from .visualize import plot_episodes
 
+    # the one check of the method, before any data is loaded
+    check_method(args.method, preset, strategy_overrides)
+    bench = build_benchmark(preset, seed=seeds[0])  # described here, run below: built once
+    print(bench.describe(), flush=True)
     picture = plot_episodes(bench, Path(args.out) / "episodes.png")
     print(f"one episode per domain: {picture}", flush=True)
     for seed in seeds:
@@ -216,31 +219,21 @@ def _cmd_run(args) -> int:
             eval_stream=args.eval_stream,
             strategy_overrides=strategy_overrides,
             checkpoint_every=args.checkpoint_every,
+            benchmark=bench if seed == bench.seed else None,
+            checked=True,
         )
-        from .experiment import run_dir_name, run_table
-
         table = run_table(record).rstrip("\n")
-
-        folder = Path(args.out) / run_dir_name(
-            args.method, preset, seed, eval_stream=args.eval_stream,
+        folder = run_folder(
+            args.out, args.method, preset, seed, eval_stream=args.eval_stream,
             strategy_overrides=strategy_overrides,
         )  # fmt: skip
         print(
             f"\n{args.method}, seed {seed} ({record['seconds']:.0f} s, {record['status']}):\n{table}"
         )
         print(f"\n{'wrote' if record['status'] == 'ran' else 'finished before, in'} {folder}/")
-        for name, what in _RUN_FILES:
+        for name, what in RUN_FILES:
             print(f"  {name:<20} {what}")
     return 0
-
-
-_RUN_FILES = [
-    ("result.json", "accuracy matrix, final accuracies with 95% CIs, settings"),
-    ("run.json", "wall time, date, machine, command"),
-    ("table.md", "the table above"),
-    ("accuracy_matrix.png", "heatmap: accuracy on every domain after each training domain"),
-    ("log.txt", "every metric value of the run (--verbose prints them)"),
-]
 
 
 def _grid(args) -> list[tuple[str, dict, int]]:
@@ -255,31 +248,6 @@ def _grid(args) -> list[tuple[str, dict, int]]:
     return runs
 
 
-def _one(job, wait: bool = False):
-    """One run of a sweep → ``(method, seed, status, accuracy, seconds)``.
-
-    ``status``: ``"ran"``, ``"finished before"`` (skipped), or ``"locked"`` (another process is
-    running it; the sweep comes back to it with ``wait=True`` once its own runs are done).
-    """
-    method, preset, seed, out, eval_stream, strategy_overrides, every, verbose = job
-    from .experiment import run_experiment
-    from .run_folder import RunLockedError
-
-    try:
-        rec = run_experiment(
-            method, preset, seed=seed, out_root=out, loggers=(), verbose=verbose,
-            eval_stream=eval_stream,
-            strategy_overrides=strategy_overrides, checkpoint_every=every, wait=wait,
-        )  # fmt: skip
-    except RunLockedError:
-        return method, seed, "locked", float("nan"), float("nan")
-    return method, seed, rec["status"], rec["result"]["mean_accuracy"], rec["seconds"]
-
-
-def _one_waiting(job):
-    return _one(job, wait=True)
-
-
 def _cmd_sweep(args) -> int:
     if args.ray_address:
         try:
@@ -292,89 +260,28 @@ def _cmd_sweep(args) -> int:
             )
             return 2
     strategy_overrides = _parse_sets(args.strategy_set, grid=False)
-    jobs = [
-        (m, p, s, args.out, args.eval_stream, strategy_overrides, args.checkpoint_every,
-         args.verbose)
-        for m, p, s in _grid(args)
-    ]  # fmt: skip
-    from .methods import check_method
+    grid = _grid(args)
+    from .runs.sweep import RunSpec, check_specs, run_sweep
 
-    for method, preset, *_ in jobs:  # every grid point, before the first run starts
-        check_method(method, preset, strategy_overrides)
-    print(f"sweep: {len(jobs)} runs into {args.out}/ (finished runs are skipped)", flush=True)
-    results = _sweep_pass(args, jobs, _one)
-    # Runs another process was running (another sweep on the same folder): wait for them and
-    # report their results, without running them a second time.
-    locked = [j for j, r in zip(jobs, results) if r[2] == "locked"]
-    if locked:
-        print(f"waiting for {len(locked)} run(s) held by another process", flush=True)
-        again = iter(_sweep_pass(args, locked, _one_waiting))
-        results = [next(again) if r[2] == "locked" else r for r in results]
-    for method, seed, status, acc, secs in sorted(results, key=lambda r: r[:2]):
-        print(f"{method:<24} seed {seed}: {100 * acc:6.2f}%  ({secs:.0f} s, {status})")
+    specs = [
+        RunSpec(m, p, s, args.out, eval_stream=args.eval_stream,
+                strategy_overrides=strategy_overrides, checkpoint_every=args.checkpoint_every,
+                verbose=args.verbose)
+        for m, p, s in grid
+    ]  # fmt: skip
+    check_specs(specs)  # every grid point, before the first run starts
+    print(f"sweep: {len(specs)} runs into {args.out}/ (finished runs are skipped)", flush=True)
+    outcomes = run_sweep(specs, jobs=args.jobs, ray_address=args.ray_address, checked=True)
+    for o in sorted(outcomes, key=lambda o: (o.spec.method, o.spec.seed)):
+        print(
+            f"{o.spec.method:<24} seed {o.spec.seed}: {100 * o.accuracy:6.2f}%  "
+            f"({o.seconds:.0f} s, {o.status})"
+        )
     return 0
 
 
-def _sweep_pass(args, jobs: list, fn) -> list:
-    """``fn`` over ``jobs`` locally (in order), in a process pool, or on Ray; results in order."""
-    from tqdm import tqdm
-
-    if args.ray_address:
-        return _ray_pass(args.ray_address, jobs, fn)
-    if args.jobs > 1:
-        import multiprocessing as mp
-
-        for j in jobs:
-            j[1]["threads"] = 1  # one core per run
-        with mp.get_context("spawn").Pool(args.jobs) as pool:
-            return list(tqdm(pool.imap(fn, jobs), total=len(jobs)))
-    return [fn(j) for j in tqdm(jobs)]
-
-
-def _ray_pass(address: str, jobs: list, fn) -> list:
-    """``fn`` over ``jobs`` as Ray tasks (one CPU each, plus one GPU when the preset runs on
-    CUDA); results in order. Connects to ``address`` (``local`` starts a cluster on this
-    machine, ``auto`` joins the one ``ray start`` started) unless this process already is."""
-    import ray
-    from tqdm import tqdm
-
-    from .experiment import run_dir_name
-
-    results: list = [None] * len(jobs)
-    todo = []
-    for i, (method, preset, seed, out, eval_stream, overrides, *rest) in enumerate(jobs):
-        where = {"eval_stream": eval_stream, "strategy_overrides": overrides}
-        if (Path(out) / run_dir_name(method, preset, seed, **where) / "result.json").is_file():
-            results[i] = fn(jobs[i])  # finished: read (and checked) here, no task needed
-        else:
-            # one core per task; the folder as an absolute path, the same on every worker of
-            # one machine (on a cluster: a folder every node mounts at that path)
-            job = (method, {**preset, "threads": 1}, seed, str(Path(out).resolve()),
-                   eval_stream, overrides, *rest)  # fmt: skip
-            todo.append((i, job, str(preset.get("device", "cpu")).startswith("cuda")))
-    if not todo:
-        return results
-    connected_here = not ray.is_initialized()
-    if connected_here:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
-    try:
-        pending = {
-            ray.remote(num_cpus=1, num_gpus=int(gpu))(fn).remote(job): i for i, job, gpu in todo
-        }
-        with tqdm(total=len(pending), desc="runs") as bar:
-            while pending:  # report runs as they finish, in any order
-                done, _ = ray.wait(list(pending), num_returns=1)
-                for ref in done:
-                    results[pending.pop(ref)] = ray.get(ref)
-                    bar.update(1)
-        return results
-    finally:
-        if connected_here:
-            ray.shutdown()
-
-
 def _cmd_table(args) -> int:
-    from .reporting import aggregate_results, find_results, write_table
+    from .runs.report import aggregate_results, find_results, write_table
 
     records = find_results(args.folders)
     if not records:
@@ -444,14 +351,16 @@ def main(argv: list[str] | None = None) -> int:
         "prepare": _cmd_prepare,
         "presets": _cmd_presets,
     }[args.command]
-    from .run_folder import RunLockedError
-
     try:
         return handler(args)
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except RunLockedError as err:
+    except RuntimeError as err:
+        from .runs.folder import RunLockedError  # loaded by the command that raised it
+
+        if not isinstance(err, RunLockedError):
+            raise
         print(f"error: {err}", file=sys.stderr)
         return 3
 

@@ -54,8 +54,6 @@ BASELINES: dict[str, tuple[str, str]] = {
     "joint": ("continual", "JointTraining"),  # trained on joint_benchmark(bench)
 }
 
-MEMORY_BASELINES = ("semi-er", "semi-agem", "semi-gem", "semi-mer", "semi-der")
-
 METHODS: tuple[str, ...] = (*ORDER_VARIANTS, *BASELINES)
 
 
@@ -212,6 +210,13 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return full_a == full_b
 
 
+#: Preset settings a strategy receives when its constructor takes them (read from its signature
+#: by :func:`_accepted_options`, as ``seed``): the memory size and the replayed tasks per step.
+_PRESET_OPTIONS = ("mem_size", "replay_batch")
+#: ORDER's weights and OT set-up, taken from the preset when it sets them.
+_ORDER_PRESET_OPTIONS = ("lam", "beta", "ot_solver", "ot_max_points")
+
+
 def build_strategy(
     name: str,
     preset: dict,
@@ -219,55 +224,41 @@ def build_strategy(
     seed: int = 0,
     evaluator=None,
     plugins=None,
+    check: bool = True,
     **overrides: Any,
 ):
     """Build method ``name`` for ``preset``; ``overrides`` go to the strategy constructor.
 
-    The model is initialised from ``torch.manual_seed(seed)``.
+    The model is initialised from ``torch.manual_seed(seed)``. A strategy whose constructor
+    takes ``seed``, ``mem_size`` or ``replay_batch`` receives the seed and the preset's values.
+    ``check=False`` skips :func:`check_method` when the caller has run it on these arguments
+    already (a run checks its method once, before loading any data).
     """
-    check_method(name, preset, overrides)
+    if check:
+        check_method(name, preset, overrides)
     import torch
 
+    from .models.episodic import PrototypicalModel
     from .training.template import silent_evaluator
 
     evaluator = evaluator if evaluator is not None else silent_evaluator()
+    cls: Callable = _strategy_class(name)
+    accepted = _accepted_options(cls)
     torch.manual_seed(seed)
     backbone = make_backbone(preset)
-    if name in ORDER_VARIANTS:
-        from .models.episodic import PrototypicalModel
-        from .order import OrderStrategy
-
-        model = PrototypicalModel(backbone, refine="soft_kmeans")
-        kwargs = dict(
-            model=model,
-            lr=preset["lr"],
-            mem_size=preset["mem_size"],
-            replay_batch=preset["replay_batch"],
-            seed=seed,
-            **ORDER_VARIANTS[name],
-            **_common(preset, evaluator, plugins),
-        )
-        for key in ("lam", "beta", "ot_solver", "ot_max_points"):
-            if key in preset:
-                kwargs[key] = preset[key]
-        kwargs.update(overrides)
-        return OrderStrategy(**kwargs)
-    from .models.episodic import PrototypicalModel
-
-    module, _ = BASELINES[name]
-    cls: Callable = _strategy_class(name)
     kwargs: dict[str, Any] = _common(preset, evaluator, plugins)
-    if module in ("meta", "tpn", "lst"):
+    if name in ORDER_VARIANTS:
+        kwargs.update(model=PrototypicalModel(backbone, refine="soft_kmeans"), lr=preset["lr"])
+        kwargs.update(ORDER_VARIANTS[name])
+        kwargs.update({k: preset[k] for k in _ORDER_PRESET_OPTIONS if k in preset})
+    elif "backbone" in accepted:  # the meta-learners build their own head on the backbone
         kwargs.update(backbone=backbone, lr=preset["lr"])
     else:  # every continual baseline is MSKM + a mechanism (paper §5.3)
         kwargs["model"] = PrototypicalModel(backbone, refine="mskm")
         if name != "semi-gpm":  # GPM's update is orthogonal only with its own SGD default
             kwargs["lr"] = preset["lr"]
-        if name not in ("semi-seq", "joint"):
-            kwargs["seed"] = seed
-        if name in MEMORY_BASELINES:
-            kwargs["mem_size"] = preset["mem_size"]
-        if name in ("semi-er", "semi-mer", "semi-der"):
-            kwargs["replay_batch"] = preset["replay_batch"]
+    if "seed" in accepted:
+        kwargs["seed"] = seed
+    kwargs.update({k: preset[k] for k in _PRESET_OPTIONS if k in accepted})
     kwargs.update(overrides)
     return cls(**kwargs)

@@ -28,9 +28,11 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from .defaults import MEM_SIZE, N_OOD, PRECISIONS, REPLAY_BATCH, SOURCES
+
 __all__ = ["PRESETS", "PRESET_SCHEMA", "resolve_preset", "check_preset", "preset_names"]
 
-_EPISODE = dict(n_way=5, n_shot=1, n_unlabeled=10, n_ood=50)
+_EPISODE = dict(n_way=5, n_shot=1, n_unlabeled=10, n_ood=N_OOD)
 
 PRESETS: dict[str, dict[str, Any]] = {
     "quick": dict(
@@ -47,8 +49,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         eval_mb_size=10,
         interim_test_episodes=None,
         lr=1e-3,
-        mem_size=200,
-        replay_batch=2,
+        mem_size=MEM_SIZE,
+        replay_batch=REPLAY_BATCH,
         seeds=[0],
         device="cpu",
         threads=2,
@@ -68,8 +70,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         interim_test_episodes=20,
         eval_mb_size=10,
         lr=1e-3,
-        mem_size=200,
-        replay_batch=2,
+        mem_size=MEM_SIZE,
+        replay_batch=REPLAY_BATCH,
         seeds=[0, 1, 2],
         device="cpu",
         threads=1,
@@ -90,8 +92,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         eval_mb_size=20,
         interim_test_episodes=None,
         lr=1e-3,
-        mem_size=200,
-        replay_batch=2,
+        mem_size=MEM_SIZE,
+        replay_batch=REPLAY_BATCH,
         seeds=[0, 1, 2, 3, 4],
         device="cuda",
         threads=4,
@@ -125,15 +127,11 @@ def _names(v: Any) -> bool:
     return isinstance(v, (list, tuple)) and all(isinstance(n, str) for n in v)
 
 
-_SOURCES = ("synthetic", "packs", "paper")
-#: The backbone's precision (models.backbone.PRECISIONS, repeated here so that presets load
-#: without torch): "auto" = bf16 where the device runs it natively, else fp32.
-_PRECISIONS = ("auto", "fp32", "bf16")
 _POS = (_positive_int, "a positive integer")
 
 #: Every preset setting (and the extra ones an override may add): (check, what it must be).
 PRESET_SCHEMA: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "source": (lambda v: v in _SOURCES, f"one of {list(_SOURCES)}"),
+    "source": (lambda v: v in SOURCES, f"one of {list(SOURCES)}"),
     "image_size": _POS,
     "n_blocks": _POS,
     "width": _POS,
@@ -158,7 +156,7 @@ PRESET_SCHEMA: dict[str, tuple[Callable[[Any], bool], str]] = {
     "device": (lambda v: isinstance(v, str) and v != "", "a torch device name ('cpu', 'cuda')"),
     "threads": _POS,
     "small_classes": (lambda v: v in ("error", "drop"), "'error' or 'drop'"),
-    "precision": (lambda v: v in _PRECISIONS, f"one of {list(_PRECISIONS)}"),
+    "precision": (lambda v: v in PRECISIONS, f"one of {list(PRECISIONS)}"),
     # Extra settings, in no preset by default.
     "root": (lambda v: isinstance(v, (str, os.PathLike)), "a folder path"),
     "order": (lambda v: _is_int(v) and 1 <= v <= 3, "the paper's domain order 1, 2 or 3"),
@@ -168,7 +166,7 @@ PRESET_SCHEMA: dict[str, tuple[Callable[[Any], bool], str]] = {
     ),
     "ood": (lambda v: _names(v) and len(set(v)) == len(v), "a list of distinct OOD names"),
 }
-_CHOICES = {"source": _SOURCES, "small_classes": ("error", "drop"), "precision": _PRECISIONS}
+_CHOICES = {"source": SOURCES, "small_classes": ("error", "drop"), "precision": PRECISIONS}
 _EXTRA = ("root", "order", "domains", "ood", "small_classes")
 
 

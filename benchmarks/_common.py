@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import sys
@@ -25,14 +24,12 @@ def package_env() -> dict[str, str]:
 
 
 def provenance(seeds=None) -> dict:
-    from avalanche_sets.experiment import machine_info
+    """``command``, ``date``, ``machine`` and ``seeds`` of a result file
+    (:func:`avalanche_sets.runs.folder.provenance`, with the script's command line)."""
+    from avalanche_sets.runs.folder import provenance as _provenance
 
-    return {
-        "command": "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "machine": machine_info(),
-        "seeds": seeds,
-    }
+    command = "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]])
+    return _provenance(command=command, seeds=seeds)
 
 
 def artefact_name(artefact: str, source: str | None = None) -> str:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import sys
 from pathlib import Path
 
@@ -65,33 +64,13 @@ ARTEFACTS = {
 }  # fmt: skip
 
 
-def _job(job):
-    try:
-        return _run(job)
-    except Exception as err:  # one failing run must not kill the others; reported below
-        import traceback
-
-        traceback.print_exc()
-        return {"error": f"{job[0]} seed {job[2]}: {type(err).__name__}: {err}"}
-
-
-def _run(job):
-    method, preset, seed, out, stream, over = job
-    import torch
-
-    from avalanche_sets.experiment import run_experiment
-
-    torch.set_num_threads(1)
-    rec = run_experiment(
-        method, preset, seed=seed, out_root=out, loggers=(), eval_stream=stream,
-        strategy_overrides=over,
-    )  # fmt: skip
-    print(
-        f"done {method} seed {seed} {over or ''}: {100 * rec['result']['mean_accuracy']:.2f}% "
-        f"({rec['seconds']:.0f} s)",
-        flush=True,
-    )
-    return rec
+def _report(outcome) -> None:
+    """One line per run as it ends (the sweep runs them in parallel)."""
+    spec = outcome.spec
+    if outcome.record is not None:
+        over = spec.strategy_overrides or ""
+        print(f"done {spec.method} seed {spec.seed} {over}: {100 * outcome.accuracy:.2f}% "
+              f"({outcome.seconds:.0f} s)", flush=True)  # fmt: skip
 
 
 def main() -> None:
@@ -110,6 +89,10 @@ def main() -> None:
         "'auto' runs bf16 where the CPU has it natively, into '-bf16' run folders)",
     )  # fmt: skip
     ap.add_argument("--jobs", type=int, default=2, help="parallel runs, one core each")
+    ap.add_argument(
+        "--ray-address",
+        help="run the runs as Ray tasks instead (as `avalanche-sets sweep --ray-address`)",
+    )
     ap.add_argument("--out", help="results folder (default benchmarks/results/<artefact>)")
     ap.add_argument(
         "--aggregate-only", action="store_true",
@@ -117,9 +100,15 @@ def main() -> None:
     )  # fmt: skip
     args = ap.parse_args()
 
-    from avalanche_sets.experiment import record_identity, run_identity, run_precision
     from avalanche_sets.presets import resolve_preset
-    from avalanche_sets.reporting import aggregate_results, find_results, write_table
+    from avalanche_sets.runs.folder import record_identity, run_identity, run_precision
+    from avalanche_sets.runs.report import (
+        aggregate_results,
+        find_results,
+        refresh_run_table,
+        write_table,
+    )
+    from avalanche_sets.runs.sweep import RunSpec, run_sweep
 
     methods, key, values, overs, stream = ARTEFACTS[args.artefact]
     reduced = []
@@ -147,21 +136,22 @@ def main() -> None:
             setting[key] = value
         return resolve_preset(args.preset, **setting)
 
-    jobs = []
+    specs = []
     for shot in [] if args.aggregate_only else args.shots:
         for value in values:
             preset = preset_for(shot, value)
             for method in methods:
                 for over in overs:
                     for seed in args.seeds:
-                        jobs.append((method, preset, seed, str(runs), stream, over))
-    print(f"{args.artefact}: {len(jobs)} runs, {args.jobs} at a time -> {runs}", flush=True)
-    if args.jobs > 1:
-        with mp.get_context("spawn").Pool(args.jobs) as pool:
-            records = list(pool.imap_unordered(_job, jobs, chunksize=1))
-    else:
-        records = [_job(j) for j in jobs]
-    failed = [r["error"] for r in records if "error" in r]
+                        specs.append(RunSpec(method, preset, seed, str(runs), stream, over))
+    at_once = f"on Ray ({args.ray_address})" if args.ray_address else f"{args.jobs} at a time"
+    print(f"{args.artefact}: {len(specs)} runs, {at_once} -> {runs}", flush=True)
+    # the command line's sweep: one failing run does not stop the others (listed below)
+    outcomes = run_sweep(
+        specs, jobs=args.jobs, ray_address=args.ray_address, keep_going=True, on_done=_report,
+        progress=False,
+    )  # fmt: skip
+    failed = [o.error for o in outcomes if o.status == "failed"]
     for f in failed:
         print(f"FAILED {f}", file=sys.stderr)
 
@@ -185,7 +175,7 @@ def main() -> None:
         sys.exit("error: no finished run")
     # Each run's table.md is rewritten from its record when it differs (a run written before
     # the current definition of forgetting, format 2): the record itself is left as it was.
-    stale = [r for r in records if _refresh_run_table(r)]
+    stale = [r for r in records if refresh_run_table(r)]
     if stale:
         print(f"rewrote table.md of {len(stale)} run(s) from their result.json", flush=True)
     seeds = sorted({r["seed"] for r in records})
@@ -229,18 +219,6 @@ def main() -> None:
     )
     _plot(rows, by, out / "accuracy.png", args.artefact, key, records)
     print(md)
-
-
-def _refresh_run_table(rec: dict) -> bool:
-    """Rewrite the run folder's ``table.md`` from its record if it differs; True if it did."""
-    from avalanche_sets.experiment import run_table
-
-    path = Path(rec["_path"]) / "table.md"
-    text = run_table(rec)
-    if path.is_file() and path.read_text() == text:
-        return False
-    path.write_text(text)
-    return True
 
 
 def _plot(rows, by, path: Path, title: str, key: str | None, records: list[dict]) -> None:

@@ -150,6 +150,47 @@ def _order_strategy(**kw):
     return OrderStrategy(evaluator=EvaluationPlugin(), **kw)
 
 
+def _template_with(*plugins):
+    """An episodic template with these plugins (ORDER's plugins used alone)."""
+    import torch
+
+    from avalanche_sets.models.backbone import ConvBackbone
+    from avalanche_sets.models.episodic import PrototypicalModel
+    from avalanche_sets.training import EpisodicTemplate, silent_evaluator
+
+    model = PrototypicalModel(ConvBackbone(n_blocks=2, width=4, image_size=16))
+    return EpisodicTemplate(model=model, optimizer=torch.optim.Adam(model.parameters()),
+                            plugins=list(plugins), evaluator=silent_evaluator())  # fmt: skip
+
+
+def _mi_alone(tmp: Path):
+    from avalanche_sets.order import MIRegularizationPlugin
+
+    return _template_with(MIRegularizationPlugin())
+
+
+def _ot_next_to_der(tmp: Path):
+    from avalanche_sets.baselines.plugins.der import DERPlugin
+    from avalanche_sets.order import OTFeatureLossPlugin
+
+    return _template_with(DERPlugin(), OTFeatureLossPlugin())
+
+
+def _sweep_jobs_zero(tmp: Path):
+    from avalanche_sets.runs.sweep import run_sweep
+
+    return run_sweep([], jobs=0)
+
+
+def _run_with_other_seeds_benchmark(tmp: Path):
+    from types import SimpleNamespace
+
+    from avalanche_sets.runs.experiment import run_experiment
+
+    return run_experiment("protonet", _quick(), seed=0, out_root=tmp,
+                          benchmark=SimpleNamespace(seed=1))  # fmt: skip
+
+
 def _order_with_mskm_head(tmp: Path):
     from avalanche_sets.models import cpu_backbone
     from avalanche_sets.models.episodic import PrototypicalModel
@@ -376,6 +417,14 @@ CASES = [
          ValueError, r"use_mi=True needs use_ood_split=True"),
     Case("order-ot-without-replay", lambda t: _order_strategy(use_replay=False), ValueError,
          r"use_ot=True needs use_replay=True"),
+    Case("order-plugin-without-partner", _mi_alone, ValueError,
+         r"MIRegularizationPlugin needs OODSplitPlugin in the same strategy \(it separates U_id "
+         r"from U_ood for the MI terms\), but the plugins are \['MIRegularizationPlugin'\]; fix: "
+         r"add OODSplitPlugin\(\.\.\.\) to plugins, or use OrderStrategy"),
+    Case("order-ot-with-another-memory", _ot_next_to_der, ValueError,
+         r"OTFeatureLossPlugin needs FeatureReservoirReplayPlugin in the same strategy \(it "
+         r"regularises the replayed tasks' features\), but the plugins are \['DERPlugin', "
+         r"'OTFeatureLossPlugin'\]"),
     Case("order-unknown-solver", lambda t: _order_strategy(ot_solver="hungarian"), ValueError,
          r"unknown OT solver 'hungarian'; valid solvers are \['exact', 'sinkhorn', "
          r"'cvxpylayers'\]"),
@@ -390,6 +439,12 @@ CASES = [
          r"refinement \(refine='mskm'\) ignores unlabeled_weight, so U_ood would not be "
          r"filtered out of the prototypes; fix: use PrototypicalModel\(\.\.\., "
          r"refine='soft_kmeans'\), or turn the split off with use_ood_split=False, use_mi=False"),
+    # --- runs: run_sweep, run_experiment
+    Case("sweep-jobs", _sweep_jobs_zero, ValueError,
+         r"jobs must be a positive number of parallel runs, got 0"),
+    Case("run-benchmark-other-seed", _run_with_other_seeds_benchmark, ValueError,
+         r"run_experiment\(seed=0\) was handed the benchmark of seed 1; fix: pass "
+         r"build_benchmark\(preset, seed=seed\), or no benchmark"),
     # --- presets: resolve_preset (CLI --preset, --set, --source, --order, --root)
     Case("preset-unknown", lambda t: resolve_preset("quik"), ValueError,
          r"unknown preset 'quik' \(did you mean 'quick'\?\); choose one of \['cpu', 'paper', "

@@ -183,8 +183,9 @@ def test_a_run_finished_by_another_process_while_waiting_for_the_lock_is_not_rep
     between this call's ``result.json`` check and its taking of the lock."""
     import shutil
 
-    from avalanche_sets import cli, training
+    from avalanche_sets import training
     from avalanche_sets.experiment import run_dir_name
+    from avalanche_sets.runs.sweep import RunSpec, run_one
 
     preset = resolve_preset("quick", **TINY)
     done = run_experiment("protonet", preset, seed=0, out_root=tmp_path / "other", loggers=())
@@ -201,10 +202,9 @@ def test_a_run_finished_by_another_process_while_waiting_for_the_lock_is_not_rep
 
     monkeypatch.setattr(RunLock, "acquire", other_process_finishes_first)
     monkeypatch.setattr(training, "run_sets", no_training)
-    job = ("protonet", preset, 0, str(tmp_path / "here"), "test", None, 50, False)
-    method, seed, status, acc, _ = cli._one(job)
-    assert (method, seed, status) == ("protonet", 0, "finished before")
-    assert acc == done["result"]["mean_accuracy"]
+    got = run_one(RunSpec("protonet", preset, 0, str(tmp_path / "here")))  # a sweep's run
+    assert (got.spec.method, got.spec.seed, got.status) == ("protonet", 0, "finished before")
+    assert got.accuracy == done["result"]["mean_accuracy"]
     # And a plain second call, found finished before the lock: the same status.
     again = run_experiment("protonet", preset, seed=0, out_root=tmp_path / "other", loggers=())
     assert again["status"] == "finished before" and again["result"] == done["result"]

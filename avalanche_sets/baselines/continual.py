@@ -29,6 +29,7 @@ from collections.abc import Sequence
 
 import torch
 
+from ..defaults import MEM_SIZE, REPLAY_BATCH
 from ..models.backbone import cpu_backbone
 from ..models.episodic import PrototypicalModel
 from ..training.template import EpisodicTemplate
@@ -140,8 +141,8 @@ class SemiER(_MSKMBaseline):
         model: torch.nn.Module | None = None,
         optimizer: torch.optim.Optimizer | None = None,
         lr: float = 1e-3,
-        mem_size: int = 200,
-        replay_batch: int = 2,
+        mem_size: int = MEM_SIZE,
+        replay_batch: int = REPLAY_BATCH,
         storage_policy=None,
         seed: int = 0,
         plugins: Sequence | None = None,
@@ -175,7 +176,7 @@ class SemiAGEM(_MSKMBaseline):
         model: torch.nn.Module | None = None,
         optimizer: torch.optim.Optimizer | None = None,
         lr: float = 1e-3,
-        mem_size: int = 200,
+        mem_size: int = MEM_SIZE,
         sample_size: int = 2,
         seed: int = 0,
         plugins: Sequence | None = None,
@@ -207,7 +208,7 @@ class SemiGEM(_MSKMBaseline):
         model: torch.nn.Module | None = None,
         optimizer: torch.optim.Optimizer | None = None,
         lr: float = 1e-3,
-        mem_size: int = 200,
+        mem_size: int = MEM_SIZE,
         memory_strength: float = 0.5,
         constraint_batch: int | None = 2,
         seed: int = 0,
@@ -246,8 +247,8 @@ class SemiMER(_MSKMBaseline):
         model: torch.nn.Module | None = None,
         optimizer: torch.optim.Optimizer | None = None,
         lr: float = 1e-3,
-        mem_size: int = 200,
-        replay_batch: int = 2,
+        mem_size: int = MEM_SIZE,
+        replay_batch: int = REPLAY_BATCH,
         n_batches: int = 1,
         beta: float = 0.3,
         gamma: float = 1.0,
@@ -347,8 +348,8 @@ class SemiDER(_MSKMBaseline):
         model: torch.nn.Module | None = None,
         optimizer: torch.optim.Optimizer | None = None,
         lr: float = 1e-3,
-        mem_size: int = 200,
-        replay_batch: int = 2,
+        mem_size: int = MEM_SIZE,
+        replay_batch: int = REPLAY_BATCH,
         alpha: float = 0.1,
         beta: float = 0.5,
         seed: int = 0,

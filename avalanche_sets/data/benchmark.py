@@ -27,8 +27,12 @@ from avalanche.benchmarks.scenarios.dataset_scenario import DatasetExperience
 from avalanche.benchmarks.scenarios.generic_scenario import CLScenario, EagerCLStream
 from avalanche.benchmarks.utils import AvalancheDataset
 
+from ..defaults import N_OOD, SOURCES
 from .domain import Domain
 from .episodes import SMALL_CLASSES, EpisodeConfig, EpisodeSampler, collate_episodes
+from .packs import list_packs, load_pack
+from .paper import PAPER_DATASETS, PAPER_OOD, PAPER_ORDERS, load_paper_domain
+from .synthetic import SYNTHETIC_ID_DOMAINS, SYNTHETIC_OOD_SOURCES, make_synthetic_domain
 
 __all__ = [
     "EpisodeDataset",
@@ -40,7 +44,6 @@ __all__ = [
     "SOURCES",
 ]
 
-SOURCES = ("synthetic", "packs", "paper")
 
 # The paper's domain orders 2 and 3 as permutations of order 1 (appendix C):
 #   order 1: Plantae, CUB, MiniImagenet, CIFARFS, Aircraft, Butterfly
@@ -208,8 +211,6 @@ def load_source(
         return [default[i] for i in ORDER_PERMUTATIONS[order]]
 
     if source == "synthetic":
-        from .synthetic import SYNTHETIC_ID_DOMAINS, SYNTHETIC_OOD_SOURCES, make_synthetic_domain
-
         id_names = ordered(SYNTHETIC_ID_DOMAINS)
         ood_names = list(SYNTHETIC_OOD_SOURCES if ood is None else ood)
         valid = set(SYNTHETIC_ID_DOMAINS) | set(SYNTHETIC_OOD_SOURCES)
@@ -217,8 +218,6 @@ def load_source(
         size = image_size or 32
         load = lambda n: make_synthetic_domain(n, seed=seed, image_size=size)  # noqa: E731
     elif source == "packs":
-        from .packs import list_packs, load_pack
-
         if root is None:
             raise ValueError("source='packs' needs root=<folder of .npz domain packs>")
         available = list_packs(root)
@@ -240,8 +239,6 @@ def load_source(
         _check_names(id_names + ood_names, set(available), f"packs in {root}")
         load = lambda n: load_pack(Path(root) / f"{n}.npz", image_size=image_size)  # noqa: E731
     else:
-        from .paper import PAPER_DATASETS, PAPER_OOD, PAPER_ORDERS, load_paper_domain
-
         if root is None:
             raise ValueError("source='paper' needs root=<folder holding the paper's datasets>")
         id_names = list(domains) if domains is not None else list(PAPER_ORDERS[order])
@@ -311,7 +308,7 @@ def sets_benchmark(
     n_shot: int = 1,
     n_query: int = 10,
     n_unlabeled: int = 10,
-    n_ood: int = 50,
+    n_ood: int = N_OOD,
     tasks_per_domain: int = 12_000,
     n_val_episodes: int = 100,
     n_test_episodes: int = 600,

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..defaults import N_OOD
 from .domain import SPLITS, Domain
 
 __all__ = [
@@ -138,7 +139,7 @@ class EpisodeConfig:
     n_shot: int = 1
     n_query: int = 10
     n_unlabeled: int = 10
-    n_ood: int = 50
+    n_ood: int = N_OOD
 
     def __post_init__(self) -> None:
         for name, what in (

@@ -59,8 +59,11 @@ from typing import Any
 
 import numpy as np
 from PIL import Image
+from tqdm.auto import tqdm
 
-from .packs import _LANCZOS, _center_square, _to_rgb, load_pack, save_pack, split_classes
+from .. import __version__
+from .images import LANCZOS, center_square, split_classes, to_rgb
+from .packs import load_pack, save_pack
 
 __all__ = [
     "TorchvisionSource",
@@ -505,9 +508,9 @@ def select_images(
 
 def pil_to_array(img: Image.Image, image_size: int) -> np.ndarray:
     """uint8 RGB ``[S, S, 3]`` of a Pillow image: as :func:`~.packs.load_image` does for files."""
-    img = _center_square(_to_rgb(img))
+    img = center_square(to_rgb(img))
     if img.size != (image_size, image_size):
-        img = img.resize((image_size, image_size), _LANCZOS)
+        img = img.resize((image_size, image_size), LANCZOS)
     return np.asarray(img, dtype=np.uint8)
 
 
@@ -539,8 +542,6 @@ def decode_images(
     Decoding runs in a thread pool through the datasets' own ``__getitem__``; a file that
     cannot be decoded raises naming the image (nothing is skipped).
     """
-    from tqdm.auto import tqdm
-
     out = np.empty((len(where), image_size, image_size, 3), dtype=np.uint8)
 
     def one(pi: tuple[int, int]) -> np.ndarray:
@@ -813,8 +814,6 @@ def prepare_torchvision_stream(
         for name in domains + ood
     ]
     import torchvision
-
-    from .. import __version__
 
     manifest = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

@@ -48,7 +48,6 @@ version) under ``cache_dir``, ``$AVALANCHE_SETS_CACHE`` or ``~/.cache/avalanche_
 from __future__ import annotations
 
 import os
-import tempfile
 import warnings
 import zlib
 from collections.abc import Callable, Iterable
@@ -57,6 +56,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..files import atomic_write
 from .domain import SPLITS, Domain
 
 __all__ = [
@@ -713,15 +713,7 @@ def _load_cache(path: Path):
 
 def _save_cache(path: Path, arrays) -> None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem + ".", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.savez(f, **dict(zip(_ARRAYS, arrays)))
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write(path, lambda f: np.savez(f, **dict(zip(_ARRAYS, arrays))))
     except OSError as err:
         warnings.warn(f"could not write synthetic cache {path}: {err}", stacklevel=3)
 

@@ -4,54 +4,11 @@ These functions and small modules hold no training state of their own (except th
 networks of :class:`MIEstimator` and the reservoir's RNG); the Avalanche plugins wrap them.
 """
 
-from .mi import (
-    Critic,
-    GaussianConditional,
-    MIEstimator,
-    club_upper_bound,
-    nearest_prototype,
-    pair_with_prototypes,
-    tuba_lower_bound,
-)
-from .ood import OOD_RULES, OODSplit, prototypes_from_support, split_ood, split_ood_batched
-from .ot import (
-    CVXPYLAYERS_MAX_ENTRIES,
-    OT_SOLVERS,
-    check_solver,
-    cost_matrix,
-    cvxpylayers_plan,
-    ot_loss,
-    ot_plan,
-    sinkhorn_log,
-    subsample_pairs,
-)
-from .reservoir import Reservoir
+from . import mi, ood, ot, reservoir
+from .mi import *  # noqa: F403
+from .ood import *  # noqa: F403
+from .ot import *  # noqa: F403
+from .reservoir import *  # noqa: F403
 
-__all__ = [
-    # ot
-    "OT_SOLVERS",
-    "CVXPYLAYERS_MAX_ENTRIES",
-    "check_solver",
-    "cost_matrix",
-    "ot_plan",
-    "sinkhorn_log",
-    "cvxpylayers_plan",
-    "subsample_pairs",
-    "ot_loss",
-    # mi
-    "GaussianConditional",
-    "Critic",
-    "club_upper_bound",
-    "tuba_lower_bound",
-    "nearest_prototype",
-    "pair_with_prototypes",
-    "MIEstimator",
-    # ood
-    "OOD_RULES",
-    "OODSplit",
-    "prototypes_from_support",
-    "split_ood",
-    "split_ood_batched",
-    # reservoir
-    "Reservoir",
-]
+# every public name of the submodules (each module's __all__ is the one list of its names)
+__all__ = [*mi.__all__, *ood.__all__, *ot.__all__, *reservoir.__all__]

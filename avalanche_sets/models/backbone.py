@@ -27,6 +27,8 @@ from collections.abc import Iterator, Sequence
 import torch
 from torch import Tensor, nn
 
+from ..defaults import PRECISIONS
+
 __all__ = [
     "ConvBackbone",
     "paper_backbone",
@@ -49,7 +51,6 @@ PIXEL_MEAN = 0.5
 PIXEL_STD = 0.5
 
 #: Values of the backbone's ``precision`` setting (and of the presets' ``precision``).
-PRECISIONS = ("auto", "fp32", "bf16")
 
 
 class ConvBackbone(nn.Module):

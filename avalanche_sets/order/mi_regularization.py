@@ -6,6 +6,8 @@ import torch
 from avalanche.core import SupervisedPlugin
 
 from ..functional.mi import MIEstimator, pair_with_prototypes
+from .contract import check_partners, ood_split_of
+from .ood_split import OODSplitPlugin
 
 __all__ = ["MIRegularizationPlugin", "REDUCTIONS"]
 
@@ -50,6 +52,9 @@ class MIRegularizationPlugin(SupervisedPlugin):
         seed: seed of the variational networks' initialisation.
         reduction: ``"mean"`` (default) or ``"sum"`` of the episodes' ``λ (I_ood − I_id)``.
     """
+
+    #: The plugins it reads from (checked when the strategy is built: :mod:`.contract`).
+    PARTNERS = {OODSplitPlugin: "it separates U_id from U_ood for the MI terms"}
 
     def __init__(
         self,
@@ -113,9 +118,13 @@ class MIRegularizationPlugin(SupervisedPlugin):
             self.estimator = est
         return self.estimator
 
+    def check_partners(self, plugins) -> None:
+        """Raise ``ValueError`` when ``plugins`` lack :attr:`PARTNERS` (at construction)."""
+        check_partners(self, plugins)
+
     def pairs(self, state):
         """Per-episode ``(e_id, p_id, e_ood, p_ood)`` from the state's OOD split."""
-        split = state.extras.get("ood_split")
+        split = ood_split_of(state)
         if split is None:
             raise RuntimeError(
                 "MIRegularizationPlugin needs OODSplitPlugin (it separates U_id from U_ood) "

@@ -10,9 +10,11 @@ from torch import Tensor
 from ..functional.ood import split_ood
 from ..training.template import EpisodicPlugin
 
-__all__ = ["OODSplitPlugin", "OODSplitResult", "OOD_RULES"]
+__all__ = ["OODSplitPlugin", "OODSplitResult", "OOD_RULES", "OOD_SPLIT_KEY"]
 
 OOD_RULES = ("threshold", "topk")
+#: Where the split goes: ``episode_state.extras[OOD_SPLIT_KEY]`` (see :mod:`.contract`).
+OOD_SPLIT_KEY = "ood_split"
 
 
 @dataclass
@@ -85,4 +87,4 @@ class OODSplitPlugin(EpisodicPlugin):
         state = strategy.episode_state
         result = self.split(state)
         state.unlabeled_weight = result.is_id.to(state.unlabeled_weight.dtype)
-        state.extras["ood_split"] = result
+        state.extras[OOD_SPLIT_KEY] = result

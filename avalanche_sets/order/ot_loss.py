@@ -6,6 +6,8 @@ import torch
 from avalanche.core import SupervisedPlugin
 
 from ..functional.ot import CVXPYLAYERS_MAX_ENTRIES, check_solver, ot_loss
+from .contract import check_partners, replay_info_of
+from .replay import FeatureReservoirReplayPlugin
 
 __all__ = ["OTFeatureLossPlugin"]
 
@@ -34,6 +36,9 @@ class OTFeatureLossPlugin(SupervisedPlugin):
         eps, n_iter: Sinkhorn parameters.
         seed: seed of the sub-sampling generator.
     """
+
+    #: The plugins it reads from (checked when the strategy is built: :mod:`.contract`).
+    PARTNERS = {FeatureReservoirReplayPlugin: "it regularises the replayed tasks' features"}
 
     def __init__(
         self,
@@ -67,9 +72,13 @@ class OTFeatureLossPlugin(SupervisedPlugin):
         self._generator = torch.Generator().manual_seed(int(seed))
         self.last_value: float | None = None
 
+    def check_partners(self, plugins) -> None:
+        """Raise ``ValueError`` when ``plugins`` lack :attr:`PARTNERS` (at construction)."""
+        check_partners(self, plugins)
+
     def current_and_stored(self, strategy) -> tuple[torch.Tensor, torch.Tensor] | None:
         """Current and stored embeddings of the replayed tasks' stored inputs, paired by row."""
-        info = getattr(strategy, "replay_info", None)
+        info = replay_info_of(strategy)
         state = strategy.episode_state
         if info is None or state is None:
             return None
@@ -84,7 +93,7 @@ class OTFeatureLossPlugin(SupervisedPlugin):
         pair = self.current_and_stored(strategy)
         if pair is None:
             if getattr(strategy, "is_training", False) and not any(
-                hasattr(p, "reservoir") for p in strategy.plugins
+                isinstance(p, FeatureReservoirReplayPlugin) for p in strategy.plugins
             ):
                 raise RuntimeError(
                     "OTFeatureLossPlugin needs FeatureReservoirReplayPlugin (it regularises "

@@ -10,6 +10,7 @@ from avalanche.core import SupervisedPlugin
 from torch import Tensor
 
 from ..data.episodes import EpisodeBatch
+from ..defaults import MEM_SIZE, REPLAY_BATCH, check_mem_size
 from ..functional.reservoir import Reservoir
 
 __all__ = ["FeatureReservoirReplayPlugin", "MemoryTask", "ReplayInfo"]
@@ -79,16 +80,13 @@ class FeatureReservoirReplayPlugin(SupervisedPlugin):
     def __init__(
         self,
         *,
-        mem_size: int = 200,
-        replay_batch: int = 2,
+        mem_size: int = MEM_SIZE,
+        replay_batch: int = REPLAY_BATCH,
         store_unlabeled_features: bool = True,
         seed: int = 0,
     ) -> None:
         super().__init__()
-        if not isinstance(mem_size, int) or mem_size < 1:
-            raise ValueError(
-                f"mem_size must be a positive number of tasks when replay is on, got {mem_size!r}"
-            )
+        check_mem_size(mem_size, when=" when replay is on")
         if not isinstance(replay_batch, int) or replay_batch < 1:
             raise ValueError(f"replay_batch must be a positive integer, got {replay_batch!r}")
         self.mem_size = mem_size

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
+from ..defaults import MEM_SIZE, REPLAY_BATCH, check_mem_size
 from ..functional.ot import check_solver
 from ..models.backbone import cpu_backbone
 from ..models.episodic import PrototypicalModel
@@ -35,7 +36,9 @@ class OrderStrategy(EpisodicTemplate):
     :class:`OODSplitPlugin` (Algorithm 1) → one soft k-means refinement with ``U_id`` →
     :class:`MIRegularizationPlugin` (Theorems 1 and 3) → :class:`FeatureReservoirReplayPlugin`
     (reservoir memory of tasks with stored features) → :class:`OTFeatureLossPlugin` (Eq. 9).
-    It needs no domain boundaries: nothing happens at experience ends.
+    It needs no domain boundaries: nothing happens at experience ends. Eq. 10's terms, the
+    plugin that adds each and what the plugins hand each other (typed) are tabulated in
+    :mod:`avalanche_sets.order.contract`.
 
     Every component can be switched off, which gives the paper's ablations:
     ``use_mi=False`` ("OT only"), ``use_replay=False`` ("MI only", no memory, no OT),
@@ -71,8 +74,8 @@ class OrderStrategy(EpisodicTemplate):
         lr: float = 1e-3,
         lam: float = 1e-5,
         beta: float = 0.003,
-        mem_size: int = 200,
-        replay_batch: int = 2,
+        mem_size: int = MEM_SIZE,
+        replay_batch: int = REPLAY_BATCH,
         ot_solver: str = "exact",
         ot_max_points: int | None = 250,
         ood_k: float = 1.0,
@@ -104,10 +107,8 @@ class OrderStrategy(EpisodicTemplate):
             raise ValueError("use_mi=True needs use_ood_split=True (MI separates U_id from U_ood)")
         if use_ot and not use_replay:
             raise ValueError("use_ot=True needs use_replay=True (OT regularises replayed tasks)")
-        if use_replay and (not isinstance(mem_size, int) or mem_size < 1):
-            raise ValueError(
-                f"mem_size must be a positive number of tasks when replay is on, got {mem_size!r}"
-            )
+        if use_replay:
+            check_mem_size(mem_size, when=" when replay is on")
         if model is None:
             model = PrototypicalModel(cpu_backbone(), refine="soft_kmeans")
         if not (hasattr(model, "encode") and hasattr(model, "classify")):

@@ -14,7 +14,7 @@ checkpoint file is never written in place:
    the SHA-256 of the payload;
 2. it is written to ``<name>.tmp`` and flushed to disk (``fsync``);
 3. the current checkpoint, if any, is renamed to ``<name>.prev`` (the last good one), then the
-   new file is renamed into place. Renames are atomic on POSIX file systems, so at every
+   new file is renamed into place (:func:`avalanche_sets.files.atomic_write`). Renames are atomic on POSIX file systems, so at every
    instant ``<name>`` or ``<name>.prev`` is a complete checkpoint.
 
 :func:`load_latest_checkpoint` verifies the checksum and falls back from ``<name>`` to
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import random
 import warnings
 from pathlib import Path
@@ -36,6 +35,8 @@ from typing import Any
 import numpy as np
 import torch
 from avalanche.core import SupervisedPlugin
+
+from ..files import atomic_write
 
 __all__ = [
     "save_checkpoint",
@@ -87,19 +88,6 @@ def _stateful(strategy) -> dict[str, Any]:
     return out
 
 
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # e.g. a platform without directory handles: the renames still happened
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def save_checkpoint(
     path: str | Path,
     strategy,
@@ -140,17 +128,8 @@ def save_checkpoint(
     torch.save(state, buffer)
     payload = buffer.getvalue()
     header = b"%s %d %s\n" % (_MAGIC, FORMAT_VERSION, hashlib.sha256(payload).hexdigest().encode())
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(header)
-        f.write(payload)
-        f.flush()
-        os.fsync(f.fileno())
-    if keep_previous and path.is_file():
-        os.replace(path, previous_checkpoint_path(path))
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-    return path
+    previous = previous_checkpoint_path(path) if keep_previous else None
+    return atomic_write(path, header + payload, previous=previous, single_writer=True)
 
 
 def read_checkpoint(path: str | Path) -> dict:

@@ -6,7 +6,7 @@ and both updates and refreshes it on every iteration (each update written twice 
 is not a terminal). :class:`DomainProgressLogger` draws one bar per training domain with a known
 total, updates it once per iteration, and closes it after the evaluation that follows with the
 accuracy on the domains trained so far. The metric values themselves go to a log file
-(``TextLogger``), see :func:`avalanche_sets.experiment.run_experiment`.
+(``TextLogger``), see :func:`avalanche_sets.runs.experiment.run_experiment`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import sys
 from typing import IO
 
 from avalanche.logging import BaseLogger
+from tqdm import tqdm
 
 __all__ = ["DomainProgressLogger"]
 
@@ -46,8 +47,6 @@ class DomainProgressLogger(BaseLogger):
 
     # ------------------------------------------------------------------ training
     def before_training_exp(self, strategy, metric_values, **kwargs) -> None:
-        from tqdm import tqdm
-
         self.close()
         exp = strategy.experience
         self._domain = int(exp.current_experience)

@@ -14,7 +14,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+from avalanche.benchmarks.scenarios.generic_scenario import EagerCLStream
+from avalanche.core import SupervisedPlugin
 
+from ..data.benchmark import SETSExperience
+from ..metrics import episode_accuracies as _per_episode
 from ..metrics import stats
 from .checkpoint import CheckpointPlugin, load_latest_checkpoint, save_checkpoint
 
@@ -133,9 +137,6 @@ def episode_accuracies(strategy, stream) -> list[np.ndarray]:
     evaluation) and reads each episode's accuracy off the query logits as they pass.
     """
     per_exp: dict[int, list[float]] = {}
-    from avalanche.core import SupervisedPlugin
-
-    from ..metrics import episode_accuracies as _per_episode
 
     class _Collect(SupervisedPlugin):
         def after_eval_iteration(self, s, **kw):
@@ -219,7 +220,6 @@ def run_sets(
         pass
 
     budget = {"left": stop_after}
-    from avalanche.core import SupervisedPlugin
 
     class _StopAfter(SupervisedPlugin):
         def after_training_iteration(self, s, **kw):
@@ -262,10 +262,6 @@ def _truncated(stream, n: int):
     """The first ``n`` episodes of every experience of a stream, as a stream of the same name."""
     if n < 1:
         raise ValueError(f"interim_episodes must be positive, got {n}")
-    from avalanche.benchmarks.scenarios.generic_scenario import EagerCLStream
-
-    from ..data.benchmark import SETSExperience
-
     exps = [
         SETSExperience(
             dataset=exp.dataset.subset(range(min(n, len(exp.dataset)))),

@@ -28,6 +28,7 @@ What the template guarantees:
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Sequence
 
 import torch
@@ -54,8 +55,6 @@ def silent_evaluator(*metrics) -> EvaluationPlugin:
     its own evaluator (the command line always logs to the run folder's ``log.txt``). Only that
     one warning is silenced.
     """
-    import warnings
-
     with warnings.catch_warnings():
         warnings.filterwarnings(
             "ignore",
@@ -142,6 +141,13 @@ class EpisodicTemplate(SupervisedTemplate):
                 raise ValueError(
                     f"{name} must be a positive integer (episodes per meta-batch), got {value!r}"
                 )
+        plugins = list(plugins or [])
+        # A plugin that reads what another writes names it (ORDER's: order/contract.py): a
+        # missing partner fails here, not in the middle of the run.
+        for plugin in plugins:
+            check = getattr(plugin, "check_partners", None)
+            if callable(check):
+                check(plugins)
         super().__init__(
             model=model,
             optimizer=optimizer,
@@ -150,7 +156,7 @@ class EpisodicTemplate(SupervisedTemplate):
             train_epochs=train_epochs,
             eval_mb_size=eval_mb_size,
             device=device,
-            plugins=list(plugins or []),
+            plugins=plugins,
             evaluator=evaluator if evaluator is not None else silent_evaluator(),
             eval_every=eval_every,
             **kwargs,

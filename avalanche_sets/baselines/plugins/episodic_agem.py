@@ -9,6 +9,7 @@ import torch
 from avalanche.training.plugins import AGEMPlugin
 from avalanche.training.storage_policy import ExperienceBalancedBuffer
 
+from ...defaults import MEM_SIZE, check_mem_size
 from ._memory import (
     learner_batch,
     load_storage_state_dict,
@@ -62,9 +63,8 @@ class EpisodicAGEMPlugin(AGEMPlugin):
         seed: seed of the memory sampling.
     """
 
-    def __init__(self, *, mem_size: int = 200, sample_size: int = 2, seed: int = 0) -> None:
-        if not isinstance(mem_size, int) or mem_size < 1:
-            raise ValueError(f"mem_size must be a positive number of tasks, got {mem_size!r}")
+    def __init__(self, *, mem_size: int = MEM_SIZE, sample_size: int = 2, seed: int = 0) -> None:
+        check_mem_size(mem_size)
         if not isinstance(sample_size, int) or sample_size < 1:
             raise ValueError(f"sample_size must be a positive integer, got {sample_size!r}")
         super().__init__(patterns_per_experience=mem_size, sample_size=sample_size)

@@ -7,6 +7,7 @@ import torch
 from avalanche.training.plugins import GEMPlugin
 from avalanche.training.storage_policy import ExperienceBalancedBuffer
 
+from ...defaults import MEM_SIZE, check_mem_size
 from ._memory import (
     grad_vector,
     learner_batch,
@@ -56,13 +57,12 @@ class EpisodicGEMPlugin(GEMPlugin):
     def __init__(
         self,
         *,
-        mem_size: int = 200,
+        mem_size: int = MEM_SIZE,
         memory_strength: float = 0.5,
         constraint_batch: int | None = 2,
         seed: int = 0,
     ) -> None:
-        if not isinstance(mem_size, int) or mem_size < 1:
-            raise ValueError(f"mem_size must be a positive number of tasks, got {mem_size!r}")
+        check_mem_size(mem_size)
         if constraint_batch is not None and (
             not isinstance(constraint_batch, int) or constraint_batch < 1
         ):

@@ -10,6 +10,7 @@ from avalanche.training.plugins import ReplayPlugin
 from avalanche.training.storage_policy import ExemplarsBuffer, ReservoirSamplingBuffer
 
 from ...data.episodes import collate_episodes
+from ...defaults import MEM_SIZE, check_mem_size
 from ._memory import load_storage_state_dict, seeded_torch, storage_state_dict
 
 __all__ = ["EpisodicReplayPlugin"]
@@ -57,13 +58,12 @@ class EpisodicReplayPlugin(ReplayPlugin):
     def __init__(
         self,
         *,
-        mem_size: int = 200,
+        mem_size: int = MEM_SIZE,
         batch_size_mem: int | None = None,
         storage_policy: ExemplarsBuffer | None = None,
         seed: int = 0,
     ) -> None:
-        if not isinstance(mem_size, int) or mem_size < 1:
-            raise ValueError(f"mem_size must be a positive number of tasks, got {mem_size!r}")
+        check_mem_size(mem_size)
         if batch_size_mem is not None and (
             not isinstance(batch_size_mem, int) or batch_size_mem < 1
         ):

@@ -10,6 +10,7 @@ from avalanche.core import SupervisedPlugin
 from torch import Tensor
 
 from ...data.episodes import Episode
+from ...defaults import MEM_SIZE, REPLAY_BATCH, check_mem_size
 from ...functional.reservoir import Reservoir
 from ._memory import episode_from_dict, episode_to_dict, learner_batch, stored_episodes
 
@@ -102,16 +103,15 @@ class MERPlugin(SupervisedPlugin):
     def __init__(
         self,
         *,
-        mem_size: int = 200,
-        replay_batch: int = 2,
+        mem_size: int = MEM_SIZE,
+        replay_batch: int = REPLAY_BATCH,
         n_batches: int = 1,
         beta: float = 0.3,
         gamma: float = 1.0,
         seed: int = 0,
     ) -> None:
         super().__init__()
-        if not isinstance(mem_size, int) or mem_size < 1:
-            raise ValueError(f"mem_size must be a positive number of tasks, got {mem_size!r}")
+        check_mem_size(mem_size)
         if not isinstance(replay_batch, int) or replay_batch < 0:
             raise ValueError(f"replay_batch must be a non-negative integer, got {replay_batch!r}")
         if not isinstance(n_batches, int) or n_batches < 1:

@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import importlib
 import io
+import pickle
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
+import torch
 from PIL import Image
 
 from ..domain import SPLITS
-from ..packs import resize_images
+from ..images import resize_images
 from ._common import (
     OMNIGLOT_FALLBACK,
     DatasetNotFoundError,
@@ -76,10 +78,6 @@ def _to_numpy(x) -> np.ndarray:
 
 def _torch_load(spec: PaperDataset, path: Path):
     """``torch.load`` restricted to tensors, numpy arrays and plain containers (no code)."""
-    import pickle
-
-    import torch
-
     safe: list = [np.ndarray, np.dtype]
     for mod in ("numpy._core.multiarray", "numpy.core.multiarray"):
         try:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ..domain import SPLITS
-from ..packs import scan_image_folder, split_classes
+from ..images import scan_image_folder, split_classes
 
 __all__ = [
     "DatasetNotFoundError",

@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from ..domain import SPLITS, Domain
-from ..packs import _atomic_savez, _validate_arrays, load_images, load_pack, resize_images
+from ..images import load_images, resize_images
+from ..packs import load_pack, validate_arrays, write_npz
 from ._archives import decode_bytes
 from ._common import (
     DatasetNotFoundError,
@@ -251,7 +252,7 @@ def _build_arrays(
         f"{spec.title} from {match.folder} ({match.layout.label}); class split: {note}{extra}; "
         f"{sum(sizes)} images resized to {image_size}px"
     )
-    return _validate_arrays(
+    return validate_arrays(
         {
             "images": images,
             "labels": np.repeat(np.arange(len(class_names)), sizes),
@@ -326,7 +327,7 @@ def load_paper_domain(
 
     arrays = _build_arrays(spec, match, image_size, int(class_split_seed), workers, progress)
     if path is not None:
-        _atomic_savez(path, arrays, compress=False)
+        write_npz(path, arrays, compress=False)
     return Domain(
         name=spec.name,
         images=arrays["images"],

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..domain import SPLITS
-from ..packs import _is_image_file, scan_image_folder
+from ..images import is_image_file, scan_image_folder
 from ._common import (
     OMNIGLOT_FALLBACK,
     DatasetNotFoundError,
@@ -472,9 +472,9 @@ def scan_wildfish(base: Path, spec: PaperDataset) -> _Listing:
             if p.name.startswith("."):
                 continue
             if p.is_dir():
-                files = [f for f in sorted(p.iterdir()) if _is_image_file(f)]
+                files = [f for f in sorted(p.iterdir()) if is_image_file(f)]
                 by_class.setdefault(p.name, []).extend(files)
-            elif _is_image_file(p):
+            elif is_image_file(p):
                 m = _WILDFISH_FILE.match(p.stem)
                 if m is None:
                     raise _malformed(

@@ -1,0 +1,43 @@
+"""Settings every layer shares, defined once: their choices, the paper's defaults, their checks.
+
+A leaf module (standard library only), so the data layer, the models, the strategies, the
+presets and the command line's parser all take the same values from here — the command line
+before it loads torch.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "SOURCES",
+    "PRECISIONS",
+    "MEM_SIZE",
+    "N_OOD",
+    "REPLAY_BATCH",
+    "check_mem_size",
+]
+
+SOURCES: tuple[str, ...] = ("synthetic", "packs", "paper")
+"""Where the domains of a benchmark come from: the offline synthetic domains, a folder of
+``.npz`` domain packs, or the paper's datasets."""
+
+PRECISIONS: tuple[str, ...] = ("auto", "fp32", "bf16")
+"""The backbone's precision: ``auto`` is bf16 where the device runs it natively, else fp32."""
+
+MEM_SIZE = 200
+"""Memory capacity in tasks of every replay method (the paper's M = 200)."""
+
+N_OOD = 50
+"""OOD images in an episode's unlabeled set (the paper's R = 50)."""
+
+REPLAY_BATCH = 2
+"""Memory tasks replayed per training iteration."""
+
+
+def check_mem_size(mem_size: object, *, when: str = "") -> int:
+    """Return ``mem_size`` when it is a positive number of tasks; else raise ``ValueError``.
+
+    ``when`` completes the message (``" when replay is on"``).
+    """
+    if not isinstance(mem_size, int) or mem_size < 1:
+        raise ValueError(f"mem_size must be a positive number of tasks{when}, got {mem_size!r}")
+    return mem_size

@@ -1,0 +1,84 @@
+"""The contract between ORDER's plugins: what each hands to the others, typed, in one place.
+
+ORDER's objective (paper Eq. 10),
+``H = Σ_{T ∈ meta-batch ∪ B} [L_meta(T) + λ(I_ood(T) − I_id(T))] + β L_OT``, is assembled by
+:class:`~avalanche_sets.order.OrderStrategy` and four plugins. Each term, who adds it, and
+what it reads from whom:
+
++---------------------------+--------------------------------+--------------------------------+
+| term of Eq. 10            | added by                       | reads (from)                   |
++===========================+================================+================================+
+| ``L_meta(T)``, every task | ``OrderStrategy.criterion``    | the meta-batch: current tasks, |
+| of the meta-batch         | (sum of each task's mean query | then the replayed ones         |
+| (``T_t`` and ``T_i ∈ B``) | cross-entropy)                 | (``FeatureReservoirReplay-``   |
+|                           |                                | ``Plugin`` appends them)       |
++---------------------------+--------------------------------+--------------------------------+
+| ``λ(I_ood(T) − I_id(T))``,| ``MIRegularizationPlugin``     | :class:`OODSplitResult`        |
+| every task of the         | (``before_backward``)          | (``OODSplitPlugin``, Algorithm |
+| meta-batch                |                                | 1): :func:`ood_split_of`       |
++---------------------------+--------------------------------+--------------------------------+
+| ``β · L_OT``, once per    | ``OTFeatureLossPlugin``        | :class:`ReplayInfo` (rows of   |
+| meta-batch                | (``before_backward``)          | the replayed tasks, each       |
+|                           |                                | :class:`MemoryTask` with its   |
+|                           |                                | stored ``S ∪ U_id`` features;  |
+|                           |                                | ``FeatureReservoirReplay-``    |
+|                           |                                | ``Plugin``): :func:`replay_    |
+|                           |                                | info_of`                       |
++---------------------------+--------------------------------+--------------------------------+
+
+``OODSplitPlugin`` adds no term: it writes the :class:`OODSplitResult` to
+``episode_state.extras[OOD_SPLIT_KEY]`` and the ``U_id`` mask to
+``episode_state.unlabeled_weight`` (the prototypes' refinement uses ``U_id`` only).
+``FeatureReservoirReplayPlugin`` adds no term either: it appends the replayed tasks to the
+meta-batch (so their ``L_meta`` and MI terms enter the sums above) and writes a
+:class:`ReplayInfo` to ``strategy.replay_info``.
+
+A plugin that reads what another writes names that partner in ``PARTNERS``; the
+:class:`~avalanche_sets.training.EpisodicTemplate` calls :func:`check_partners` on its plugin
+list when it is constructed, so a missing partner fails there with a clear error, not mid-run.
+The partner is matched by class: a plugin that merely looks alike (DER's and MER's plugins also
+keep a ``reservoir``) is not a partner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from .ood_split import OOD_SPLIT_KEY, OODSplitResult
+from .replay import MemoryTask, ReplayInfo
+
+__all__ = [
+    "OOD_SPLIT_KEY",
+    "OODSplitResult",
+    "ReplayInfo",
+    "MemoryTask",
+    "ood_split_of",
+    "replay_info_of",
+    "check_partners",
+]
+
+
+def ood_split_of(state) -> OODSplitResult | None:
+    """The OOD split of an :class:`~avalanche_sets.models.EpisodeState` (``None`` if none)."""
+    return state.extras.get(OOD_SPLIT_KEY)
+
+
+def replay_info_of(strategy) -> ReplayInfo | None:
+    """Where this meta-batch's replayed memory tasks are (``None`` when none are replayed)."""
+    return getattr(strategy, "replay_info", None)
+
+
+def check_partners(plugin, plugins: Iterable) -> None:
+    """Raise ``ValueError`` unless every partner ``plugin.PARTNERS`` names is in ``plugins``.
+
+    ``PARTNERS`` maps a partner class to what the plugin needs it for.
+    """
+    plugins = list(plugins)
+    for partner, why in getattr(plugin, "PARTNERS", {}).items():
+        if not any(isinstance(p, partner) for p in plugins):
+            have = [type(p).__name__ for p in plugins]
+            raise ValueError(
+                f"{type(plugin).__name__} needs {partner.__name__} in the same strategy ({why}), "
+                f"but the plugins are {have}; fix: add {partner.__name__}(...) to plugins, or "
+                "use OrderStrategy, which adds ORDER's plugins together"
+            )

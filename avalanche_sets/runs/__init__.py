@@ -1,0 +1,43 @@
+"""Running experiments: one home for what a run is, how it is run, and what it leaves on disk.
+
+* :mod:`~avalanche_sets.runs.folder` — the on-disk contract: run-folder names and identity,
+  ``result.json``/``run.json`` records, provenance, the lock, atomic writes;
+* :mod:`~avalanche_sets.runs.experiment` — one run (:func:`run_experiment`): build the
+  benchmark and the method, train with checkpoints, write the folder;
+* :mod:`~avalanche_sets.runs.sweep` — many runs (:func:`run_sweep`): in this process, a local
+  process pool or Ray; the command line's ``sweep`` and ``benchmarks/reproduce.py`` use it;
+* :mod:`~avalanche_sets.runs.report` — tables and plots from run folders.
+
+The names below load on first use (PEP 562), as the package's own: the command line imports
+:mod:`.folder` (standard library only) before it needs torch.
+"""
+
+from .._lazy import lazy_names as _lazy_names
+
+_LAZY = {
+    "RunLock": ".folder",
+    "RunLockedError": ".folder",
+    "RunConflictError": ".folder",
+    "ResultsVersionError": ".folder",
+    "read_record": ".folder",
+    "write_record": ".folder",
+    "run_dir_name": ".folder",
+    "run_identity": ".folder",
+    "record_identity": ".folder",
+    "provenance": ".folder",
+    "build_benchmark": ".experiment",
+    "run_experiment": ".experiment",
+    "RunSpec": ".sweep",
+    "RunOutcome": ".sweep",
+    "run_one": ".sweep",
+    "run_sweep": ".sweep",
+    "find_results": ".report",
+    "aggregate_results": ".report",
+    "write_table": ".report",
+    "run_table": ".report",
+}
+
+__all__ = sorted(_LAZY)
+
+
+__getattr__, __dir__ = _lazy_names(__name__, _LAZY)

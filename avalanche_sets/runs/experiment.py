@@ -1,0 +1,273 @@
+"""One run = one method on one benchmark with one preset and seed, written to a folder.
+
+A run folder holds ``result.json`` (accuracy matrix, final per-domain accuracy with 95% CIs,
+settings: identical for identical seeds), ``run.json`` (timing, machine, command, resumes),
+``table.md``, ``accuracy_matrix.png``, ``log.txt`` and, while it runs, a checkpoint and a lock
+(see :mod:`avalanche_sets.runs.folder`). A folder with a ``result.json`` is finished and is
+not run again; a folder with a checkpoint resumes from it.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import IO
+
+import torch
+from avalanche.evaluation.metrics import (
+    accuracy_metrics,
+    bwt_metrics,
+    forgetting_metrics,
+    loss_metrics,
+    timing_metrics,
+)
+from avalanche.logging import CSVLogger, InteractiveLogger, TensorboardLogger, TextLogger
+from avalanche.training.plugins import EvaluationPlugin
+
+from .. import __version__, training
+from ..baselines.joint import joint_benchmark
+from ..data import SETSBenchmark, sets_benchmark
+from ..data.packs import NO_PACKS_HINT
+from ..methods import build_strategy, check_method
+from ..metrics import episode_metrics
+from ..training.checkpoint import previous_checkpoint_path
+from ..training.progress import DomainProgressLogger
+from .folder import (
+    CHECKPOINT_FILE,
+    LOG_FILE,
+    LOGGERS,
+    RunLock,
+    check_finished,
+    command_line,
+    is_finished,
+    portable_preset,
+    provenance,
+    read_record,
+    run_folder,
+    run_identity,
+    run_precision,
+    utc_now,
+    write_record,
+)
+from .report import write_run_report
+
+__all__ = ["run_experiment", "build_benchmark", "evaluator"]
+
+
+def build_benchmark(preset: dict, *, seed: int) -> SETSBenchmark:
+    """The SETS benchmark a preset describes (episode streams seeded by ``seed``)."""
+    source = preset["source"]
+    root = preset.get("root")
+    if source == "packs" and root is None:
+        root = os.environ.get("AVALANCHE_SETS_PACKS")
+        if root is None:
+            raise ValueError(
+                "the packs source needs a folder of .npz domain packs: pass --root (e.g. "
+                "../shared/data/sets-mini) or set AVALANCHE_SETS_PACKS; " + NO_PACKS_HINT
+            )
+    return sets_benchmark(
+        source,
+        root=root,
+        domains=preset.get("domains"),
+        ood=preset.get("ood"),
+        order=preset.get("order", 1),
+        n_way=preset["n_way"],
+        n_shot=preset["n_shot"],
+        n_query=preset["n_query"],
+        n_unlabeled=preset["n_unlabeled"],
+        n_ood=preset["n_ood"],
+        tasks_per_domain=preset["tasks_per_domain"],
+        n_val_episodes=preset["n_val_episodes"],
+        n_test_episodes=preset["n_test_episodes"],
+        image_size=preset["image_size"],
+        seed=seed,
+        small_classes=preset.get("small_classes", "error"),
+    )
+
+
+def evaluator(
+    loggers, out: Path, *, verbose: bool = False, log_file: IO[str] | None = None
+) -> EvaluationPlugin:
+    """The run's ``EvaluationPlugin``: Avalanche's metrics and the SETS episode metrics.
+
+    Every metric value goes to ``log_file`` (default: ``out/log.txt``, appended to) whatever
+    ``loggers`` says, so the evaluator always has a logger and nothing is lost; ``loggers``
+    adds terminal and file loggers (:data:`~.folder.LOGGERS`), ``verbose`` also prints the
+    metric values on the terminal.
+    """
+    unknown = set(loggers) - set(LOGGERS)
+    if unknown:
+        raise ValueError(f"unknown logger(s) {sorted(unknown)}; choose from {LOGGERS}")
+    if log_file is None:  # the run folder's log, owned by the logger from here on
+        log_file = open(out / LOG_FILE, "a", buffering=1)  # noqa: SIM115
+    made = [TextLogger(log_file)]
+    if "progress" in loggers:
+        made.append(DomainProgressLogger())
+    if "interactive" in loggers:
+        made.append(InteractiveLogger())
+    elif verbose:  # the interactive logger prints the metric values already
+        made.append(TextLogger(sys.stdout))
+    if "csv" in loggers:
+        made.append(CSVLogger(log_folder=str(out / "csv")))
+    if "tensorboard" in loggers:
+        made.append(TensorboardLogger(tb_log_dir=str(out / "tb")))
+    return EvaluationPlugin(
+        accuracy_metrics(epoch=True, experience=True, stream=True),
+        loss_metrics(epoch=True, experience=True, stream=True),
+        forgetting_metrics(experience=True, stream=True),
+        bwt_metrics(experience=True, stream=True),
+        timing_metrics(epoch=True),
+        *episode_metrics(),
+        loggers=made,
+    )
+
+
+def run_experiment(
+    method: str,
+    preset: dict,
+    *,
+    seed: int,
+    out_root: str | Path,
+    loggers: tuple[str, ...] = ("progress",),
+    verbose: bool = False,
+    checkpoint_every: int | None = 50,
+    eval_stream: str = "test",
+    strategy_overrides: dict | None = None,
+    tag: str = "",
+    wait: bool = False,
+    benchmark: SETSBenchmark | None = None,
+    checked: bool = False,
+) -> dict:
+    """Run (or resume, or skip if finished) one method/preset/seed; returns its record.
+
+    The run folder (see :mod:`avalanche_sets.runs.folder`) is locked while the run is in
+    progress: when another process holds it, this raises
+    :class:`~avalanche_sets.runs.folder.RunLockedError` (``wait=False``) or waits for that
+    process and returns its result (``wait=True``); a finished run is never run again.
+    Checkpoints are written every ``checkpoint_every`` iterations and at every domain end;
+    a killed run resumes from the newest good one and ends with the same ``result.json``.
+
+    Every metric value goes to the run folder's ``log.txt`` (appended to on resume);
+    ``loggers`` adds terminal or file loggers (:data:`~.folder.LOGGERS`; ``progress`` draws
+    one bar per domain), and ``verbose=True`` prints the metric values on the terminal too.
+
+    ``benchmark``: the :func:`build_benchmark` of this ``preset`` and ``seed`` when the caller
+    has built it already (the command line, which describes it first), so it is not built
+    twice; episodes are generated on access from their seed, so it is the same benchmark.
+    ``checked=True``: the caller has passed these arguments through
+    :func:`~avalanche_sets.methods.check_method` already (before loading any data), so the
+    method is checked once per command.
+
+    Returns:
+        ``result.json`` merged with ``run.json`` (``seconds``, ``date``, ``machine``, ...),
+        plus ``"status"`` (not stored): ``"ran"`` when this call computed the run (from the
+        start or from a checkpoint), ``"finished before"`` when it found the run finished —
+        before taking the lock, or after waiting for the process that held it. Decided under
+        the lock, so two sweeps on one folder never both report a run as theirs.
+    """
+    if not checked:
+        check_method(method, preset, strategy_overrides)  # before any data is loaded
+    if benchmark is not None and benchmark.seed != seed:
+        raise ValueError(
+            f"run_experiment(seed={seed}) was handed the benchmark of seed {benchmark.seed}; "
+            "fix: pass build_benchmark(preset, seed=seed), or no benchmark"
+        )
+    where = {"eval_stream": eval_stream, "strategy_overrides": strategy_overrides}
+    out = run_folder(out_root, method, preset, seed, tag=tag, **where)
+    asked = run_identity(method, preset, **where)
+    if is_finished(out):
+        return {**check_finished(out, asked, seed), "status": "finished before"}
+    out.mkdir(parents=True, exist_ok=True)
+    with RunLock(out, wait=wait) as lock:
+        if is_finished(out):  # finished by the process that held the lock
+            lock.remove()
+            return {**check_finished(out, asked, seed), "status": "finished before"}
+        torch.set_num_threads(int(preset.get("threads", 1)))
+        # The run log: every metric value (and resumes); an exception leaves it to the
+        # garbage collector, which closes it.
+        log = open(out / LOG_FILE, "a", buffering=1)  # noqa: SIM115
+        print(f"# {utc_now()}: {command_line()}", file=log)
+        bench = benchmark if benchmark is not None else build_benchmark(preset, seed=seed)
+        if method == "joint":
+            bench = joint_benchmark(bench, seed=seed)
+        strategy = build_strategy(
+            method,
+            preset,
+            seed=seed,
+            evaluator=evaluator(loggers, out, verbose=verbose, log_file=log),
+            check=False,  # checked above (or by the caller)
+            **(strategy_overrides or {}),
+        )
+        clock = {"before": 0.0, "start": time.perf_counter()}
+        resumes: list[dict] = []
+
+        def elapsed() -> float:
+            return clock["before"] + time.perf_counter() - clock["start"]
+
+        def on_resume(restored: dict) -> None:
+            clock["before"] = float(restored["extra"].get("seconds", 0.0))
+            pos = restored["position"]
+            resumes.append(
+                {
+                    "from": restored["path"],
+                    "position": pos,
+                    "skipped_damaged": restored["skipped"],
+                    "date": utc_now(),
+                }
+            )
+            message = (
+                f"resuming {out} from {restored['path']} at domain {pos['experience']}, "
+                f"iteration {pos['iteration']}"
+            )
+            print(message, file=sys.stderr, flush=True)
+            print(message, file=log, flush=True)
+
+        checkpoint = out / CHECKPOINT_FILE
+        # looked up on the module when called, so a test can replace the training loop
+        result = training.run_sets(
+            strategy,
+            bench,
+            checkpoint_path=checkpoint,
+            checkpoint_every=checkpoint_every,
+            eval_stream=eval_stream,
+            interim_episodes=preset.get("interim_test_episodes"),
+            checkpoint_extra=lambda: {"seconds": elapsed()},
+            on_resume=on_resume,
+        )
+        for logger in strategy.evaluator.loggers:  # a run stopped early leaves one open
+            if isinstance(logger, DomainProgressLogger):
+                logger.close()
+        log.close()
+        computed = {
+            "avalanche_sets": __version__,
+            "method": method,
+            "seed": seed,
+            # the precision as resolved here: what "auto" meant on this machine
+            "preset": portable_preset(
+                {
+                    **{k: v for k, v in preset.items() if k != "seeds"},
+                    "precision": run_precision(preset),
+                }
+            ),
+            "eval_stream": eval_stream,
+            "strategy_overrides": strategy_overrides or {},
+            "result": result.to_dict(),
+        }
+        run = {
+            "seconds": elapsed(),
+            **provenance(
+                host=platform.node(),  # which node of a cluster ran it (sweep --ray-address)
+                pid=os.getpid(),
+                resumes=resumes,
+            ),
+        }
+        write_run_report(out, computed)
+        write_record(out, computed, run)
+        for ckpt in (checkpoint, previous_checkpoint_path(checkpoint)):
+            ckpt.unlink(missing_ok=True)
+        # Safe to remove while held: a process waiting on it re-checks result.json first.
+        lock.remove()
+        return {**read_record(out), "status": "ran"}

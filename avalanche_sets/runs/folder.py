@@ -1,0 +1,440 @@
+"""The on-disk contract of a run: its folder's name and identity, its records, its lock.
+
+A run is stored in ``<out>/<method>/<source>-o<order>-<N>w<K>s-R<R>-seed<s>[...]``
+(:func:`run_dir_name`; :func:`run_folder` adds the ``out`` root and a tag). A finished run
+folder holds
+
+* ``result.json`` (:data:`RESULT_FILE`) — what the run *computed*: method, seed, settings
+  and metrics (the ``"result"`` is :meth:`avalanche_sets.training.RunResult.to_dict`), and the
+  format version. It depends only on the code, the settings and the seed, so two runs with the
+  same seed write byte-identical files (CPU), and an interrupted-and-resumed run writes the
+  same file as an uninterrupted one;
+* ``run.json`` (:data:`RUN_FILE`) — how it was computed (:func:`provenance`): wall time, date,
+  machine, command, and any resumes (which checkpoint, which damaged ones were skipped). It
+  differs from run to run by nature;
+* ``table.md`` and ``accuracy_matrix.png`` (:mod:`avalanche_sets.runs.report` writes them from
+  the record) and ``log.txt`` (every metric value; ``csv/`` and ``tb/`` with those loggers).
+
+While a run is in progress the folder holds its checkpoint and ``.lock``, an exclusive
+``flock`` held by the process running it (:class:`RunLock`): a second process (another sweep
+pointed at the same folder) sees the lock and does not run it again. The lock dies with its
+process (even on SIGKILL), so there are no stale locks to clean up. ``flock`` needs a local
+POSIX file system (on NFS it may not exclude processes on other hosts).
+
+Every file is written atomically (:func:`atomic_write`, the one implementation the whole
+package uses). This module loads with the standard library alone — the command line reads
+:data:`LOGGERS` from it to build its parser — so the three functions that need torch
+(:func:`run_precision`, :func:`machine_info`, and reading a format-1/2 record) import what they
+need where they use it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import fcntl
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..files import atomic_write
+from ..presets import PRESETS
+
+__all__ = [
+    "RESULT_FILE",
+    "RUN_FILE",
+    "LOCK_FILE",
+    "TABLE_FILE",
+    "MATRIX_PLOT",
+    "LOG_FILE",
+    "CHECKPOINT_FILE",
+    "RUN_FILES",
+    "LOGGERS",
+    "RESULT_FORMAT",
+    "READABLE_FORMATS",
+    "ResultsVersionError",
+    "RunLockedError",
+    "RunConflictError",
+    "RunLock",
+    "atomic_write",
+    "read_record",
+    "write_record",
+    "is_finished",
+    "check_finished",
+    "run_dir_name",
+    "run_folder",
+    "run_identity",
+    "record_identity",
+    "run_precision",
+    "portable_preset",
+    "machine_info",
+    "command_line",
+    "utc_now",
+    "provenance",
+]
+
+# ------------------------------------------------------------------------ the files
+RESULT_FILE = "result.json"
+RUN_FILE = "run.json"
+LOCK_FILE = ".lock"
+TABLE_FILE = "table.md"
+MATRIX_PLOT = "accuracy_matrix.png"
+LOG_FILE = "log.txt"
+"""The file of a run folder that receives every metric value and message of the run."""
+CHECKPOINT_FILE = "checkpoint.pt"
+
+RUN_FILES: tuple[tuple[str, str], ...] = (
+    (RESULT_FILE, "accuracy matrix, final accuracies with 95% CIs, settings"),
+    (RUN_FILE, "wall time, date, machine, command"),
+    (TABLE_FILE, "the table above"),
+    (MATRIX_PLOT, "heatmap: accuracy on every domain after each training domain"),
+    (LOG_FILE, "every metric value of the run (--verbose prints them)"),
+)
+"""What a finished run folder holds, as the command line lists it."""
+
+LOGGERS = ("progress", "interactive", "text", "csv", "tensorboard")
+"""Loggers a run can add: ``progress`` (one bar per domain on stderr), ``interactive``
+(Avalanche's bars and metric values on stdout), ``csv`` (``csv/``), ``tensorboard``
+(``tb/``). ``text`` (the metric values in the run folder's ``log.txt``) is always on and
+accepted for compatibility."""
+
+RESULT_FORMAT = 3
+"""3: as 2, with ``result.forgetting`` of :mod:`avalanche_sets.metrics.stats` (the last domain
+``null``) and ``result.average_forgetting`` / ``result.bwt``; 2: ``result.json``
+(deterministic) + ``run.json`` (provenance); 1: one ``result.json``."""
+READABLE_FORMATS = (1, 2, 3)
+
+
+class ResultsVersionError(ValueError):
+    """A run folder written by a version of avalanche-sets whose format this one cannot read."""
+
+
+class RunLockedError(RuntimeError):
+    """The run is being run by another process (its folder's lock is held)."""
+
+
+class RunConflictError(ValueError):
+    """A run folder already holds a finished run whose settings differ from the asked ones."""
+
+
+# ------------------------------------------------------------------------ records
+def _json(data: Any) -> str:
+    return json.dumps(data, indent=2) + "\n"
+
+
+def write_record(folder: str | Path, result: dict, provenance: dict) -> None:
+    """Write ``run.json`` then ``result.json`` (atomically; ``result.json`` marks it finished)."""
+    folder = Path(folder)
+    atomic_write(folder / RUN_FILE, _json(provenance), single_writer=True)
+    body = {"format": RESULT_FORMAT, **result}
+    atomic_write(folder / RESULT_FILE, _json(body), single_writer=True)
+
+
+def is_finished(folder: str | Path) -> bool:
+    """Whether ``folder`` holds a finished run (its ``result.json``)."""
+    return (Path(folder) / RESULT_FILE).is_file()
+
+
+def read_record(folder: str | Path) -> dict:
+    """The record of a finished run: ``result.json`` merged with ``run.json``.
+
+    Raises:
+        FileNotFoundError: the folder has no ``result.json`` (not finished).
+        ResultsVersionError: the folder was written in a format this version cannot read.
+        ValueError: ``result.json`` is not valid JSON (names the file).
+    """
+    folder = Path(folder)
+    path = folder / RESULT_FILE
+    try:
+        rec = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} is not valid JSON ({err}); delete the folder to re-run") from None
+    fmt = rec.get("format", 1) if isinstance(rec, dict) else None
+    if fmt not in READABLE_FORMATS:
+        raise ResultsVersionError(
+            f"{folder} was written by another version of avalanche-sets (result format "
+            f"{fmt!r}, by avalanche-sets {rec.get('avalanche_sets', '?') if isinstance(rec, dict) else '?'}); "
+            f"this version ({__version__}) reads formats {list(READABLE_FORMATS)}. Read it with "
+            "that version, or write this run to a new --out folder"
+        )
+    if fmt >= 2:
+        run = folder / RUN_FILE
+        if run.is_file():
+            rec.update(json.loads(run.read_text()))
+    if fmt < 3:
+        _upgrade_derived_metrics(rec)
+    return rec
+
+
+def _upgrade_derived_metrics(rec: dict) -> None:
+    """Replace a format-1/2 record's stored forgetting by today's definition, from its matrix.
+
+    Formats 1 and 2 stored a forgetting that also counted the last domain, with rows from
+    before it was trained (and no BWT). Every reader sees the one definition of
+    :mod:`avalanche_sets.metrics.stats` instead, recomputed from the stored accuracy matrix;
+    the file itself is left as it was.
+    """
+    res = rec.get("result")
+    if not isinstance(res, dict) or "matrix" not in res:
+        return
+    # the runner owns the schema of "result" (it loads torch: see the module's docstring)
+    from ..training.runner import RunResult
+
+    derived = RunResult(domains=res.get("domains", []), matrix=res["matrix"]).to_dict()
+    for key in ("forgetting", "average_forgetting", "bwt"):
+        res[key] = derived[key]
+
+
+# ------------------------------------------------------------------------ identity and name
+# Settings spelled out in the base of a run folder's name, and settings that do not change
+# what a run computes (where the data lives, how many threads, the preset's seed list).
+# ``precision`` is named by its resolved value: "-bf16" when bf16, nothing for fp32 (so the
+# folders of runs recorded before the setting existed keep their names).
+_IN_BASE_NAME = ("source", "order", "n_way", "n_shot", "n_ood", "precision")
+_NOT_IDENTITY = ("seeds", "threads", "root")
+_MISSING = object()
+
+
+def run_precision(preset: dict) -> str:
+    """The precision a run of ``preset`` computes in: ``"fp32"`` or ``"bf16"``.
+
+    The preset's ``precision`` resolved on its device (``"auto"`` means bf16 only where the
+    device runs it natively); a preset without the setting — every run recorded before it
+    existed — means fp32, the only precision there was.
+    """
+    from ..models.backbone import resolve_precision  # torch (see the module's docstring)
+
+    device_type = str(preset.get("device", "cpu")).split(":")[0]
+    return resolve_precision(preset.get("precision", "fp32"), device_type)
+
+
+def _identity_preset(preset: dict) -> dict:
+    """The preset as far as it decides what a run computes (precision resolved)."""
+    out = {k: v for k, v in preset.items() if k not in _NOT_IDENTITY}
+    out["precision"] = run_precision(preset)
+    return out
+
+
+def run_identity(
+    method: str,
+    preset: dict,
+    *,
+    eval_stream: str = "test",
+    strategy_overrides: dict | None = None,
+) -> dict:
+    """Everything that decides what a run computes, except its seed (JSON-normalised).
+
+    The precision enters resolved (``"fp32"`` or ``"bf16"``, :func:`run_precision`): bf16
+    changes the numbers, and ``"auto"`` means different things on different machines.
+    """
+    ident = {
+        "method": method,
+        "preset": _identity_preset(preset),
+        "eval_stream": eval_stream,
+        "strategy_overrides": dict(strategy_overrides or {}),
+    }
+    return json.loads(json.dumps(ident, sort_keys=True, default=str))
+
+
+def record_identity(record: dict) -> dict:
+    """:func:`run_identity` of a finished run's record (``result.json``, any readable format)."""
+    return run_identity(
+        record["method"], record["preset"], eval_stream=record.get("eval_stream", "test"),
+        strategy_overrides=record.get("strategy_overrides"),
+    )  # fmt: skip
+
+
+def _name_part(value) -> str:
+    text = "+".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+    return "".join(c if c.isalnum() or c in "._+" else "_" for c in text)
+
+
+def run_dir_name(
+    method: str,
+    preset: dict,
+    seed: int,
+    *,
+    eval_stream: str = "test",
+    strategy_overrides: dict | None = None,
+) -> str:
+    """``<method>/<source>-o<order>-<N>w<K>s-R<R>-seed<s>`` plus what else sets the run apart.
+
+    Appended, in this order: every preset setting that differs from the closest named preset
+    (``-mem_size50``), every strategy override (``-beta0.003-lam1e_05``), ``-bf16`` when the
+    backbone computes in bf16 (:func:`run_precision`; fp32 adds nothing) and the evaluation
+    stream when it is not ``test`` (``-valid``). Runs that compute different things therefore
+    never share a folder, and a plain named-preset run keeps the short name.
+    """
+    src = preset["source"]
+    order = preset.get("order", 1)
+    name = (
+        f"{method}/{src}-o{order}-{preset['n_way']}w{preset['n_shot']}s-R{preset['n_ood']}"
+        f"-seed{seed}"
+    )
+    rest = {k: v for k, v in preset.items() if k not in _IN_BASE_NAME + _NOT_IDENTITY}
+    diffs = [
+        {k: v for k, v in rest.items() if named.get(k, _MISSING) != v} for named in PRESETS.values()
+    ]
+    diff = min(diffs, key=len)  # ties: the first preset (PRESETS order), so the name is stable
+    for key, value in [*sorted(diff.items()), *sorted((strategy_overrides or {}).items())]:
+        name += f"-{key}{_name_part(value)}"
+    if run_precision(preset) == "bf16":
+        name += "-bf16"
+    if eval_stream != "test":
+        name += f"-{eval_stream}"
+    return name
+
+
+def run_folder(
+    out_root: str | Path,
+    method: str,
+    preset: dict,
+    seed: int,
+    *,
+    eval_stream: str = "test",
+    strategy_overrides: dict | None = None,
+    tag: str = "",
+) -> Path:
+    """The folder of one run under ``out_root``: :func:`run_dir_name` followed by ``tag``."""
+    where = {"eval_stream": eval_stream, "strategy_overrides": strategy_overrides}
+    return Path(out_root) / (run_dir_name(method, preset, seed, **where) + tag)
+
+
+def check_finished(folder: str | Path, asked: dict, seed: int) -> dict:
+    """The finished run in ``folder``, after checking it is the run that was asked for.
+
+    ``asked`` is the :func:`run_identity` of the asked run.
+
+    Raises:
+        RunConflictError: the folder holds a run with other settings (each difference named).
+    """
+    folder = Path(folder)
+    rec = read_record(folder)
+    have = record_identity(rec)
+    if have != asked or rec["seed"] != seed:
+        diff = [f"seed: {rec['seed']} there, {seed} asked"] if rec["seed"] != seed else []
+        for part in ("method", "eval_stream", "strategy_overrides"):
+            if have[part] != asked[part]:
+                diff.append(f"{part}: {have[part]!r} there, {asked[part]!r} asked")
+        for k in sorted(set(have["preset"]) | set(asked["preset"])):
+            a, b = have["preset"].get(k, "(absent)"), asked["preset"].get(k, "(absent)")
+            if a != b:
+                diff.append(f"{k}: {a!r} there, {b!r} asked")
+        raise RunConflictError(
+            f"run folder {folder} already holds a finished run with other settings "
+            f"({'; '.join(diff)}); it is not reused for this run. Fix: write to another "
+            "--out folder (or pass a distinguishing tag), or delete that folder to redo it"
+        )
+    return rec
+
+
+def portable_preset(preset: dict) -> dict:
+    """``preset`` with its data folder as the user gave it, never as this machine's absolute
+    path: an absolute ``root`` is stored relative to the working directory, so a result file
+    says the same on every machine that runs the same command from the same place."""
+    root = preset.get("root")
+    if root is None or not Path(root).is_absolute():
+        return preset
+    return {**preset, "root": os.path.relpath(root, Path.cwd())}
+
+
+# ------------------------------------------------------------------------ provenance
+def machine_info() -> dict[str, Any]:
+    """The machine a number was measured on: CPU model and cores, torch threads, GPU, versions."""
+    import torch  # see the module's docstring
+
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "platform": platform.platform(),
+    }
+
+
+def utc_now() -> str:
+    """The current UTC time, ISO 8601 to the second (the ``date`` of every record)."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def command_line() -> str:
+    """The command line of this process, with the program's name instead of its path."""
+    if not sys.argv:
+        return ""
+    prog = Path(sys.argv[0]).name
+    if prog == "__main__.py":  # python -m avalanche_sets
+        prog = f"python -m {Path(sys.argv[0]).parent.name}"
+    return " ".join([prog, *sys.argv[1:]])
+
+
+def provenance(*, command: str | None = None, **extra: Any) -> dict[str, Any]:
+    """How a result was made: ``{"command", "date", "machine", **extra}``.
+
+    The one builder of provenance: a run's ``run.json`` and every benchmark script's summary
+    use it. ``command`` defaults to :func:`command_line`.
+    """
+    return {
+        "command": command_line() if command is None else command,
+        "date": utc_now(),
+        "machine": machine_info(),
+        **extra,
+    }
+
+
+class RunLock:
+    """An exclusive, non-blocking (or blocking) ``flock`` on ``<folder>/.lock``.
+
+    Use as a context manager; ``acquire`` raises :class:`RunLockedError` when another process
+    holds it and ``wait`` is false.
+    """
+
+    def __init__(self, folder: str | Path, *, wait: bool = False) -> None:
+        self.path = Path(folder) / LOCK_FILE
+        self.wait = wait
+        self._fd: int | None = None
+
+    def acquire(self) -> RunLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if self.wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            os.close(fd)
+            raise RunLockedError(
+                f"{self.path.parent} is being run by another process (lock {self.path}); "
+                "it is not run twice — wait for it, or use another --out folder"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    def remove(self) -> None:
+        """Delete the lock file (a finished run's folder keeps none). Safe while held: a
+        process waiting on it re-checks ``result.json`` before running anything."""
+        self.path.unlink(missing_ok=True)
+
+    def __enter__(self) -> RunLock:
+        return self.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self.release()

@@ -1,0 +1,230 @@
+"""Many runs: in this process, in a local process pool, or as Ray tasks — one implementation.
+
+``avalanche-sets sweep`` and ``benchmarks/reproduce.py`` both hand a list of
+:class:`RunSpec` to :func:`run_sweep`. It checks every run's method before the first one
+starts, runs each through :func:`~avalanche_sets.runs.experiment.run_experiment` (finished
+runs are read, not run again; interrupted ones resume), and comes back once its own runs are
+done to the runs another process was running (another sweep on the same folder: their
+folder was locked), waiting for them instead of running them twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing as mp
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from ..methods import check_method
+from .experiment import run_experiment
+from .folder import RunLockedError, is_finished, run_folder
+
+__all__ = ["RunSpec", "RunOutcome", "check_specs", "run_one", "run_sweep"]
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of a sweep: the arguments of :func:`~.experiment.run_experiment`."""
+
+    method: str
+    preset: dict
+    seed: int
+    out_root: str | Path
+    eval_stream: str = "test"
+    strategy_overrides: dict = field(default_factory=dict)
+    checkpoint_every: int | None = 50
+    verbose: bool = False
+
+    @property
+    def folder(self) -> Path:
+        """The run's folder (:func:`~.folder.run_folder`)."""
+        return run_folder(
+            self.out_root, self.method, self.preset, self.seed, eval_stream=self.eval_stream,
+            strategy_overrides=self.strategy_overrides,
+        )  # fmt: skip
+
+    @property
+    def label(self) -> str:
+        over = f" {self.strategy_overrides}" if self.strategy_overrides else ""
+        return f"{self.method} seed {self.seed}{over}"
+
+
+@dataclass
+class RunOutcome:
+    """What became of one :class:`RunSpec`.
+
+    Attributes:
+        spec: the run.
+        status: ``"ran"``, ``"finished before"`` (found finished: not run again), ``"locked"``
+            (another process is running it) or ``"failed"`` (``keep_going``: see ``error``).
+        record: the run's record (:func:`~.folder.read_record` plus ``status``) when it
+            finished.
+        error: ``"<method> seed <s>: <Exception>: <message>"`` of a failed run.
+    """
+
+    spec: RunSpec
+    status: str
+    record: dict | None = None
+    error: str | None = None
+
+    @property
+    def accuracy(self) -> float:
+        """The run's mean final accuracy (NaN when it did not finish)."""
+        return float("nan") if self.record is None else self.record["result"]["mean_accuracy"]
+
+    @property
+    def seconds(self) -> float:
+        return float("nan") if self.record is None else self.record["seconds"]
+
+
+def check_specs(specs: Sequence[RunSpec]) -> None:
+    """Check the method, preset and strategy options of every run (before any starts).
+
+    Raises:
+        ValueError, TypeError: as :func:`~avalanche_sets.methods.check_method`.
+    """
+    for spec in specs:
+        check_method(spec.method, spec.preset, spec.strategy_overrides)
+
+
+def run_one(
+    spec: RunSpec, *, wait: bool = False, keep_going: bool = False, checked: bool = False
+) -> RunOutcome:
+    """Run one spec (no terminal loggers); a held lock gives status ``"locked"`` unless
+    ``wait``. With ``keep_going`` an error is printed and returned as status ``"failed"``
+    instead of raised, so that one failing run does not stop the others."""
+    try:
+        rec = run_experiment(
+            spec.method, spec.preset, seed=spec.seed, out_root=spec.out_root, loggers=(),
+            verbose=spec.verbose, eval_stream=spec.eval_stream,
+            strategy_overrides=spec.strategy_overrides, checkpoint_every=spec.checkpoint_every,
+            wait=wait, checked=checked,
+        )  # fmt: skip
+    except RunLockedError:
+        return RunOutcome(spec, "locked")
+    except Exception as err:
+        if not keep_going:
+            raise
+        traceback.print_exc()
+        return RunOutcome(spec, "failed", error=f"{spec.label}: {type(err).__name__}: {err}")
+    return RunOutcome(spec, rec["status"], record=rec)
+
+
+def _task(item: tuple[int, RunSpec, bool, bool]) -> tuple[int, RunOutcome]:
+    """One run in a worker (pool process or Ray task), its specs checked by the driver."""
+    i, spec, wait, keep_going = item
+    return i, run_one(spec, wait=wait, keep_going=keep_going, checked=True)
+
+
+def _one_core(spec: RunSpec, **changes: Any) -> RunSpec:
+    """The spec for a worker that shares the machine with others: one thread per run."""
+    return dataclasses.replace(spec, preset={**spec.preset, "threads": 1}, **changes)
+
+
+def run_sweep(
+    specs: Sequence[RunSpec],
+    *,
+    jobs: int = 1,
+    ray_address: str | None = None,
+    keep_going: bool = False,
+    on_done: Callable[[RunOutcome], None] | None = None,
+    progress: bool = True,
+    checked: bool = False,
+) -> list[RunOutcome]:
+    """Run every spec; the outcomes in the order of ``specs``.
+
+    Args:
+        specs: the runs. Every one is checked (:func:`check_specs`) before the first starts,
+            unless ``checked`` says the caller has done so.
+        jobs: runs at a time in local processes (``spawn``, one thread each); 1 runs them
+            here, one after the other.
+        ray_address: run every unfinished run as a Ray task (one CPU each, plus one GPU when
+            its preset runs on CUDA): ``local`` starts a cluster on this machine, ``auto``
+            joins the one ``ray start`` started, or ``ray://host:10001``. Finished runs are
+            read here, without a task.
+        keep_going: a failing run is reported (status ``"failed"``) instead of stopping the
+            sweep.
+        on_done: called here with each outcome as its run ends (in the order they end).
+        progress: show a progress bar (stderr).
+
+    Runs another process holds (status ``"locked"`` in the first pass) are waited for once
+    this sweep's own runs are done, and their results reported, never run a second time.
+    """
+    if jobs < 1:
+        raise ValueError(f"jobs must be a positive number of parallel runs, got {jobs!r}")
+    if not checked:
+        check_specs(specs)
+    outcomes = _pass(specs, False, jobs, ray_address, keep_going, on_done, progress)
+    locked = [i for i, o in enumerate(outcomes) if o.status == "locked"]
+    if locked:
+        print(f"waiting for {len(locked)} run(s) held by another process", flush=True)
+        again = _pass([specs[i] for i in locked], True, jobs, ray_address, keep_going, on_done,
+                      progress)  # fmt: skip
+        for i, outcome in zip(locked, again):
+            outcomes[i] = outcome
+    return outcomes
+
+
+def _pass(specs, wait, jobs, ray_address, keep_going, on_done, progress) -> list[RunOutcome]:
+    items = [(i, spec, wait, keep_going) for i, spec in enumerate(specs)]
+    if not items:  # nothing to run: no pool, no cluster
+        return []
+    results: list[RunOutcome | None] = [None] * len(items)
+    bar = tqdm(total=len(items), desc="runs", disable=not progress)
+
+    def done(i: int, outcome: RunOutcome) -> None:
+        results[i] = outcome
+        if on_done is not None and outcome.status != "locked":
+            on_done(outcome)
+        bar.update(1)
+
+    with bar:
+        if ray_address:
+            _ray_pass(ray_address, items, done)
+        elif jobs > 1:
+            items = [(i, _one_core(s), w, k) for i, s, w, k in items]
+            with mp.get_context("spawn").Pool(jobs) as pool:
+                for i, outcome in pool.imap_unordered(_task, items, chunksize=1):
+                    done(i, outcome)
+        else:
+            for item in items:
+                done(*_task(item))
+    return results  # type: ignore[return-value]
+
+
+def _ray_pass(address: str, items: list, done: Callable[[int, RunOutcome], None]) -> None:
+    """The unfinished runs as Ray tasks; connects to ``address`` unless this process already
+    is connected (and then leaves the connection open)."""
+    import ray  # an optional dependency (pip install 'avalanche-sets[ray]')
+
+    todo = []
+    for i, spec, wait, keep_going in items:
+        if is_finished(spec.folder):
+            done(*_task((i, spec, wait, keep_going)))  # read (and checked) here, no task needed
+        else:
+            # one core per task; the folder as an absolute path, the same on every worker of
+            # one machine (on a cluster: a folder every node mounts at that path)
+            job = _one_core(spec, out_root=str(Path(spec.out_root).resolve()))
+            gpu = str(spec.preset.get("device", "cpu")).startswith("cuda")
+            todo.append(((i, job, wait, keep_going), gpu))
+    if not todo:
+        return
+    connected_here = not ray.is_initialized()
+    if connected_here:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    try:
+        pending = [
+            ray.remote(num_cpus=1, num_gpus=int(gpu))(_task).remote(item) for item, gpu in todo
+        ]
+        while pending:  # report runs as they finish, in any order
+            finished, pending = ray.wait(pending, num_returns=1)
+            for ref in finished:
+                done(*ray.get(ref))
+    finally:
+        if connected_here:
+            ray.shutdown()
