@@ -6,6 +6,9 @@
   domain, 100 test episodes per domain (20 for the intermediate rows of the accuracy matrix):
   about 4 minutes per ORDER run on one core and 2–3 for the baselines
   (``benchmarks/preset_cost.py`` measures it; results in ``benchmarks/results/preset_cost_cpu``).
+* ``converged`` — ``cpu`` trained until each domain's validation accuracy plateaus: 700
+  iterations per domain instead of 40 (the largest plateau point of the learning curves), the
+  regime in which forgetting is real.
 * ``paper`` — the paper's protocol for a GPU: 84 px, 5 blocks of 64 filters, 6,000 iterations of
   meta-batch 2 per domain (12K tasks), 600 test episodes, 5 seeds.
 
@@ -100,6 +103,16 @@ PRESETS: dict[str, dict[str, Any]] = {
         precision="auto",
     ),
 }
+#: The converged CPU regime (issue 13): the ``cpu`` preset trained until each domain's
+#: validation accuracy plateaus. 700 iterations of meta-batch 2 per domain = the largest plateau
+#: point of MSKM and ProtoNet over the six sets-mini domains (``benchmarks/results/
+#: learning_curves``; the synthetic domains plateau by 650, ``learning_curves_synthetic``).
+PRESETS["converged"] = {**PRESETS["cpu"], "tasks_per_domain": 1400}
+
+#: The presets a run folder's name is spelled against (``runs.folder.run_dir_name``): a
+#: ``converged`` run differs from ``cpu`` only in its length, so it is named as a ``cpu`` run
+#: with ``-tasks_per_domain1400`` rather than sharing the ``cpu`` run's short name.
+NAMING_PRESETS = ("quick", "cpu", "paper")
 
 
 def preset_names() -> list[str]:

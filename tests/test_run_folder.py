@@ -127,8 +127,13 @@ def test_run_names_tell_apart_every_setting_and_keep_plain_presets_short():
         run_dir_name("order", cpu, 0, strategy_overrides={"lam": 1e-4}),
         run_dir_name("order", cpu, 0, eval_stream="valid"),
         run_dir_name("order", cpu, 1),
+        run_dir_name("order", resolve_preset("converged", n_shot=5, precision="fp32"), 0),
     }
-    assert len(names) == 7
+    assert len(names) == 8
+    # the converged regime differs from cpu only in its length: spelled out, never cpu's name
+    assert run_dir_name("order", resolve_preset("converged", n_shot=5, precision="fp32"), 0) == (
+        "order/packs-o1-5w5s-R50-seed0-tasks_per_domain1400"
+    )
     assert run_dir_name("order", {**cpu, "mem_size": 50}, 0) == (
         "order/packs-o1-5w5s-R50-seed0-mem_size50"
     )

@@ -41,7 +41,7 @@ from typing import Any
 
 from .. import __version__
 from ..files import atomic_write
-from ..presets import PRESETS
+from ..presets import NAMING_PRESETS, PRESETS
 
 __all__ = [
     "RESULT_FILE",
@@ -262,8 +262,9 @@ def run_dir_name(
 ) -> str:
     """``<method>/<source>-o<order>-<N>w<K>s-R<R>-seed<s>`` plus what else sets the run apart.
 
-    Appended, in this order: every preset setting that differs from the closest named preset
-    (``-mem_size50``), every strategy override (``-beta0.003-lam1e_05``), ``-bf16`` when the
+    Appended, in this order: every preset setting that differs from the closest of
+    :data:`~avalanche_sets.presets.NAMING_PRESETS` (``-mem_size50``; a ``converged`` run is
+    ``-tasks_per_domain1400``), every strategy override (``-beta0.003-lam1e_05``), ``-bf16`` when the
     backbone computes in bf16 (:func:`run_precision`; fp32 adds nothing) and the evaluation
     stream when it is not ``test`` (``-valid``). Runs that compute different things therefore
     never share a folder, and a plain named-preset run keeps the short name.
@@ -276,9 +277,9 @@ def run_dir_name(
     )
     rest = {k: v for k, v in preset.items() if k not in _IN_BASE_NAME + _NOT_IDENTITY}
     diffs = [
-        {k: v for k, v in rest.items() if named.get(k, _MISSING) != v} for named in PRESETS.values()
+        {k: v for k, v in rest.items() if PRESETS[n].get(k, _MISSING) != v} for n in NAMING_PRESETS
     ]
-    diff = min(diffs, key=len)  # ties: the first preset (PRESETS order), so the name is stable
+    diff = min(diffs, key=len)  # ties: the first of NAMING_PRESETS, so the name is stable
     for key, value in [*sorted(diff.items()), *sorted((strategy_overrides or {}).items())]:
         name += f"-{key}{_name_part(value)}"
     if run_precision(preset) == "bf16":
