@@ -5,6 +5,9 @@ Times training iterations and evaluation episodes of each method on the preset's
 domain's test episodes (the accuracy matrix). The ``cpu`` preset's goal: at most ≈ 4 minutes per
 run on one core for the slowest Table 2/3 method.
 
+Times are **CPU seconds** of the process (``time.process_time``; torch runs one thread), so a
+shared machine slows the run but not the measured cost; the load averages are recorded.
+
     python benchmarks/preset_cost.py --preset cpu --root ../shared/data/sets-mini \
         --methods order mskm protonet anil tpn lst semi-er semi-mer
 """
@@ -12,6 +15,7 @@ run on one core for the slowest Table 2/3 method.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -30,16 +34,16 @@ class _Times(SupervisedPlugin):
         self.train, self.eval = [], []
 
     def before_training_iteration(self, s, **kw):
-        self._t = time.perf_counter()
+        self._t = time.process_time()
 
     def after_training_iteration(self, s, **kw):
-        self.train.append(time.perf_counter() - self._t)
+        self.train.append(time.process_time() - self._t)
 
     def before_eval_iteration(self, s, **kw):
-        self._e = time.perf_counter()
+        self._e = time.process_time()
 
     def after_eval_iteration(self, s, **kw):
-        self.eval.append((time.perf_counter() - self._e) / len(s.mb_x))
+        self.eval.append((time.process_time() - self._e) / len(s.mb_x))
 
 
 def main() -> None:
@@ -87,10 +91,16 @@ def main() -> None:
                 f"run ≈ {total / 60:.1f} min",
                 flush=True,
             )
-    prov = provenance(seeds=[0])
+    prov = {**provenance(seeds=[0]), "load_average_1_5_15_end": os.getloadavg()}
     out = out_dir(f"preset_cost_{args.preset}")
     write_json(out / "results.json", {**prov, "preset": args.preset, "rows": rows})
     md = header_md(f"Cost of one `{args.preset}` run (1 thread, extrapolated)", prov)
+    md += (
+        "CPU seconds of one thread (`time.process_time`), so a busy machine does not inflate "
+        f"them; 1-min load at the end: {prov['load_average_1_5_15_end'][0]:.1f}. Estimated run "
+        "= domains × iterations × s/iteration + the accuracy matrix's evaluation episodes × "
+        "s/episode.\n\n"
+    )
     md += (
         "| method | shot | s / iteration | ms / eval episode | iterations/domain | "
         "test episodes | est. minutes / run |\n|---|---:|---:|---:|---:|---:|---:|\n"
