@@ -14,41 +14,15 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 from collections import defaultdict
 
 import torch
 from _common import header_md, out_dir, provenance, write_json
-from _timing import IterationClock, train_range
-from avalanche.core import SupervisedPlugin
+from _timing import IterationClock, instrument, train_range
 
 from avalanche_sets.experiment import build_benchmark
 from avalanche_sets.methods import build_strategy
 from avalanche_sets.presets import resolve_preset
-
-CALLBACKS = (
-    "before_training_iteration",
-    "after_encode",
-    "before_backward",
-    "after_training_iteration",
-)
-
-
-def _instrument(plugin, sink: dict) -> None:
-    """Wrap a plugin's callbacks with timers (the wrappers are its instance attributes)."""
-    name = type(plugin).__name__
-    for cb in CALLBACKS:
-        fn = getattr(type(plugin), cb, None)
-        if fn is None or fn is getattr(SupervisedPlugin, cb, None):
-            continue
-
-        def timed(strategy, *a, _fn=fn, _p=plugin, _key=f"{name}.{cb}", **kw):
-            t = time.perf_counter()
-            out = _fn(_p, strategy, *a, **kw)
-            sink[_key].append(time.perf_counter() - t)
-            return out
-
-        setattr(plugin, cb, timed)
 
 
 def run(n_ood: int, iters: int, replay_batch: int, warm: int) -> dict:
@@ -65,7 +39,7 @@ def run(n_ood: int, iters: int, replay_batch: int, warm: int) -> dict:
         s = build_strategy(method, preset, seed=0, plugins=[clock], **over)
         strategies[method] = (s, clock, defaultdict(list))
         for p in getattr(s, "order_plugins", []):
-            _instrument(p, strategies[method][2])
+            instrument(p, strategies[method][2])
     s_order = strategies["order"][0]
     n_total = len(exp.dataset) // preset["meta_batch"]
     # Warm up: fills ORDER's memory (so replay and OT are active) and both allocators.
