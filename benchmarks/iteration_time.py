@@ -7,6 +7,10 @@ them alike; we report medians and the ratio ORDER / MSKM (the paper's own: 71 s 
 at R = 50).
 
     python benchmarks/iteration_time.py [--iters 30] [--replay-batch 2 1]
+
+Superseded by ``benchmarks/step_speed.py`` (CPU seconds rather than wall time, the precision
+and layout variants, the 1-shot ``cpu`` preset the runs use, ORDER's excess over its backbone
+floor and a per-part profile); kept for the plugin shares of its 5-shot setting.
 """
 
 from __future__ import annotations
@@ -104,8 +108,18 @@ def main() -> None:
     report(rows, prov, out)
 
 
+SUPERSEDED = (
+    "**Superseded by [`step_speed`](../step_speed/README.md)** "
+    "([`benchmarks/step_speed.py`](../../step_speed.py)): CPU seconds of the `cpu` preset's "
+    "iteration for every precision and layout, ORDER / MSKM per round, ORDER's excess over its "
+    "backbone floor and a profile by part. The wall times here were taken in fp32 with glibc's "
+    "allocator as it came, before the `precision` setting and the kept memory.\n\n"
+)
+
+
 def report(rows: list[dict], prov: dict, out) -> None:
     md = header_md("Training-iteration time: ORDER vs MSKM (5-way 5-shot, Q=10, Z=10, 32 px)", prov)
+    md += SUPERSEDED
     md += (
         "| R | replay tasks B | MSKM s/it | ORDER s/it | ratio | ORDER plugins share | "
         "OT share |\n|---:|---:|---:|---:|---:|---:|---:|\n"
