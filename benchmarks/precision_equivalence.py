@@ -265,30 +265,45 @@ def summarise(rows: list[dict], seed: int) -> dict:
     key = lambda r: (r["seed"], r["source"], r["n_shot"], r["method"])  # noqa: E731
     cand = {key(r): r for r in rows if r["variant"] == CANDIDATE}
     ctrl = {key(r): r for r in rows if r["variant"] == CONTROL}
-    both = [k for k in cand if k in ctrl and k[0] == seed]
-    if both:
-        a = np.array([abs(cand[k]["delta"]) for k in both]) * 100
-        c = np.array([abs(ctrl[k]["delta"]) for k in both]) * 100
-        ra = np.array([cand[k]["episode_rms_change"] for k in both]) * 100
-        rc = np.array([ctrl[k]["episode_rms_change"] for k in both]) * 100
-        res = {
-            "cells": len(both),
-            "bf16_abs_delta_larger": int((a > c).sum()),
-            "mean_abs_delta_bf16": float(a.mean()),
-            "mean_abs_delta_control": float(c.mean()),
-            "bf16_rms_change_larger": int((ra > rc).sum()),
-            "mean_rms_change_bf16": float(ra.mean()),
-            "mean_rms_change_control": float(rc.mean()),
-            "wilcoxon_p_abs_delta": None,
-            "wilcoxon_p_rms_change": None,
-        }
-        if len(both) >= 5:
-            from scipy.stats import wilcoxon
-
-            res["wilcoxon_p_abs_delta"] = float(wilcoxon(a, c).pvalue)
-            res["wilcoxon_p_rms_change"] = float(wilcoxon(ra, rc).pvalue)
-        out["bf16_vs_control"] = res
+    both = [k for k in cand if k in ctrl]
+    out["bf16_vs_control"] = _versus(cand, ctrl, [k for k in both if k[0] == seed])
+    if any(k[0] != seed for k in both):  # the seed check adds (seed, cell) pairs
+        out["bf16_vs_control_all_seeds"] = _versus(cand, ctrl, both)
     return out
+
+
+def _versus(cand: dict, ctrl: dict, keys: list) -> dict | None:
+    """bf16's |Δ| and per-episode RMS change against the control's over the (seed, cell)s."""
+    if not keys:
+        return None
+    a = np.array([abs(cand[k]["delta"]) for k in keys]) * 100
+    c = np.array([abs(ctrl[k]["delta"]) for k in keys]) * 100
+    ra = np.array([cand[k]["episode_rms_change"] for k in keys]) * 100
+    rc = np.array([ctrl[k]["episode_rms_change"] for k in keys]) * 100
+    # The control's Δ over the cells sample the spread that a numerically different training
+    # run has: its root mean square is the yardstick of a "large" Δ.
+    noise = float(np.sqrt(np.mean(c**2)))
+    res = {
+        "cells": len(keys),
+        "control_rms_delta": noise,
+        "bf16_beyond_2_control_rms": int((a > 2 * noise).sum()),
+        "control_beyond_its_ci": int(sum(not ctrl[k]["ci_covers_0"] for k in keys)),
+        "bf16_beyond_its_ci": int(sum(not cand[k]["ci_covers_0"] for k in keys)),
+        "bf16_abs_delta_larger": int((a > c).sum()),
+        "mean_abs_delta_bf16": float(a.mean()),
+        "mean_abs_delta_control": float(c.mean()),
+        "bf16_rms_change_larger": int((ra > rc).sum()),
+        "mean_rms_change_bf16": float(ra.mean()),
+        "mean_rms_change_control": float(rc.mean()),
+        "wilcoxon_p_abs_delta": None,
+        "wilcoxon_p_rms_change": None,
+    }
+    if len(keys) >= 5:
+        from scipy.stats import wilcoxon
+
+        res["wilcoxon_p_abs_delta"] = float(wilcoxon(a, c).pvalue)
+        res["wilcoxon_p_rms_change"] = float(wilcoxon(ra, rc).pvalue)
+    return res
 
 
 def verdict(summary: dict) -> str:
@@ -306,7 +321,11 @@ def verdict(summary: dict) -> str:
     sizes = (
         f"mean |Δ| {res['mean_abs_delta_bf16']:.2f} points with bf16 against "
         f"{res['mean_abs_delta_control']:.2f} with the float-order control; bf16's |Δ| is the "
-        f"larger in {res['bf16_abs_delta_larger']} of {res['cells']} cells"
+        f"larger in {res['bf16_abs_delta_larger']} of {res['cells']} cells; the control's Δ "
+        f"have an RMS of {res['control_rms_delta']:.2f} points, and "
+        f"{res['bf16_beyond_2_control_rms']} of bf16's |Δ| exceed twice that; the 95% CI over "
+        f"episodes excludes 0 for {res['bf16_beyond_its_ci']} bf16 and "
+        f"{res['control_beyond_its_ci']} control Δ"
     )
     if p is None:
         return f"Too few cells for the test ({res['cells']}, need 5): {sizes}."
@@ -321,6 +340,22 @@ def verdict(summary: dict) -> str:
     return (
         f"**bf16 moves the accuracy {'more' if larger else 'less'} than float-order noise "
         f"does**: {sizes} (Wilcoxon signed-rank p = {p:.3f})."
+    )
+
+
+def seed_check(summary: dict) -> str:
+    res = summary.get("bf16_vs_control_all_seeds")
+    if not res:
+        return ""
+    p = res["wilcoxon_p_abs_delta"]
+    return (
+        f"With the seed check's runs too ({res['cells']} (seed, cell) pairs): mean |Δ| "
+        f"{res['mean_abs_delta_bf16']:.2f} points with bf16 against "
+        f"{res['mean_abs_delta_control']:.2f} with the control, bf16's the larger in "
+        f"{res['bf16_abs_delta_larger']} of {res['cells']}"
+        + (f" (Wilcoxon p = {p:.2f})" if p is not None else "")
+        + f"; RMS change {res['mean_rms_change_bf16']:.1f} against "
+        f"{res['mean_rms_change_control']:.1f} points.\n\n"
     )
 
 
@@ -350,7 +385,7 @@ def report(rows: list[dict], missing: list[str], summary: dict, prov: dict, out:
         "which is what the control measures. RMS change = root mean square of the per-episode "
         "differences (how much the episodes moved, whatever the sign).\n\n"
     )
-    md += verdict(summary) + "\n\n"
+    md += verdict(summary) + "\n\n" + seed_check(summary)
     rc = prov.get("recheck")
     if rc:
         md += (
