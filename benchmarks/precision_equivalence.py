@@ -453,6 +453,7 @@ def _plot(rows: list[dict], path: Path) -> None:
         fontsize=7,
     )  # fmt: skip
     ax.axhline(0, color="grey", lw=0.8)
+    ax.set_xlim(-0.6, len(cells_) - 0.4)
     ax.set_ylabel("paired Δ vs fp32 (points)")
     ax.legend(fontsize=7)
     ax.set_title("bf16 backbone and a float-order control vs fp32: paired Δ ± 95% CI "
