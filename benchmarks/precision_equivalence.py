@@ -290,6 +290,8 @@ def _versus(cand: dict, ctrl: dict, keys: list) -> dict | None:
         "control_beyond_its_ci": int(sum(not ctrl[k]["ci_covers_0"] for k in keys)),
         "bf16_beyond_its_ci": int(sum(not cand[k]["ci_covers_0"] for k in keys)),
         "bf16_abs_delta_larger": int((a > c).sum()),
+        "mean_delta_bf16": float(np.mean([100 * cand[k]["delta"] for k in keys])),
+        "mean_delta_control": float(np.mean([100 * ctrl[k]["delta"] for k in keys])),
         "mean_abs_delta_bf16": float(a.mean()),
         "mean_abs_delta_control": float(c.mean()),
         "bf16_rms_change_larger": int((ra > rc).sum()),
@@ -354,8 +356,13 @@ def seed_check(summary: dict) -> str:
         f"{res['mean_abs_delta_control']:.2f} with the control, bf16's the larger in "
         f"{res['bf16_abs_delta_larger']} of {res['cells']}"
         + (f" (Wilcoxon p = {p:.2f})" if p is not None else "")
-        + f"; RMS change {res['mean_rms_change_bf16']:.1f} against "
-        f"{res['mean_rms_change_control']:.1f} points.\n\n"
+        + f"; mean signed Δ {res['mean_delta_bf16']:+.2f} against "
+        f"{res['mean_delta_control']:+.2f}; the control's Δ have an RMS of "
+        f"{res['control_rms_delta']:.2f} points and {res['bf16_beyond_2_control_rms']} of bf16's "
+        f"|Δ| exceed twice that; the CI excludes 0 for {res['bf16_beyond_its_ci']} bf16 and "
+        f"{res['control_beyond_its_ci']} control Δ; RMS change {res['mean_rms_change_bf16']:.1f} "
+        f"against {res['mean_rms_change_control']:.1f} points (bf16's the larger in "
+        f"{res['bf16_rms_change_larger']} of {res['cells']}).\n\n"
     )
 
 
