@@ -62,16 +62,17 @@ def method_names() -> list[str]:
 
 
 def make_backbone(preset: dict) -> ConvBackbone:
-    """The backbone a preset asks for: channels-last (the fast CPU layout) in the preset's
-    ``precision`` (``"auto"``: bf16 where the device runs it natively; a preset without the
-    setting, as those of runs recorded before it existed, means ``"fp32"``)."""
+    """The backbone a preset asks for: channels-last (the fast CPU layout; ``channels_last=False``
+    in the preset makes it NCHW-contiguous, the same network with another float summation
+    order) in the preset's ``precision`` (``"auto"``: bf16 where the device runs it natively; a
+    preset without the setting, as those of runs recorded before it existed, means ``"fp32"``)."""
     from .models.backbone import ConvBackbone
 
     return ConvBackbone(
         n_blocks=preset["n_blocks"],
         width=preset["width"],
         image_size=preset["image_size"],
-        channels_last=True,
+        channels_last=preset.get("channels_last", True),
         precision=preset.get("precision", "fp32"),
     )
 

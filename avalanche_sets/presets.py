@@ -16,6 +16,9 @@ Every preset sets ``precision="auto"``: the backbone runs in bfloat16 where the 
 natively (oneDNN AVX-512 BF16/AMX on CPU), in fp32 elsewhere; ``precision="fp32"`` gives the
 exact fp32 numbers (see :func:`avalanche_sets.models.backbone.resolve_precision`). A preset
 dictionary without the setting means fp32, as the runs recorded before it existed.
+The backbone is channels-last; ``channels_last=False`` (an extra setting, in no preset) keeps
+it NCHW-contiguous: the same network, its convolutions summing in another order — the
+float-order noise control of ``benchmarks/precision_equivalence.py``.
 
 ``resolve_preset(name, **overrides)`` returns a copy with overrides applied and checked: unknown
 names (with the closest valid one), values of the wrong type or range and contradicting settings
@@ -171,6 +174,7 @@ PRESET_SCHEMA: dict[str, tuple[Callable[[Any], bool], str]] = {
     "small_classes": (lambda v: v in ("error", "drop"), "'error' or 'drop'"),
     "precision": (lambda v: v in PRECISIONS, f"one of {list(PRECISIONS)}"),
     # Extra settings, in no preset by default.
+    "channels_last": (lambda v: isinstance(v, bool), "True or False"),
     "root": (lambda v: isinstance(v, (str, os.PathLike)), "a folder path"),
     "order": (lambda v: _is_int(v) and 1 <= v <= 3, "the paper's domain order 1, 2 or 3"),
     "domains": (
@@ -180,7 +184,7 @@ PRESET_SCHEMA: dict[str, tuple[Callable[[Any], bool], str]] = {
     "ood": (lambda v: _names(v) and len(set(v)) == len(v), "a list of distinct OOD names"),
 }
 _CHOICES = {"source": SOURCES, "small_classes": ("error", "drop"), "precision": PRECISIONS}
-_EXTRA = ("root", "order", "domains", "ood", "small_classes")
+_EXTRA = ("root", "order", "domains", "ood", "small_classes", "channels_last")
 
 
 def _close(name: str, valid: Any) -> str:
@@ -252,6 +256,8 @@ def resolve_preset(name: str, **overrides: Any) -> dict[str, Any]:
             f"(plus {', '.join(k for k in _EXTRA if k not in preset)})"
         )
     preset.update({k: v for k, v in overrides.items() if v is not None})
+    if preset.get("channels_last") is True:  # the default layout: same run, same identity
+        del preset["channels_last"]
     if isinstance(preset.get("seeds"), tuple):
         preset["seeds"] = list(preset["seeds"])
     return check_preset(preset, name=f"preset {name!r}")

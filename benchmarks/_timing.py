@@ -9,34 +9,86 @@ from collections import defaultdict
 
 from avalanche.core import SupervisedPlugin
 
+#: The plugin callbacks :func:`instrument` times (those ORDER's plugins implement).
+CALLBACKS = (
+    "before_training_iteration",
+    "after_encode",
+    "before_backward",
+    "after_training_iteration",
+)
+
+
+def instrument(plugin, sink: dict, timer=time.perf_counter) -> None:
+    """Wrap a plugin's callbacks with timers (the wrappers are its instance attributes): each
+    call appends its ``timer`` seconds to ``sink["<Plugin>.<callback>"]``."""
+    name = type(plugin).__name__
+    for cb in CALLBACKS:
+        fn = getattr(type(plugin), cb, None)
+        if fn is None or fn is getattr(SupervisedPlugin, cb, None):
+            continue
+
+        def timed(strategy, *a, _fn=fn, _p=plugin, _key=f"{name}.{cb}", **kw):
+            t = timer()
+            out = _fn(_p, strategy, *a, **kw)
+            sink[_key].append(timer() - t)
+            return out
+
+        setattr(plugin, cb, timed)
+
 
 class IterationClock(SupervisedPlugin):
-    """Wall time of whole training iterations and of their forward / backward phases.
+    """Wall time of whole training iterations and of their forward / backward phases (``t``),
+    and their CPU seconds (``cpu`` for iterations, ``cpu_t`` for the phases).
 
     Only the iteration itself is timed: ``strategy.train`` set-up (data loader, experience
     callbacks) falls outside ``before_training_iteration`` … ``after_training_iteration``.
+    Placed after ORDER's plugins (as ``plugins=[clock]`` puts it), its ``before_backward``
+    runs after theirs, so "backward" is the autograd pass alone.
     """
 
     def __init__(self):
         super().__init__()
         self.t: dict[str, list[float]] = defaultdict(list)
+        self.cpu_t: dict[str, list[float]] = defaultdict(list)
         self.cpu: list[float] = []
 
-    def before_training_iteration(self, s, **kw):
+        self._head: SupervisedPlugin | None = None
+
+    def head(self) -> SupervisedPlugin:
+        """A plugin that starts the iteration's clocks: put it first in ``strategy.plugins`` so
+        that the plugins before this clock (ORDER's replay batch) count in the iteration."""
+        clock = self
+
+        class _Start(SupervisedPlugin):
+            def before_training_iteration(self, s, **kw):
+                clock._start()
+
+        self._head = _Start()
+        return self._head
+
+    def _start(self) -> None:
         self._it = time.perf_counter()
         self._cpu = time.process_time()
 
+    def before_training_iteration(self, s, **kw):
+        if self._head is None:
+            self._start()
+
     def before_forward(self, s, **kw):
         self._f = time.perf_counter()
+        self._fc = time.process_time()
 
     def after_forward(self, s, **kw):
         self.t["forward (incl. after_encode)"].append(time.perf_counter() - self._f)
+        self.cpu_t["forward (incl. after_encode)"].append(time.process_time() - self._fc)
 
     def before_backward(self, s, **kw):
         self._b = time.perf_counter()
+        self._bc = time.process_time()
 
     def after_backward(self, s, **kw):
         self.t["backward"].append(time.perf_counter() - self._b)
+        self.cpu_t["backward"].append(time.process_time() - self._bc)
 
     def after_training_iteration(self, s, **kw):
         self.t["iteration"].append(time.perf_counter() - self._it)

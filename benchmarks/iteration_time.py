@@ -7,6 +7,10 @@ them alike; we report medians and the ratio ORDER / MSKM (the paper's own: 71 s 
 at R = 50).
 
     python benchmarks/iteration_time.py [--iters 30] [--replay-batch 2 1]
+
+Superseded by ``benchmarks/step_speed.py`` (CPU seconds rather than wall time, the precision
+and layout variants, the 1-shot ``cpu`` preset the runs use, ORDER's excess over its backbone
+floor and a per-part profile); kept for the plugin shares of its 5-shot setting.
 """
 
 from __future__ import annotations
@@ -14,41 +18,15 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 from collections import defaultdict
 
 import torch
 from _common import header_md, out_dir, provenance, write_json
-from _timing import IterationClock, train_range
-from avalanche.core import SupervisedPlugin
+from _timing import IterationClock, instrument, train_range
 
 from avalanche_sets.experiment import build_benchmark
 from avalanche_sets.methods import build_strategy
 from avalanche_sets.presets import resolve_preset
-
-CALLBACKS = (
-    "before_training_iteration",
-    "after_encode",
-    "before_backward",
-    "after_training_iteration",
-)
-
-
-def _instrument(plugin, sink: dict) -> None:
-    """Wrap a plugin's callbacks with timers (the wrappers are its instance attributes)."""
-    name = type(plugin).__name__
-    for cb in CALLBACKS:
-        fn = getattr(type(plugin), cb, None)
-        if fn is None or fn is getattr(SupervisedPlugin, cb, None):
-            continue
-
-        def timed(strategy, *a, _fn=fn, _p=plugin, _key=f"{name}.{cb}", **kw):
-            t = time.perf_counter()
-            out = _fn(_p, strategy, *a, **kw)
-            sink[_key].append(time.perf_counter() - t)
-            return out
-
-        setattr(plugin, cb, timed)
 
 
 def run(n_ood: int, iters: int, replay_batch: int, warm: int) -> dict:
@@ -65,7 +43,7 @@ def run(n_ood: int, iters: int, replay_batch: int, warm: int) -> dict:
         s = build_strategy(method, preset, seed=0, plugins=[clock], **over)
         strategies[method] = (s, clock, defaultdict(list))
         for p in getattr(s, "order_plugins", []):
-            _instrument(p, strategies[method][2])
+            instrument(p, strategies[method][2])
     s_order = strategies["order"][0]
     n_total = len(exp.dataset) // preset["meta_batch"]
     # Warm up: fills ORDER's memory (so replay and OT are active) and both allocators.
@@ -130,8 +108,18 @@ def main() -> None:
     report(rows, prov, out)
 
 
+SUPERSEDED = (
+    "**Superseded by [`step_speed`](../step_speed/README.md)** "
+    "([`benchmarks/step_speed.py`](../../step_speed.py)): CPU seconds of the `cpu` preset's "
+    "iteration for every precision and layout, ORDER / MSKM per round, ORDER's excess over its "
+    "backbone floor and a profile by part. The wall times here were taken in fp32 with glibc's "
+    "allocator as it came, before the `precision` setting and the kept memory.\n\n"
+)
+
+
 def report(rows: list[dict], prov: dict, out) -> None:
     md = header_md("Training-iteration time: ORDER vs MSKM (5-way 5-shot, Q=10, Z=10, 32 px)", prov)
+    md += SUPERSEDED
     md += (
         "| R | replay tasks B | MSKM s/it | ORDER s/it | ratio | ORDER plugins share | "
         "OT share |\n|---:|---:|---:|---:|---:|---:|---:|\n"

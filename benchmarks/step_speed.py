@@ -27,7 +27,12 @@ fp32 lanes (AVX-512) × 2 FLOP per FMA (Zen 4/5 and recent Xeons); native bf16 (
 doubles it.
 
 Times are CPU seconds of the iteration's process (``time.process_time``: user + system, so page
-faults count), medians over rounds; wall times are kept in ``results.json``.
+faults count), medians over rounds; wall times are kept in ``results.json``. Every row also
+carries its profile in CPU seconds (``parts_cpu_s``): the forward (backbone, heads and the
+``after_encode`` plugins), the autograd backward, and each of ORDER's plugin callbacks (the
+MI and OT terms are built in ``before_backward``). The README shows it for the default variant,
+with ORDER's excess over its backbone floor: ORDER − (1 + B/2) × MSKM, the floor being the
+backbone work of 2 + B tasks instead of 2.
 
     python benchmarks/step_speed.py [--rounds 3] [--warm 2]
 """
@@ -38,11 +43,13 @@ import argparse
 import json
 import os
 import statistics
+import time
+from collections import defaultdict
 from pathlib import Path
 
 import torch
 from _common import header_md, out_dir, provenance, write_json
-from _timing import IterationClock, train_range
+from _timing import IterationClock, instrument, train_range
 
 from avalanche_sets.experiment import build_benchmark
 from avalanche_sets.methods import build_strategy
@@ -136,6 +143,11 @@ def worker(allocator: str, args, conn) -> None:
         s = build_strategy(method, {**preset, "precision": precision}, seed=0, plugins=[clock],
                            **over)  # fmt: skip
         set_variant(s, cl, comp)
+        s.plugins.insert(0, clock.head())  # the iteration starts before ORDER's replay plugin
+        sink: dict = defaultdict(list)
+        for plugin in getattr(s, "order_plugins", []):
+            instrument(plugin, sink, timer=time.process_time)
+        clock.parts = sink
         strategies[(r, method, b, variant)] = (s, clock)
     from avalanche_sets.training.allocator import allocator_mode
 
@@ -143,7 +155,8 @@ def worker(allocator: str, args, conn) -> None:
     # Warm-up: fills ORDER's memory, compiles, and warms every allocator.
     for key, (s, clock) in strategies.items():
         train_range(s, benches[key[0]][1], 0, warm)
-        clock.t.clear()
+        for timings in (clock.t, clock.cpu_t, clock.parts):
+            timings.clear()
         clock.cpu.clear()
     conn.send("ready")
     for k in range(rounds):
@@ -175,6 +188,9 @@ def worker(allocator: str, args, conn) -> None:
                 "wall_s_per_it_all": wall,
                 "forward_s": statistics.median(clock.t["forward (incl. after_encode)"]),
                 "backward_s": statistics.median(clock.t["backward"]),
+                "parts_cpu_s": {
+                    k: statistics.median(v) for k, v in {**clock.cpu_t, **clock.parts}.items()
+                },
                 "backbone_gflop": flops[(r, method, b)] / 1e9,
                 "gflops": flops[(r, method, b)] / 1e9 / med,
             }
@@ -223,16 +239,30 @@ def summarise(rows: list[dict], replay_batches: list[int]) -> dict:
                     if (x["R"], x["method"], x["B"], x["variant"], x["allocator"])
                     == (r, m, b, *va))  # fmt: skip
 
-    out = {"mskm_speedup_vs_today": {}, "order_over_mskm": {}}
+    def per_round(r, m, b, va):
+        return next(x["s_per_it_all"] for x in rows
+                    if (x["R"], x["method"], x["B"], x["variant"], x["allocator"])
+                    == (r, m, b, *va))  # fmt: skip
+
+    out = {"mskm_speedup_vs_today": {}, "order_over_mskm": {}, "order_over_mskm_by_round": {},
+           "order_excess_over_floor_ms": {}}  # fmt: skip
     for r in sorted({x["R"] for x in rows}):
         for va in _labels():
             out["mskm_speedup_vs_today"][f"R={r} {_label(*va)}"] = t(r, "mskm", None, BASELINE) / t(
                 r, "mskm", None, va
             )
             for b in replay_batches:
-                out["order_over_mskm"][f"R={r} B={b} {_label(*va)}"] = t(r, "order", b, va) / t(
-                    r, "mskm", None, va
-                )
+                key = f"R={r} B={b} {_label(*va)}"
+                mskm, order = t(r, "mskm", None, va), t(r, "order", b, va)
+                out["order_over_mskm"][key] = order / mskm
+                # the same ratio paired within each round (both saw that round's load)
+                ratios = [o / m for o, m in zip(per_round(r, "order", b, va),
+                                                per_round(r, "mskm", None, va))]  # fmt: skip
+                q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+                out["order_over_mskm_by_round"][key] = {
+                    "median": statistics.median(ratios), "q1": q[0], "q3": q[2],
+                }  # fmt: skip
+                out["order_excess_over_floor_ms"][key] = 1000 * (order - (1 + b / 2) * mskm)
     return out
 
 
@@ -272,13 +302,67 @@ def report(rows: list[dict], summary: dict, prov: dict, out: Path) -> None:
             f" | {x['s_per_it']:.3f} | {base[(x['R'], x['method'], x['B'])] / x['s_per_it']:.2f}× "
             f"| {x['backbone_gflop']:.1f} | {x['gflops']:.1f} | {100 * x['gflops'] / peak:.0f}% |\n"
         )
-    md += "\nORDER / MSKM, same variant, same rounds:\n\n| setting | ratio |\n|---|---:|\n"
-    md += "".join(f"| {k} | {v:.2f} |\n" for k, v in summary["order_over_mskm"].items())
+    by_round = summary.get("order_over_mskm_by_round", {})
+    excess = summary.get("order_excess_over_floor_ms", {})
+    md += (
+        "\nORDER / MSKM, same variant, same rounds (ratio of the medians; the median and "
+        "quartiles of the per-round ratios; ORDER's CPU ms above its backbone floor "
+        "(1 + B/2) × MSKM):\n\n| setting | ratio | per round: median (q1–q3) | floor | "
+        "ORDER − floor (ms) |\n|---|---:|---:|---:|---:|\n"
+    )
+    for k, v in summary["order_over_mskm"].items():
+        b = int(k.split("B=")[1].split()[0])
+        rr = by_round.get(k)
+        md += (
+            f"| {k} | {v:.2f} | "
+            + (f"{rr['median']:.2f} ({rr['q1']:.2f}–{rr['q3']:.2f})" if rr else "—")
+            + f" | {1 + b / 2:.1f} | "
+            + (f"{excess[k]:+.1f}" if k in excess else "—")
+            + " |\n"
+        )
+    md += _profile_md(rows)
     md += "\nMSKM speed-up over today:\n\n| setting | speed-up |\n|---|---:|\n"
     md += "".join(f"| {k} | {v:.2f}× |\n" for k, v in summary["mskm_speedup_vs_today"].items())
     (out / "README.md").write_text(md)
     _plot(rows, out / "step_speed.png")
     print(md)
+
+
+#: Profile columns: (label, keys of ``parts_cpu_s`` summed).
+_PARTS = (
+    ("forward (backbone, heads, OOD split)", ("forward (incl. after_encode)",)),
+    ("autograd backward", ("backward",)),
+    ("replay: batch", ("FeatureReservoirReplayPlugin.before_training_iteration",)),
+    ("of which OOD split", ("OODSplitPlugin.after_encode",)),
+    ("MI: fit + bounds", ("MIRegularizationPlugin.before_backward",)),
+    ("OT", ("OTFeatureLossPlugin.before_backward",)),
+    ("replay: store", ("FeatureReservoirReplayPlugin.after_training_iteration",)),
+)
+
+
+def _profile_md(rows: list[dict]) -> str:
+    """The default variant's iteration in parts (CPU ms, medians over rounds)."""
+    sel = [x for x in rows if (x["variant"], x["allocator"]) == DEFAULT and "parts_cpu_s" in x]
+    if not sel:
+        return ""
+    md = (
+        f"\nProfile of the default ({_label(*DEFAULT)}), CPU ms per iteration (medians over "
+        "rounds, so the parts need not add up exactly; the MI column includes the steps of the "
+        "MI networks' own optimisers; 'rest' = the iteration minus the columns outside the "
+        "forward: the loss, the model's optimiser step, the finiteness checks, the loop):\n\n"
+    )
+    md += "| R | method | B | iteration | " + " | ".join(p[0] for p in _PARTS) + " | rest |\n"
+    md += "|---:|---|---:|---:|" + "---:|" * (len(_PARTS) + 1) + "\n"
+    for x in sel:
+        parts = x["parts_cpu_s"]
+        vals = [sum(parts.get(k, 0.0) for k in keys) for _, keys in _PARTS]
+        outside = sum(v for (label, _), v in zip(_PARTS, vals) if not label.startswith("of which"))
+        md += (
+            f"| {x['R']} | {x['method']} | {x['B'] or '—'} | {1000 * x['s_per_it']:.1f} | "
+            + " | ".join(f"{1000 * v:.1f}" for v in vals)
+            + f" | {1000 * (x['s_per_it'] - outside):.1f} |\n"
+        )
+    return md
 
 
 def _plot(rows: list[dict], path: Path) -> None:

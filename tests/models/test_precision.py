@@ -193,3 +193,31 @@ def test_training_in_fp32_gives_the_numbers_of_the_path_without_the_setting():
     (acc, weights), (acc_old, weights_old) = results["fp32"], results["legacy"]
     assert acc == acc_old and all(map(torch.equal, weights, weights_old))
     assert not all(map(torch.equal, results["bf16"][1], weights_old))  # bf16 trains otherwise
+
+
+def test_channels_last_false_is_a_contiguous_run_of_its_own_and_true_is_the_default():
+    """The float-order noise control of benchmarks/precision_equivalence.py: an NCHW backbone
+    (same network, other summation order) whose runs never share a folder with the default."""
+    base = resolve_preset("cpu", n_shot=1, precision="fp32", root="elsewhere")
+    nchw = resolve_preset("cpu", n_shot=1, precision="fp32", root="elsewhere", channels_last=False)
+    assert resolve_preset("cpu", n_shot=1, precision="fp32", root="elsewhere",
+                          channels_last=True) == base  # fmt: skip
+    assert make_backbone(base).channels_last and not make_backbone(nchw).channels_last
+    conv = make_backbone(nchw).features[0].weight
+    assert conv.is_contiguous() and not conv.is_contiguous(memory_format=torch.channels_last)
+    assert run_dir_name("mskm", base, 0) == "mskm/packs-o1-5w1s-R50-seed0"
+    assert run_dir_name("mskm", nchw, 0) == "mskm/packs-o1-5w1s-R50-seed0-channels_lastFalse"
+    assert run_identity("mskm", nchw) != run_identity("mskm", base)
+    with pytest.raises(ValueError, match="setting 'channels_last' must be True or False"):
+        resolve_preset("cpu", channels_last="no")
+
+
+def test_a_contiguous_backbone_computes_the_same_network_in_another_float_order():
+    torch.manual_seed(0)
+    last = ConvBackbone(n_blocks=4, width=8, channels_last=True).train()
+    nchw = ConvBackbone(n_blocks=4, width=8, channels_last=False).train()
+    nchw.load_state_dict(last.state_dict())
+    x = _images(40)
+    # The same function (summed in another order: whether the bits differ depends on the
+    # CPU's kernels, so benchmarks/precision_equivalence.py checks that on the runs themselves).
+    torch.testing.assert_close(last(x), nchw(x), rtol=1e-4, atol=1e-5)
