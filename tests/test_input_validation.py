@@ -447,8 +447,8 @@ CASES = [
          r"build_benchmark\(preset, seed=seed\), or no benchmark"),
     # --- presets: resolve_preset (CLI --preset, --set, --source, --order, --root)
     Case("preset-unknown", lambda t: resolve_preset("quik"), ValueError,
-         r"unknown preset 'quik' \(did you mean 'quick'\?\); choose one of \['cpu', 'paper', "
-         r"'quick'\]"),
+         r"unknown preset 'quik' \(did you mean 'quick'\?\); choose one of \['converged', "
+         r"'cpu', 'paper', 'quick'\]"),
     Case("preset-unknown-setting", lambda t: resolve_preset("quick", n_wya=3), ValueError,
          r"unknown preset setting\(s\) \['n_wya'\] \(did you mean 'n_way'\?\); valid settings: "),
     Case("preset-wrong-type", lambda t: resolve_preset("quick", n_shot="5"), ValueError,
