@@ -209,13 +209,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         def after_eval_iteration(self, s, **kw):
             row = {"after_domain": state["trained"], "eval_domain": s.experience.current_experience}
             row.update(probe.take(s.mb_y))
-            evals.append(row)
+            if not state.get("counterfactual"):
+                evals.append(row)
 
     plug = _Plug()
     strategy.plugins.append(plug)
     result = run_sets(strategy, bench, interim_episodes=preset["interim_test_episodes"])
-    strategy.plugins.remove(plug)
+    state["counterfactual"] = True  # the probe keeps following batches, records nothing more
     counterfactual = _counterfactual(strategy, bench)
+    strategy.plugins.remove(plug)
     out = (
         Path(args.out)
         if args.out

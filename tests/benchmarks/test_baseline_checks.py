@@ -61,8 +61,8 @@ def test_method_options_reach_the_strategy_and_are_checked_early():
         resolve_preset("cpu", source="synthetic", image_size=16),
         lc.CurveSpec("x", "shapes", 1, 0), iters=2, val_episodes=2,
     )  # fmt: skip
-    assert lc.build_learner("anil:inner_lr=0.01", preset, seed=0).model.inner_lr == 0.01
-    assert lc.build_learner("anil", preset, seed=0).model.inner_lr == 0.1
+    assert lc.build_learner("anil:inner_lr=0.1", preset, seed=0).model.inner_lr == 0.1
+    assert lc.build_learner("anil", preset, seed=0).model.inner_lr == 0.01
     with pytest.raises(TypeError, match="inner_lrr"):
         lc.check_methods(["anil:inner_lrr=0.01"], preset)
 
