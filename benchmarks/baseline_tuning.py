@@ -24,6 +24,8 @@ Examples::
 
     python benchmarks/baseline_tuning.py --methods semi-gpm semi-der   # largest gaps first
     python benchmarks/baseline_tuning.py --methods semi-mer semi-agem
+    python benchmarks/baseline_tuning.py --methods semi-gpm semi-der --diagnosis
+    python benchmarks/baseline_tuning.py --der-scale     # Semi-DER's loss terms, as trained
     python benchmarks/baseline_tuning.py --report-only
 
 Runs go to ``benchmarks/results/baseline_checks/runs/`` (resumable run folders, ``-valid``
@@ -295,6 +297,77 @@ def _plot(rows: list[dict], path: Path, ref: dict | None) -> None:
     plt.close(fig)
 
 
+def der_loss_scale(
+    preset: dict, *, seed: int, domains: int = 2, out: Path, prov: dict | None = None
+) -> dict:
+    """Semi-DER's loss terms, as trained: the meta-loss and the unweighted DER terms (logit MSE,
+    memory labels' CE) of every iteration over the stream's first ``domains`` domains, at the
+    class default α, β. Shows how large α·MSE is next to the task's own loss when the logits are
+    MSKM's negative squared distances. Writes ``der_loss_scale.json`` / ``.md``."""
+    import numpy as np
+    import torch
+    from avalanche.core import SupervisedPlugin
+
+    from avalanche_sets.experiment import build_benchmark
+    from avalanche_sets.methods import build_strategy
+
+    torch.set_num_threads(1)
+    names = build_benchmark(preset, seed=seed).domain_names[:domains]
+    small = {**preset, "domains": names, "n_val_episodes": 1, "n_test_episodes": 1}
+    bench = build_benchmark(small, seed=seed)
+    rows: list[dict] = []
+
+    class _Terms(SupervisedPlugin):
+        def after_training_iteration(self, s, **kw):
+            t = {k: float(v) for k, v in s.loss_terms.items()}
+            pl = s.cl_plugin
+            for k, v in (
+                ("der_logit_mse", pl.last_logit_loss),
+                ("der_label_ce", pl.last_label_loss),
+            ):
+                t[k] = None if v is None else float(v.detach())
+            t["mean_abs_logit"] = float(s.mb_output.detach().abs().mean())
+            rows.append({"domain": s.experience.current_experience, **t})
+
+    strategy = build_strategy("semi-der", preset, seed=seed, plugins=[_Terms()])
+    alpha, beta = strategy.cl_plugin.alpha, strategy.cl_plugin.beta
+    for exp in bench.train_stream:
+        strategy.train(exp, eval_streams=[])
+    with_memory = [r for r in rows if r["der_logit_mse"] is not None]
+
+    def med(key: str) -> float:
+        return float(np.median([r[key] for r in with_memory]))
+
+    summary = {
+        **(prov or {}),
+        "domains": names, "alpha": alpha, "beta": beta, "iterations": len(rows),
+        "median_meta_loss": med("meta"), "median_logit_mse": med("der_logit_mse"),
+        "median_label_ce": med("der_label_ce"), "median_abs_logit": med("mean_abs_logit"),
+        "rows": rows,
+    }  # fmt: skip
+    write_json(out / "der_loss_scale.json", summary)
+    (out / "der_loss_scale.md").write_text(
+        "# Semi-DER's loss terms at the class default\n\n"
+        + (
+            f"- command: `{prov['command']}`\n- date: {prov['date']}\n- machine: "
+            f"{prov['machine']['cpu']} ({prov['machine']['cores']} cores)\n\n"
+            if prov
+            else ""
+        )
+        + f"cpu preset (fp32, {preset['n_shot']}-shot, seed {seed}), the first {domains} domains "
+        f"({', '.join(names)}), {len(rows)} iterations, {len(with_memory)} with a memory; "
+        "medians over those:\n\n"
+        "| term | median | weighted |\n|---|---:|---:|\n"
+        f"| query cross-entropy (meta) | {med('meta'):.2f} | {med('meta'):.2f} |\n"
+        f"| logit MSE to the stored logits | {med('der_logit_mse'):.1f} | "
+        f"{alpha * med('der_logit_mse'):.2f} (α = {alpha:g}) |\n"
+        f"| memory queries' cross-entropy | {med('der_label_ce'):.2f} | "
+        f"{beta * med('der_label_ce'):.2f} (β = {beta:g}) |\n"
+        f"| mean \\|logit\\| (negative squared distances) | {med('mean_abs_logit'):.1f} | |\n"
+    )
+    return summary
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -307,8 +380,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--out", default=str(OUT))
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument("--diagnosis", action="store_true", help="also the DIAGNOSIS runs")
+    ap.add_argument("--der-scale", action="store_true",
+                    help="only measure Semi-DER's loss terms (der_loss_scale.json/.md)")  # fmt: skip
     args = ap.parse_args(argv)
     prov = provenance(seeds=[args.seed])
+    if args.der_scale:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        preset = tuning_preset(shot=args.shot, root=args.root)
+        s = der_loss_scale(preset, seed=args.seed, out=out, prov=prov)
+        print({k: v for k, v in s.items() if k != "rows"})
+        return
     if not args.report_only:
         from avalanche_sets.methods import check_method
 

@@ -12,9 +12,14 @@ sees the OOD ground truth; the probe reads it from the episode's oracle, beside 
 * the size of the embeddings (mean norm of the support and unlabeled embeddings), the largest
   query logit of the final head, the query accuracy, the loss terms.
 
-Example::
+Examples::
 
+    # the committed run again (inner lr 0.1, the default then), probed
     python benchmarks/lst_collapse.py --root ../shared/data/sets-mini
+    # gtsrb alone, 5-shot: the collapse within one domain
+    python benchmarks/lst_collapse.py --domain gtsrb --shot 5 --iters 400
+    # the same stream with the inner-loop step LST's code uses (the default since)
+    python benchmarks/lst_collapse.py --inner-lr 0.01 --out benchmarks/results/baseline_checks/lst_collapse/fixed
 
 Writes ``benchmarks/results/baseline_checks/lst_collapse/``: ``iterations.csv`` (one row per
 training iteration), ``phases.csv`` (per domain: training means and, after each domain, the
@@ -161,6 +166,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--out", help=f"default {OUT}[/single_<domain>_<shot>shot]")
     ap.add_argument("--domain", help="train on this one domain alone (default: the stream)")
     ap.add_argument("--iters", type=int, default=400, help="with --domain: iterations")
+    ap.add_argument("--inner-lr", type=float, default=0.1,
+                    help="LST's inner-loop step (default 0.1: the committed runs' value, the "
+                    "class default before these checks; 0.01 is the default now)")  # fmt: skip
     args = ap.parse_args(argv)
     from avalanche.core import SupervisedPlugin
 
@@ -178,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "cpu", n_shot=args.shot, root=args.root, precision="fp32", threads=1, **single
     )
     bench = build_benchmark(preset, seed=args.seed)
-    strategy = build_strategy("lst", preset, seed=args.seed)
+    strategy = build_strategy("lst", preset, seed=args.seed, inner_lr=args.inner_lr)
     probe = LSTProbe(strategy.model, [d.name for d in bench.ood_sources])
     rows: list[dict] = []
     evals: list[dict] = []
@@ -239,8 +247,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     summary = {
         **prov,
         "load_average": list(os.getloadavg()),
-        "preset": "cpu, fp32" + (f", {args.domain} alone, {args.iters} iterations"
-                                  if args.domain else ""),
+        "preset": f"cpu, fp32, LST inner lr {args.inner_lr:g}"
+        + (f", {args.domain} alone, {args.iters} iterations" if args.domain else ""),
         "shot": args.shot,
         "domains": domains,
         "ood_sources": probe.ood_names,

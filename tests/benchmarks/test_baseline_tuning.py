@@ -89,3 +89,21 @@ def test_diagnosis_runs_are_reported_but_never_chosen():
     assert bt.choose(rows) == {"semi-gpm": g[0]}
     jobs = bt.jobs_for(["semi-gpm"], resolve_preset("cpu", source="synthetic"), 0, diagnosis=True)
     assert [(m, o) for m, _, _, o in jobs[-2:]] == [("semi-seq", sgd), ("semi-gpm", free_bn)]
+
+
+def test_tuned_table_mirrors_the_committed_grid_choice():
+    """avalanche_sets.baselines.tuned holds exactly what the committed grid chose, and every
+    value is an option its strategy accepts."""
+    from avalanche_sets.baselines.tuned import TUNED, tuned_options
+
+    chosen = json.loads((bt.OUT / "chosen.json").read_text())
+    assert TUNED == chosen
+    summary = json.loads((bt.OUT / "summary.json").read_text())
+    assert {"cpu": bt.choose(summary["rows"])} == chosen  # the rule applied to the stored rows
+    preset = resolve_preset("cpu", source="synthetic")
+    for method, options in TUNED["cpu"].items():
+        check_method(method, preset, options)
+        assert tuned_options(method, "cpu") == options
+    assert tuned_options("semi-er", "cpu") == {}  # untuned: class defaults
+    with pytest.raises(ValueError, match="no tuned baseline options for preset 'paper'"):
+        tuned_options("semi-gpm", "paper")
