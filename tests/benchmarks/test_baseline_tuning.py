@@ -107,3 +107,17 @@ def test_tuned_table_mirrors_the_committed_grid_choice():
     assert tuned_options("semi-er", "cpu") == {}  # untuned: class defaults
     with pytest.raises(ValueError, match="no tuned baseline options for preset 'paper'"):
         tuned_options("semi-gpm", "paper")
+
+
+def test_a_flat_grid_keeps_the_class_default():
+    g = bt.GRIDS["semi-agem"]
+    recs = [
+        _record("semi-agem", g[0], [0.5, 0.6, 0.7, 0.8]),
+        _record("semi-agem", g[1], [0.52, 0.58, 0.72, 0.79]),  # best mean, but Δ not resolved
+        _record("semi-agem", g[2], [0.3, 0.3, 0.3, 0.3]),
+    ]
+    rows = bt.rows_for(recs, shot=1, seed=0)
+    best = max(rows, key=lambda r: r["val_accuracy"])
+    assert json.loads(best["options"]) == g[1] and best["delta_vs_default"] > 0
+    assert best["delta_vs_default"] - best["ci_vs_default"] < 0
+    assert bt.choose(rows) == {"semi-agem": g[0]}
