@@ -2,7 +2,8 @@
 
 ``TUNED[preset][method]`` holds the strategy options chosen by
 ``benchmarks/baseline_tuning.py`` on the *validation* classes of the ``cpu`` preset's stream
-(sets-mini, 1-shot, seed 0, fp32): the grid point with the highest mean validation accuracy.
+(sets-mini, 1-shot, seed 0, fp32): the grid point with the highest mean validation accuracy
+when its paired Δ to the class default excludes 0, else the class default.
 The grid, every point's accuracy and its paired Δ to the class default and to Semi-Seq are in
 ``benchmarks/results/baseline_checks/tuning/`` (``grid.md``; ``chosen.json`` is what this table
 mirrors, a test keeps the two equal). A method absent here keeps its class defaults — those of
@@ -16,7 +17,7 @@ mistaken for a tuned one::
     build_strategy("semi-gpm", preset, **tuned_options("semi-gpm", "cpu"))
 
     # the same from the command line: the values of TUNED["cpu"]["semi-gpm"]
-    avalanche-sets run --method semi-gpm --preset cpu --strategy-set lr=... --strategy-set threshold=...
+    avalanche-sets run --method semi-gpm --preset cpu --strategy-set threshold=0.9
 """
 
 from __future__ import annotations
