@@ -9,7 +9,9 @@ all into one folder so that one table holds every check):
 * Ren et al. 2018 — ProtoNet, soft k-means and masked soft k-means (MSKM) with clean unlabeled
   data (R = 0) and with the preset's R = 50 distractors;
 * Liu et al. 2019 (TPN ≥ ProtoNet), Li et al. 2019 (LST ≥ MSKM), Raghu et al. 2020 (ANIL within
-  a few points of ProtoNet) — with distractors, the SETS protocol.
+  a few points of ProtoNet) — with distractors, the SETS protocol;
+* :data:`DIAGNOSIS` — the curves that explain the contradicted checks (TPN without distractors,
+  ANIL and LST with their former inner-loop step).
 
 Everything in fp32 (the precision of the committed stream runs these checks explain); the
 ``cpu`` preset's episode shape and backbone otherwise. ``--every 40``: the first point after
@@ -18,10 +20,10 @@ says how far a method gets in the stream's regime.
 
 Examples::
 
-    # 5-shot: both domains (resumable: rerun the same command to continue)
+    # 5-shot: both domains and the diagnosis curves (resumable: rerun to continue)
     python benchmarks/baseline_checks.py --shots 5
-    # then 1-shot
-    python benchmarks/baseline_checks.py --shots 1
+    # then 1-shot, the sets-mini domain only
+    python benchmarks/baseline_checks.py --shots 1 --sources packs
     # only rebuild the tables and plots from the stored curves
     python benchmarks/baseline_checks.py --report-only
 
