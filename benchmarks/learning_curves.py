@@ -116,7 +116,10 @@ class CurveSpec:
 
     @property
     def name(self) -> str:
-        return f"{self.method}__{self.domain}__{self.shot}shot__seed{self.seed}__{self.variant}"
+        """File name stem; a method's options (``lst:inner_lr=0.1``) appear as ``lst@inner_lr=0.1``
+        (no ``:``, which some file systems refuse)."""
+        method = self.method.replace(":", "@")
+        return f"{method}__{self.domain}__{self.shot}shot__seed{self.seed}__{self.variant}"
 
 
 def eval_iterations(iters: int, every: int) -> list[int]:

@@ -88,3 +88,9 @@ def test_a_method_with_options_gets_its_base_methods_checks():
         "lst > mskm": (-10.0, "contradict", -10.0),
         "lst:inner_lr=0.01 > mskm": (2.0, "agree", 2.0),
     }
+
+
+def test_curve_file_names_are_portable():
+    name = lc.CurveSpec("lst:inner_lr=0.1,n_stages=1", "gtsrb", 5, 0, "ood").name
+    assert name == "lst@inner_lr=0.1,n_stages=1__gtsrb__5shot__seed0__ood"
+    assert not set(name) & set(':*?"<>|\\/')
