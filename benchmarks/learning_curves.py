@@ -79,6 +79,7 @@ __all__ = [
     "CurveSpec",
     "VARIANTS",
     "EXTRA_METHODS",
+    "parse_method",
     "CHECKS",
     "eval_iterations",
     "plateau_index",
@@ -93,6 +94,7 @@ __all__ = [
     "verdict",
     "check_rows",
     "write_report",
+    "run_specs",
 ]
 
 VARIANTS = ("ood", "clean")
@@ -114,7 +116,10 @@ class CurveSpec:
 
     @property
     def name(self) -> str:
-        return f"{self.method}__{self.domain}__{self.shot}shot__seed{self.seed}__{self.variant}"
+        """File name stem; a method's options (``lst:inner_lr=0.1``) appear as ``lst@inner_lr=0.1``
+        (no ``:``, which some file systems refuse)."""
+        method = self.method.replace(":", "@")
+        return f"{method}__{self.domain}__{self.shot}shot__seed{self.seed}__{self.variant}"
 
 
 def eval_iterations(iters: int, every: int) -> list[int]:
@@ -144,7 +149,9 @@ def plateau_index(acc: Sequence[float], tolerance: float) -> int:
 
 
 def curve_preset(base: dict, spec: CurveSpec, *, iters: int, val_episodes: int) -> dict:
-    """The preset of one curve: one domain, ``iters`` meta-batches, R = 0 for ``clean``."""
+    """The preset of one curve: one domain, ``iters`` meta-batches, R = 0 for ``clean``, the
+    backbone precision resolved on this machine (``"auto"`` becomes ``"fp32"`` or ``"bf16"``)."""
+    from avalanche_sets.experiment import run_precision
     from avalanche_sets.presets import check_preset
 
     if spec.variant not in VARIANTS:
@@ -160,33 +167,60 @@ def curve_preset(base: dict, spec: CurveSpec, *, iters: int, val_episodes: int) 
     preset.pop("order", None)
     if spec.variant == "clean":
         preset["n_ood"] = 0
+    # what "auto" means on this machine, so that a curve's settings say what it computed in
+    preset["precision"] = run_precision(preset)
     return check_preset(preset, name=f"curve {spec.name}")
 
 
+def parse_method(name: str) -> tuple[str, dict]:
+    """``"lst:inner_lr=0.01,n_stages=1"`` → ``("lst", {"inner_lr": 0.01, "n_stages": 1})``.
+
+    A method name may carry strategy options after a colon (``key=value`` pairs separated by
+    commas, values read as Python literals, else kept as strings), so that a curve of a
+    changed setting sits beside the default's, under its own name, on the same episodes.
+
+    Raises:
+        ValueError: an option that is not ``key=value``.
+    """
+    import ast
+
+    base, _, rest = name.partition(":")
+    options: dict = {}
+    for item in filter(None, rest.split(",")):
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise ValueError(f"method {name!r}: option {item!r} is not key=value")
+        try:
+            options[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            options[key] = value
+    return base, options
+
+
 def build_learner(method: str, preset: dict, *, seed: int, plugins=None):
-    """``build_strategy(method, ...)``, or MSKM's strategy with a plain soft k-means head."""
+    """``build_strategy(method, ...)`` (with the options of a ``"name:key=value"`` method), or
+    MSKM's strategy with a plain soft k-means head."""
     from avalanche_sets.methods import build_strategy, make_backbone
 
-    if method in EXTRA_METHODS:
+    base, options = parse_method(method)
+    if base in EXTRA_METHODS:
         from avalanche_sets.models.episodic import PrototypicalModel
 
         torch.manual_seed(seed)  # the same backbone initialisation as build_strategy's
-        model = PrototypicalModel(make_backbone(preset), refine=EXTRA_METHODS[method])
-        return build_strategy("mskm", preset, seed=seed, plugins=plugins, model=model)
-    return build_strategy(method, preset, seed=seed, plugins=plugins)
+        model = PrototypicalModel(make_backbone(preset), refine=EXTRA_METHODS[base])
+        return build_strategy("mskm", preset, seed=seed, plugins=plugins, model=model, **options)
+    return build_strategy(base, preset, seed=seed, plugins=plugins, **options)
 
 
 def check_methods(methods: Sequence[str], preset: dict) -> None:
-    """Refuse unknown methods before any data is loaded (names the closest valid one)."""
-    from avalanche_sets.methods import METHODS, check_method
+    """Refuse unknown methods and options before any data is loaded (names the closest)."""
+    from avalanche_sets.methods import check_method
 
     for m in methods:
-        if m in EXTRA_METHODS:
-            continue
-        if m == "joint":
+        base, options = parse_method(m)
+        if base == "joint":
             raise ValueError("joint trains on every domain at once: it has no single-domain curve")
-        if m not in METHODS:
-            check_method(m, preset)  # raises with the closest name
+        check_method("mskm" if base in EXTRA_METHODS else base, preset, options)
 
 
 def domain_experiences(preset: dict, *, seed: int, eval_seed: int):
@@ -509,11 +543,16 @@ def verdict(direction: str, delta: float, ci: float, *, margin: float = 3.0) -> 
 
 
 def check_rows(curves: dict[tuple, dict], *, at: str = "final", margin: float = 3.0) -> list:
-    """One row per check, domain, shot and variant for which both methods have a curve."""
+    """One row per check, domain, shot and variant for which both methods have a curve.
+
+    A method with options (``"lst:inner_lr=0.01"``, :func:`parse_method`) gets the checks of
+    its base method, in a row of its own. Each row also gives the Δ between the two curves'
+    plateau points (``delta_plateau``), beside the one at ``at`` that decides the verdict.
+    """
     rows = []
     for c in CHECKS:
         for m, dom, shot, var in sorted(curves):
-            if m != c.method_a or var not in c.variants:
+            if parse_method(m)[0] != c.method_a or var not in c.variants:
                 continue
             other = curves.get((c.method_b, dom, shot, var))
             if other is None:
@@ -521,13 +560,15 @@ def check_rows(curves: dict[tuple, dict], *, at: str = "final", margin: float = 
             mine = curves[(m, dom, shot, var)]
             if mine["digest"] != other["digest"]:  # said in the table, never silently dropped
                 delta, ci, n = float("nan"), float("nan"), 0
+                d_plateau, ci_plateau = float("nan"), float("nan")
                 said = "not paired: the curves were evaluated on different episodes"
             else:
                 delta, ci, n = paired_delta(mine, other, at=at)
+                d_plateau, ci_plateau, _ = paired_delta(mine, other, at="plateau")
                 said = verdict(c.direction, delta, ci, margin=margin)
             expected = (
-                f"{c.method_a} > {c.method_b}" if c.direction == "greater"
-                else f"−{margin:g} ≤ {c.method_a} − {c.method_b} ≤ {margin:g}"
+                f"{m} > {c.method_b}" if c.direction == "greater"
+                else f"−{margin:g} ≤ {m} − {c.method_b} ≤ {margin:g}"
             )  # fmt: skip
             rows.append(
                 {
@@ -540,6 +581,8 @@ def check_rows(curves: dict[tuple, dict], *, at: str = "final", margin: float = 
                     "ci95": ci,
                     "episodes": n,
                     "verdict": said,
+                    "delta_plateau": d_plateau,
+                    "ci95_plateau": ci_plateau,
                 }
             )
     return rows
@@ -660,12 +703,16 @@ def write_report(
         }
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     m = summary["machine"]
+    # runs recorded before the setting existed computed in fp32 (the only precision there was)
+    precisions = ", ".join(
+        sorted({st["preset"].get("precision", "fp32") for st in summary["settings"]})
+    )
     md = (
         "# Learning curves per domain\n\n"
         f"- command: `{summary['command']}`\n- date: {summary['date']}\n"
         f"- machine: {m['cpu']} ({m['cores']} cores), torch {m['torch']}, load average "
         f"{', '.join(f'{x:.1f}' for x in summary['load_average'])}\n"
-        f"- seeds: {summary['seeds']}\n- {definition}.\n\n"
+        f"- seeds: {summary['seeds']}\n- backbone precision: {precisions}\n- {definition}.\n\n"
         "Accuracy in % on fixed validation-class episodes (the same for every method, seed and "
         "checkpoint), mean ± 95% CI over episodes; *ood*: the preset's distractors in the "
         "unlabeled set, *clean*: none.\n\n"
@@ -690,14 +737,17 @@ def write_report(
             f"# Single-domain checks against each method's paper\n\n{definition}.\n\n"
             f"Δ = paired per-episode difference at the {at} point (points, mean ± 95% CI over "
             "the same validation episodes). *agree*/*contradict*: the CI lies wholly on the "
-            "expected/opposite side; *inconclusive*: it straddles the boundary.\n\n"
-            "| check | domain | shot | variant | expected | measured Δ | verdict |\n"
-            "|---|---|---:|---|---|---:|---|\n"
+            "expected/opposite side; *inconclusive*: it straddles the boundary. The last column "
+            "pairs each curve's plateau point instead (for a curve that falls after its "
+            "plateau, the better of its two chances).\n\n"
+            "| check | domain | shot | variant | expected | measured Δ | verdict | "
+            "Δ at the plateaus |\n|---|---|---:|---|---|---:|---|---:|\n"
         )
         for r in rows:
+            plateau = {"delta": r["delta_plateau"], "ci95": r["ci95_plateau"]}
             checks += (
                 f"| {r['check']} | {r['domain']} | {r['shot']} | {r['variant']} | "
-                f"{r['expected']} | {_delta_text(r)} | {r['verdict']} |\n"
+                f"{r['expected']} | {_delta_text(r)} | {r['verdict']} | {_delta_text(plateau)} |\n"
             )
         (out / "checks.md").write_text(checks)
         md += "\nSingle-domain checks against each method's paper: [checks.md](checks.md)\n"
@@ -711,6 +761,47 @@ def _worker(job: dict) -> str:
     spec = CurveSpec(**job.pop("spec"))
     run_curve(spec, **job, log=lambda s: print(s, flush=True))
     return spec.name
+
+
+def run_specs(
+    specs: Sequence[CurveSpec],
+    base: dict,
+    *,
+    iters: int,
+    every: int,
+    val_episodes: int,
+    out: str | Path,
+    eval_seed: int = 0,
+    jobs: int = 1,
+) -> None:
+    """Compute (or finish, or skip) every curve of ``specs`` into ``out``, ``jobs`` at a time."""
+    if jobs < 1:
+        raise ValueError(f"jobs must be >= 1, got {jobs}")
+    todo = [
+        {
+            "spec": asdict(s),
+            "base_preset": base,
+            "iters": iters,
+            "every": every,
+            "val_episodes": val_episodes,
+            "out": str(out),
+            "eval_seed": eval_seed,
+        }
+        for s in specs
+    ]
+    print(f"{len(specs)} curve(s) -> {out}", flush=True)
+    if jobs == 1:
+        for i, job in enumerate(todo, 1):
+            print(f"[{i}/{len(todo)}] {_worker(job)} done", flush=True)
+        return
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    ctx = mp.get_context("spawn")  # no fork after torch has started its threads
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        futures = [pool.submit(_worker, job) for job in todo]
+        for i, fut in enumerate(as_completed(futures), 1):
+            print(f"[{i}/{len(todo)}] {fut.result()} done", flush=True)
 
 
 def _domain_names(preset: dict) -> list[str]:
@@ -742,6 +833,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--val-episodes", type=int, default=100)
     ap.add_argument("--eval-seed", type=int, default=0, help="seed of the validation episodes")
     ap.add_argument("--image-size", type=int, help="override the preset's image size")
+    ap.add_argument("--precision", choices=("auto", "fp32", "bf16"),
+                    help="override the preset's backbone precision (cpu preset: auto)")  # fmt: skip
     ap.add_argument("--tolerance", type=float, default=1.0, help="plateau tolerance (points)")
     ap.add_argument("--at", choices=("final", "plateau"), default="final",
                     help="point of the paired Δ in the checks table")  # fmt: skip
@@ -759,7 +852,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     if args.jobs < 1:
         raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
-    overrides = {"source": args.source, "image_size": args.image_size, "threads": 1}
+    overrides = {
+        "source": args.source,
+        "image_size": args.image_size,
+        "precision": args.precision,
+        "threads": 1,
+    }
     if args.source == "packs":
         overrides["root"] = args.root
     base = resolve_preset(args.preset, **overrides)
@@ -780,31 +878,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         curve_preset(base, spec, iters=args.iters, val_episodes=args.val_episodes)
     prov = provenance(seeds=args.seeds)
     prov["load_average_start"] = list(os.getloadavg())
-    jobs = [
-        {
-            "spec": asdict(s),
-            "base_preset": base,
-            "iters": args.iters,
-            "every": args.every,
-            "val_episodes": args.val_episodes,
-            "out": str(out),
-            "eval_seed": args.eval_seed,
-        }
-        for s in specs
-    ]
-    print(f"{len(specs)} curve(s) -> {out}", flush=True)
-    if args.jobs == 1:
-        for i, job in enumerate(jobs, 1):
-            print(f"[{i}/{len(jobs)}] {_worker(job)} done", flush=True)
-    else:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
-        ctx = mp.get_context("spawn")  # no fork after torch has started its threads
-        with ProcessPoolExecutor(max_workers=args.jobs, mp_context=ctx) as pool:
-            futures = [pool.submit(_worker, job) for job in jobs]
-            for i, fut in enumerate(as_completed(futures), 1):
-                print(f"[{i}/{len(jobs)}] {fut.result()} done", flush=True)
+    run_specs(
+        specs, base, iters=args.iters, every=args.every, val_episodes=args.val_episodes,
+        out=out, eval_seed=args.eval_seed, jobs=args.jobs,
+    )  # fmt: skip
     write_report(out, tolerance=args.tolerance, at=args.at, margin=args.anil_margin, prov=prov)
     print(f"report written to {out}")
 

@@ -190,9 +190,15 @@ class ANILModel(nn.Module):
         backbone: maps images to ``[n, d]`` embeddings.
         n_way: classes per episode ``N`` (the head's outputs; episodes must match).
         inner_steps: inner-loop steps in training.
-        inner_lr: inner-loop step size (0.1, as learn2learn's ANIL examples; on the synthetic
-            benchmark, 150 iterations of the 32-filter CPU backbone reached 79% 5-way 1-shot
-            test accuracy with 0.1 against 64% with MAML's 0.01 and 48% with 0.5).
+        inner_lr: inner-loop step size (0.01, MAML's on miniImageNet and LST's reference
+            code). The inner loop is plain gradient descent on a linear head, stable only
+            while ``inner_lr`` times the curvature — about a fifth of the embeddings' squared
+            norm — stays below 2. The CPU backbones' embeddings reach norms of 12–20 in
+            training; with the former default 0.1 the inner loop then diverged, its
+            second-order meta-gradient spiked to 10–300 times its usual norm and LST
+            collapsed (``benchmarks/results/baseline_checks/lst_collapse``). 0.1 learns faster
+            in the first iterations (62.6% against 37.6% after 40 iterations of LST on gtsrb,
+            ``benchmarks/results/baseline_checks/single_domain``) at that risk.
         first_order: first-order MAML (no second derivatives through the inner loop).
         eval_inner_steps: inner-loop steps in evaluation (default ``inner_steps``).
         emb_dim: embedding size (default ``backbone.out_dim``).
@@ -210,7 +216,7 @@ class ANILModel(nn.Module):
         *,
         n_way: int = 5,
         inner_steps: int = 5,
-        inner_lr: float = 0.1,
+        inner_lr: float = 0.01,
         first_order: bool = False,
         eval_inner_steps: int | None = None,
         emb_dim: int | None = None,
@@ -348,7 +354,7 @@ class ANIL(EpisodicBaseline):
         backbone: nn.Module | None = None,
         n_way: int = 5,
         inner_steps: int = 5,
-        inner_lr: float = 0.1,
+        inner_lr: float = 0.01,
         first_order: bool = False,
         eval_inner_steps: int | None = None,
         bf16: bool = False,
