@@ -7,17 +7,9 @@ Meta-learning (Table 2): :class:`ProtoNet`, :class:`ANIL`, :class:`MSKM`, :class
 :func:`joint_benchmark`.
 """
 
-from .continual import (
-    JointTraining,
-    SemiAGEM,
-    SemiDER,
-    SemiER,
-    SemiGEM,
-    SemiGPM,
-    SemiMER,
-    SemiSeq,
-    mskm_model,
-)
+# The continual baselines are exported as listed in ``continual.__all__`` (one list, not two).
+from .continual import *  # noqa: F403
+from .continual import __all__ as _continual_all
 from .joint import joint_benchmark
 from .lst import LST, LSTModel
 from .meta import ANIL, MSKM, ANILModel, EpisodicBaseline, ProtoNet, ProtoNetModel
@@ -34,14 +26,6 @@ __all__ = [
     "TPNModel",
     "LST",
     "LSTModel",
-    "SemiSeq",
-    "SemiER",
-    "SemiAGEM",
-    "SemiGEM",
-    "SemiMER",
-    "SemiGPM",
-    "SemiDER",
-    "JointTraining",
+    *_continual_all,
     "joint_benchmark",
-    "mskm_model",
 ]

@@ -49,6 +49,20 @@ def _is_int(value) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
+def _check_count(name: str, what: str, value: object, *, minimum: int) -> None:
+    """Raise a clear error unless ``value`` (the :class:`EpisodeConfig` field ``name``, counting
+    ``what``) is an integer of at least ``minimum`` (0 or 1).
+
+    One check for every episode size, so that all of them say the same thing in the same words.
+    """
+    if not _is_int(value) or value < minimum:
+        kind = "a positive integer" if minimum == 1 else "a non-negative integer"
+        raise ValueError(
+            f"EpisodeConfig.{name} ({what}) must be {kind}, got {value!r}; "
+            f"fix: pass {name}={minimum} or more"
+        )
+
+
 def _min_class_size(labeled_fraction: float, n_labeled: int, n_unlabeled: int) -> int | None:
     """Fewest images a class needs so that its labeled/unlabeled parts (as :class:`Domain`
     splits them) hold ``n_labeled`` and ``n_unlabeled`` images; None if none up to 10^5 does."""
@@ -147,12 +161,7 @@ class EpisodeConfig:
             ("n_shot", "labeled support images per class"),
             ("n_query", "query images per class"),
         ):
-            value = getattr(self, name)
-            if not _is_int(value) or value < 1:
-                raise ValueError(
-                    f"EpisodeConfig.{name} ({what}) must be a positive integer, got {value!r}; "
-                    f"fix: pass {name}=1 or more"
-                )
+            _check_count(name, what, getattr(self, name), minimum=1)
         if self.n_way < 2:
             raise ValueError(
                 f"EpisodeConfig.n_way must be at least 2 (an episode tells classes apart), got "
@@ -162,12 +171,7 @@ class EpisodeConfig:
             ("n_unlabeled", "unlabeled in-distribution images per class"),
             ("n_ood", "unlabeled out-of-distribution images per episode"),
         ):
-            value = getattr(self, name)
-            if not _is_int(value) or value < 0:
-                raise ValueError(
-                    f"EpisodeConfig.{name} ({what}) must be a non-negative integer, got "
-                    f"{value!r}; fix: pass {name}=0 or more"
-                )
+            _check_count(name, what, getattr(self, name), minimum=0)
 
     @property
     def n_support_total(self) -> int:

@@ -25,9 +25,6 @@ them with :func:`episode_metrics`::
     evaluator = EvaluationPlugin(accuracy_metrics(stream=True), *episode_metrics(), loggers=...)
 """
 
-# Load the legacy alias module first: importing a submodule binds its name on the package, and
-# ``episode_metrics`` must stay the factory function, as it always was.
-from . import episode_metrics as _legacy_alias  # noqa: F401
 from . import stats
 from ._common import episode_accuracies
 from .accuracy_matrix import (
@@ -75,3 +72,9 @@ __all__ = [
     "accuracy_matrix_figure",
     "episode_metrics",
 ]
+
+# The legacy alias module derives its names from ``__all__`` above, so it loads last. Importing a
+# submodule binds its name on the package, and ``episode_metrics`` must stay the factory function,
+# as it always was: rebind it afterwards.
+from .episode_metrics import __all__ as _legacy_names  # noqa: E402, F401
+from .factory import episode_metrics  # noqa: E402, F811

@@ -7,8 +7,11 @@ without a task label (SETS is task-free), e.g. ``EpisodeAcc/eval_phase/test_stre
 from __future__ import annotations
 
 import math
+from typing import TypeVar
 
 import numpy as np
+from avalanche.evaluation import PluginMetric
+from avalanche.evaluation.metric_results import MetricResult
 from avalanche.evaluation.metric_utils import (
     EVAL,
     TRAIN,
@@ -16,6 +19,8 @@ from avalanche.evaluation.metric_utils import (
     generic_get_metric_name,
 )
 from torch import Tensor
+
+TResult = TypeVar("TResult")
 
 __all__ = ["episode_accuracies"]
 
@@ -78,6 +83,34 @@ def _x_plot(strategy) -> int:
 
 def _n_episodes(strategy) -> int:
     return len(strategy.mb_x)
+
+
+class _EpisodeCollector(PluginMetric[TResult]):
+    """Base of the metrics that gather per-episode accuracies of each evaluated experience.
+
+    :class:`EpisodeAccuracy` and :class:`AccuracyMatrix` read a mini-batch the same way (same
+    logits, labels and episode count); sharing the collector means the two can never disagree
+    about which episodes an experience holds. Subclasses set ``self._current = []`` in ``reset``,
+    consume ``self._current`` in ``after_eval_exp`` and may narrow :meth:`_collects`.
+    """
+
+    _current: list[np.ndarray]
+
+    def _collects(self, strategy) -> bool:
+        """Whether the current eval mini-batch belongs to this metric (default: always)."""
+        return True
+
+    def before_eval_exp(self, strategy) -> MetricResult:
+        self._current = []
+        return None
+
+    def after_eval_iteration(self, strategy) -> MetricResult:
+        super().after_eval_iteration(strategy)
+        if self._collects(strategy):
+            self._current.append(
+                episode_accuracies(strategy.mb_output, strategy.mb_y, _n_episodes(strategy))
+            )
+        return None
 
 
 def _nan_to_none(v: float) -> float | None:

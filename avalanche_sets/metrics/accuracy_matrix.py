@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from avalanche.evaluation import PluginMetric
 from avalanche.evaluation.metric_results import MetricResult, MetricValue
 
 from . import stats
-from ._common import _n_episodes, _phase, _stream_name, _value_name, episode_accuracies
+from ._common import _EpisodeCollector, _phase, _stream_name, _value_name
 
 __all__ = [
     "AccuracyMatrix",
@@ -50,7 +49,7 @@ def matrix_backward_transfer(matrix: np.ndarray | Sequence[Sequence[float]]) -> 
     return stats.backward_transfer(matrix)
 
 
-class AccuracyMatrix(PluginMetric[np.ndarray]):
+class AccuracyMatrix(_EpisodeCollector[np.ndarray]):
     """Accuracy matrix of a sequential run: row ``i`` = accuracies after training on domain ``i``.
 
     Every evaluation of the ``stream`` stream (``"test"`` by default; others are ignored) fills
@@ -173,17 +172,8 @@ class AccuracyMatrix(PluginMetric[np.ndarray]):
         self._pending = {}
         return None
 
-    def before_eval_exp(self, strategy) -> MetricResult:
-        self._current = []
-        return None
-
-    def after_eval_iteration(self, strategy) -> MetricResult:
-        super().after_eval_iteration(strategy)
-        if _stream_name(strategy) == self.stream:
-            self._current.append(
-                episode_accuracies(strategy.mb_output, strategy.mb_y, _n_episodes(strategy))
-            )
-        return None
+    def _collects(self, strategy) -> bool:
+        return _stream_name(strategy) == self.stream
 
     def after_eval_exp(self, strategy) -> MetricResult:
         if _stream_name(strategy) != self.stream or not self._current:

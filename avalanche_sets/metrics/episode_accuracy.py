@@ -9,18 +9,16 @@ import math
 from typing import Any, NamedTuple
 
 import numpy as np
-from avalanche.evaluation import PluginMetric
 from avalanche.evaluation.metric_results import MetricResult, MetricValue
 
 from ._common import (
-    _n_episodes,
+    _EpisodeCollector,
     _nan_to_none,
     _none_to_nan,
     _phase,
     _stream_name,
     _value_name,
     _x_plot,
-    episode_accuracies,
 )
 from .stats import ci95, stratified_ci95
 
@@ -50,7 +48,7 @@ class StreamAccuracy(NamedTuple):
     domains: dict[int, DomainAccuracy]
 
 
-class EpisodeAccuracy(PluginMetric[dict]):
+class EpisodeAccuracy(_EpisodeCollector[dict]):
     """Accuracy of every evaluation episode, per domain and over domains, with 95% CIs.
 
     At every evaluation iteration the accuracy of each episode of the meta-batch is computed
@@ -159,17 +157,6 @@ class EpisodeAccuracy(PluginMetric[dict]):
         self.last_results = {}
         self.last_episode_accuracies = {}
         self.last_stream_results = {}
-        return None
-
-    def before_eval_exp(self, strategy) -> MetricResult:
-        self._current = []
-        return None
-
-    def after_eval_iteration(self, strategy) -> MetricResult:
-        super().after_eval_iteration(strategy)
-        self._current.append(
-            episode_accuracies(strategy.mb_output, strategy.mb_y, _n_episodes(strategy))
-        )
         return None
 
     def after_eval_exp(self, strategy) -> MetricResult:

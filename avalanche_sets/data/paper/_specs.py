@@ -16,6 +16,7 @@ from ._common import (
     _rule_random,
     _rule_tseng,
     _rule_vuorio,
+    _Scan,
 )
 
 AUTHORS_ARCHIVE = (
@@ -59,6 +60,13 @@ _PLANTAE_200 = Figures(
 )
 
 
+def _unpacked(label: str, folder: str, scan: _Scan, **more) -> Layout:
+    """A layout found by one folder that is also the dataset's own folder (``markers=(folder,)``,
+    ``sub=folder``): the shape of most releases, written once instead of in every entry.
+    ``more`` takes the other :class:`Layout` fields (``named``, ``figures``, ``bases``)."""
+    return Layout(label=label, markers=(folder,), sub=folder, scan=scan, **more)
+
+
 def _kept(classes: int, max_per_class: int | None = None) -> Figures:
     return Figures(classes, None, max_per_class, f"the paper uses {classes} of its classes")
 
@@ -95,32 +103,28 @@ PAPER_DATASETS: dict[str, PaperDataset] = {
                     scan=R.scan_tseng_json,
                     figures=_PLANTAE_200,
                 ),
-                Layout(
-                    label="Tseng et al.'s plantae.tar.gz unpacked (species folders)",
-                    markers=("Plantae",),
-                    sub="Plantae",
-                    scan=R.scan_folder,
+                _unpacked(
+                    "Tseng et al.'s plantae.tar.gz unpacked (species folders)",
+                    "Plantae",
+                    R.scan_folder,
                     figures=_PLANTAE_FULL,
                 ),
-                Layout(
-                    label="iNaturalist 2017 train_val_images.tar.gz unpacked",
-                    markers=("train_val_images/Plantae",),
-                    sub="train_val_images/Plantae",
-                    scan=R.scan_folder,
+                _unpacked(
+                    "iNaturalist 2017 train_val_images.tar.gz unpacked",
+                    "train_val_images/Plantae",
+                    R.scan_folder,
                     figures=_PLANTAE_FULL,
                 ),
-                Layout(
-                    label="torchvision INaturalist(version='2017')",
-                    markers=("2017/Plantae",),
-                    sub="2017/Plantae",
-                    scan=R.scan_folder,
+                _unpacked(
+                    "torchvision INaturalist(version='2017')",
+                    "2017/Plantae",
+                    R.scan_folder,
                     figures=_PLANTAE_FULL,
                 ),
-                Layout(
-                    label="Tseng et al.'s processed images/ without its json files",
-                    markers=("images",),
-                    sub="images",
-                    scan=R.scan_folder,
+                _unpacked(
+                    "Tseng et al.'s processed images/ without its json files",
+                    "images",
+                    R.scan_folder,
                     named=True,
                     figures=_PLANTAE_200,
                 ),
@@ -161,17 +165,15 @@ PAPER_DATASETS: dict[str, PaperDataset] = {
                     scan=A.scan_torchmeta_splits,
                     named=True,
                 ),
-                Layout(
-                    label="CUB_200_2011.tgz unpacked (learn2learn: cubirds200/)",
-                    markers=("CUB_200_2011/images",),
-                    sub="CUB_200_2011/images",
-                    scan=R.scan_folder,
+                _unpacked(
+                    "CUB_200_2011.tgz unpacked (learn2learn: cubirds200/)",
+                    "CUB_200_2011/images",
+                    R.scan_folder,
                 ),
-                Layout(
-                    label="the release's images/ folder",
-                    markers=("images",),
-                    sub="images",
-                    scan=R.scan_folder,
+                _unpacked(
+                    "the release's images/ folder",
+                    "images",
+                    R.scan_folder,
                     named=True,
                 ),
             ),
@@ -352,18 +354,16 @@ PAPER_DATASETS: dict[str, PaperDataset] = {
             dirnames=("butterfly", "butterfly200", "Butterfly200", "Butterfly-200"),
             layouts=(
                 _authors("Butterfly", "butterfly", figures=_kept(185)),
-                Layout(
-                    label="the Butterfly-200 release (images_small/, species.txt, "
+                _unpacked(
+                    "the Butterfly-200 release (images_small/, species.txt, "
                     "Butterfly200_{train,val,test}_release.txt)",
-                    markers=("images_small",),
-                    sub="images_small",
-                    scan=R.scan_butterfly,
+                    "images_small",
+                    R.scan_butterfly,
                 ),
-                Layout(
-                    label="the release with images/ instead of images_small/",
-                    markers=("images",),
-                    sub="images",
-                    scan=R.scan_butterfly,
+                _unpacked(
+                    "the release with images/ instead of images_small/",
+                    "images",
+                    R.scan_butterfly,
                     named=True,
                 ),
             ),
@@ -473,11 +473,10 @@ PAPER_DATASETS: dict[str, PaperDataset] = {
                     sub="images",
                     scan=R.scan_wildfish,
                 ),
-                Layout(
-                    label="species folders images/<Genus_species>/",
-                    markers=("images",),
-                    sub="images",
-                    scan=R.scan_folder,
+                _unpacked(
+                    "species folders images/<Genus_species>/",
+                    "images",
+                    R.scan_folder,
                     bases=("fish", "wildfish", "WildFish"),
                 ),
             ),
