@@ -17,6 +17,7 @@ import argparse
 import ast
 import itertools
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -356,6 +357,12 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader went away (`avalanche-sets presets | head`): stop quietly, as Unix tools
+        # do, instead of a traceback; stdout goes to devnull so the interpreter's final flush
+        # cannot raise again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a tool killed by the pipe
     except RuntimeError as err:
         from .runs.folder import RunLockedError  # loaded by the command that raised it
 

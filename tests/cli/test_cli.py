@@ -105,3 +105,17 @@ def test_no_packs_error_says_how_to_get_data(root, monkeypatch, capsys):
     message = capsys.readouterr().err
     for way in ("prepare torchvision", "prepare pack", "--set source=synthetic"):
         assert way in message, message
+
+
+def test_a_closed_pipe_ends_quietly():
+    """`avalanche-sets presets | head -1`: the reader leaves early; no traceback is printed."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "avalanche_sets", "presets"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        bufsize=0,
+    )
+    proc.stdout.close()  # the reader is gone before the first write (`head` after its lines)
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
