@@ -36,6 +36,7 @@ INSTALL = RESULTS / "install"
 TESTS = RESULTS / "test_suite"
 MAIN_JOB = RESULTS / "main_job_time"  # benchmarks/main_job_time.py
 STARTUP = RESULTS / "startup_time"  # benchmarks/startup_time.py
+FORGETTING = RESULTS / "forgetting_converged"  # benchmarks/forgetting.py
 DEMO_ARGS = ["run", "--preset", "quick", "--out", "runs"]  # the Makefile's `demo`
 DEMO_FILES = ("result.json", "run.json", "table.md", "accuracy_matrix.png")
 
@@ -169,6 +170,24 @@ def startup_block() -> str:
     )
 
 
+def forgetting_block() -> str:
+    res = _results(FORGETTING)
+    if res is None:
+        return _not_measured("Forgetting in the converged regime", "forgetting")
+    from forgetting import markdown_rows
+
+    missing = ", ".join(res["missing"]) or "nothing"
+    return (
+        f"From [`benchmarks/forgetting.py`](benchmarks/forgetting.py) on {res['date'][:10]} "
+        f"(seeds {res['seeds']}; [result](benchmarks/results/forgetting_converged/README.md)); "
+        "accuracy in %, forgetting and BWT in points, ± a Student-t 95% CI over seeds:\n\n"
+        "| method | shot | seeds | accuracy (%) | forgetting (pts) | BWT (pts) |\n"
+        "|---|---:|---|---:|---:|---:|\n"
+        + markdown_rows(res["rows"])
+        + f"\nNot run yet: {missing}.\n"
+    )
+
+
 def blocks() -> dict[str, str]:
     """README marker -> its text, generated from the committed result files."""
     from main_tables import readme_blocks
@@ -179,6 +198,7 @@ def blocks() -> dict[str, str]:
         "test-suite-result": tests_block(),
         "main-job-time": main_job_block(),
         "startup-time": startup_block(),
+        "forgetting-converged": forgetting_block(),
         **readme_blocks(),
     }
 

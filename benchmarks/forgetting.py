@@ -1,0 +1,211 @@
+"""Forgetting over the stream, per method: the numbers and the pictures of issue 13 item 4.
+
+Reads finished run folders (``result.json``) of one regime — by default the ``converged``
+preset's sets-mini runs, ``<runs>/<method>/packs-o1-5w<K>s-R50-seed<s>-tasks_per_domain1400-bf16``
+— and, per shot and method, reports over the seeds found:
+
+* the mean final accuracy, the **average forgetting** and the **backward transfer** (the single
+  definitions of :mod:`avalanche_sets.metrics.stats`: forgetting excludes the last domain), each
+  as mean ± Student-t 95% CI over seeds (a single seed is marked, with no CI);
+* ``stream_<K>shot.png``: one panel per domain, that domain's test accuracy after each training
+  stage from its own onwards, one line per method (seed mean) — where forgetting is seen;
+* ``heatmaps_<K>shot.png``: every method's accuracy matrix (seed mean) side by side.
+
+Nothing is run: this only reads. Missing methods are listed, never silently dropped.
+
+    python benchmarks/forgetting.py                       # the converged regime, 1- and 5-shot
+    python benchmarks/forgetting.py --suffix "" --out benchmarks/results/forgetting_cpu  # cpu runs
+
+Writes ``<out>/results.json`` (command, date, machine, seeds, every row), ``README.md`` and the
+plots.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+from _common import RESULTS, ROOT, header_md, provenance, write_json
+
+from avalanche_sets.metrics.stats import (
+    average_accuracy,
+    average_forgetting,
+    backward_transfer,
+    seed_ci95,
+)
+
+METHODS = ["protonet", "mskm", "semi-seq", "semi-agem", "semi-er", "order-mi-only",
+           "order-ot-only", "order", "joint"]  # fmt: skip
+
+
+def find_runs(runs: Path, method: str, shot: int, suffix: str) -> list[dict]:
+    """The finished records of ``method`` at ``shot`` whose folder ends in ``suffix``, by seed."""
+    found = []
+    for path in sorted((runs / method).glob(f"packs-o1-5w{shot}s-R50-seed*{suffix}/result.json")):
+        seed_part = path.parent.name.split("-seed", 1)[1]
+        if suffix and not seed_part.endswith(suffix):
+            continue
+        if not seed_part[: len(seed_part) - len(suffix)].isdigit():
+            continue  # another setting between the seed and the suffix: another regime
+        found.append(json.loads(path.read_text()))
+    return sorted(found, key=lambda rec: rec["seed"])
+
+
+def summarise(records: list[dict]) -> dict:
+    """Seed-level mean ± 95% CI of accuracy, forgetting and BWT (points), and the mean matrix."""
+    mats = [np.asarray(r["result"]["matrix"], dtype=np.float64) * 100 for r in records]
+    per_seed = {
+        "accuracy": [average_accuracy(m) for m in mats],
+        "forgetting": [average_forgetting(m) for m in mats],
+        "bwt": [backward_transfer(m) for m in mats],
+    }
+    row = {"seeds": [r["seed"] for r in records], "domains": records[0]["result"]["domains"]}
+    for key, values in per_seed.items():
+        row[key] = float(np.mean(values))
+        row[f"{key}_ci95"] = seed_ci95(values) if len(values) > 1 else None
+        row[f"{key}_per_seed"] = values
+    row["matrix"] = np.mean(mats, axis=0).tolist()
+    return row
+
+
+def _cell(row: dict, key: str) -> str:
+    if not np.isfinite(row[key]):
+        return "n/a"  # e.g. Joint: one row, nothing to forget
+    ci = row[f"{key}_ci95"]
+    return f"{row[key]:.2f} ± {ci:.2f}" if ci is not None else f"{row[key]:.2f} (1 seed)"
+
+
+def markdown_rows(rows: list[dict]) -> str:
+    """The table's rows (method, shot, seeds, accuracy, forgetting, BWT), also the README's."""
+    return "".join(
+        f"| {r['method']} | {r['n_shot']} | {r['seeds']} | {_cell(r, 'accuracy')} | "
+        f"{_cell(r, 'forgetting')} | {_cell(r, 'bwt')} |\n"
+        for r in rows
+    )
+
+
+def plot_stream(rows: dict[str, dict], shot: int, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    domains = next(iter(rows.values()))["domains"]
+    fig, axes = plt.subplots(2, 3, figsize=(15, 8), squeeze=False)
+    for j, (ax, dom) in enumerate(zip(axes.flat, domains)):
+        stages = list(range(j, len(domains)))
+        for method, row in rows.items():
+            m = np.asarray(row["matrix"])
+            if m.shape[0] < len(domains):  # Joint: one row, trained on every domain at once
+                ax.plot([len(domains)], m[-1:, j], marker="*", markersize=12, ls="", label=method)
+            else:
+                ax.plot([s + 1 for s in stages], m[stages, j], marker="o", label=method)
+        ax.set_title(f"{dom} (trained at stage {j + 1})")
+        ax.set_xlabel("after training domain #")
+        ax.set_ylabel("test accuracy (%)")
+        ax.set_xticks(range(1, len(domains) + 1))
+        ax.grid(alpha=0.3)
+    axes.flat[0].legend(fontsize=8)
+    seeds = sorted({s for row in rows.values() for s in row["seeds"]})
+    fig.suptitle(
+        f"{shot}-shot: each domain's accuracy from its own training to the end of the stream "
+        f"(seed mean over {seeds}); a falling line is forgetting"
+    )
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def _short(name: str) -> str:
+    """A tick label: ``tinyimagenet_animals`` → ``tiny_animals`` (both parts stay readable)."""
+    head, _, tail = name.partition("_")
+    return name if len(name) <= 12 or not tail else f"{head[:4]}_{tail.split('_')[-1]}"
+
+
+def plot_heatmaps(rows: dict[str, dict], shot: int, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(rows)
+    cols = min(n, 3)
+    nrows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(nrows, cols, figsize=(5.2 * cols, 4.6 * nrows), squeeze=False,
+                             layout="constrained")  # fmt: skip
+    for ax in axes.flat[n:]:
+        ax.axis("off")
+    domains = [_short(d) for d in next(iter(rows.values()))["domains"]]
+    for ax, (method, row) in zip(axes.flat, rows.items()):
+        m = np.asarray(row["matrix"])
+        im = ax.imshow(m, vmin=0, vmax=100, cmap="viridis", aspect="auto")
+        for (i, j), v in np.ndenumerate(m):
+            if np.isfinite(v):
+                ax.text(j, i, f"{v:.0f}", ha="center", va="center", fontsize=8,
+                        color="white" if v < 60 else "black")  # fmt: skip
+        forgot = row["forgetting"]
+        forgot = f"{forgot:.1f} pts" if np.isfinite(forgot) else "n/a (one row)"
+        ax.set_title(f"{method}\nmean {row['accuracy']:.1f}%, forgetting {forgot}", fontsize=10)
+        ax.set_xlabel("evaluated domain")
+        ax.set_ylabel("after training domain #")
+        ax.set_xticks(range(m.shape[1]), domains, rotation=35, ha="right", fontsize=7)
+        ax.set_yticks(range(m.shape[0]), [str(i + 1) for i in range(m.shape[0])])
+    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.6, label="test accuracy (%)")
+    fig.suptitle(f"{shot}-shot accuracy matrices (seed mean)")
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", default=str(RESULTS / "runs"))
+    ap.add_argument("--suffix", default="-tasks_per_domain1400-bf16",
+                    help="what follows -seed<s> in the folder name (the regime)")  # fmt: skip
+    ap.add_argument("--shots", type=int, nargs="+", default=[5, 1])
+    ap.add_argument("--methods", nargs="+", default=METHODS)
+    ap.add_argument("--out", default=str(RESULTS / "forgetting_converged"))
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    table, missing, all_seeds = [], [], set()
+    for shot in args.shots:
+        rows = {}
+        for method in args.methods:
+            records = find_runs(Path(args.runs), method, shot, args.suffix)
+            if not records:
+                missing.append(f"{method} {shot}-shot")
+                continue
+            rows[method] = summarise(records)
+            all_seeds.update(rows[method]["seeds"])
+            table.append({"method": method, "n_shot": shot, **rows[method]})
+        if rows:
+            plot_stream(rows, shot, out / f"stream_{shot}shot.png")
+            plot_heatmaps(rows, shot, out / f"heatmaps_{shot}shot.png")
+    prov = provenance(seeds=sorted(all_seeds))
+    write_json(out / "results.json", {**prov, "suffix": args.suffix, "rows": table,
+                                      "missing": missing})  # fmt: skip
+    md = header_md("Forgetting over the stream, per method", prov)
+    md += (
+        f"Runs: `{os.path.relpath(args.runs, ROOT)}/<method>/packs-o1-5w<K>s-R50-seed<s>{args.suffix}`. Accuracy = mean "
+        "final test accuracy over the domains (%); forgetting = mean over the domains before the "
+        "last of (best accuracy before the final row − final accuracy), in points, positive = "
+        "forgotten; BWT = mean of (final − just-trained) accuracy, negative = forgotten "
+        "(`avalanche_sets.metrics.stats`). ± = Student-t 95% CI over seeds.\n\n"
+        "| method | shot | seeds | accuracy (%) | forgetting (pts) | BWT (pts) |\n"
+        "|---|---:|---|---:|---:|---:|\n" + markdown_rows(table)
+    )
+    if missing:
+        md += "\nNot run (yet): " + ", ".join(missing) + ".\n"
+    for shot in args.shots:
+        if (out / f"stream_{shot}shot.png").is_file():
+            md += f"\n![{shot}-shot stream](stream_{shot}shot.png)\n"
+            md += f"\n![{shot}-shot accuracy matrices](heatmaps_{shot}shot.png)\n"
+    (out / "README.md").write_text(md)
+    print(md)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+"""benchmarks/forgetting.py reads the right run folders and reports the single definitions."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import forgetting  # noqa: E402  (benchmarks/forgetting.py)
+
+DOMAINS = ["a_one", "b_two", "c_three"]
+SUFFIX = "-tasks_per_domain1400-bf16"
+
+
+def _write(runs: Path, method: str, seed: int, matrix, suffix: str = SUFFIX) -> None:
+    folder = runs / method / f"packs-o1-5w5s-R50-seed{seed}{suffix}"
+    folder.mkdir(parents=True)
+    record = {"method": method, "seed": seed,
+              "result": {"domains": DOMAINS, "matrix": matrix}}  # fmt: skip
+    (folder / "result.json").write_text(json.dumps(record))
+
+
+def test_summary_over_seeds_uses_forgetting_bwt_and_a_t_interval(tmp_path):
+    # seed 0: domain a falls 0.8 -> 0.5 (forgetting 30 pts), b stays; seed 1: a falls 0.6 -> 0.5
+    _write(tmp_path, "semi-seq", 0, [[0.8, 0.1, 0.1], [0.7, 0.9, 0.1], [0.5, 0.9, 0.7]])
+    _write(tmp_path, "semi-seq", 1, [[0.6, 0.1, 0.1], [0.6, 0.8, 0.1], [0.5, 0.7, 0.7]])
+    # another regime (a setting between the seed and the suffix) and the cpu run: not read
+    _write(tmp_path, "semi-seq", 2, [[0.0] * 3] * 3, suffix="-mem_size50" + SUFFIX)
+    _write(tmp_path, "semi-seq", 3, [[0.0] * 3] * 3, suffix="")
+    records = forgetting.find_runs(tmp_path, "semi-seq", 5, SUFFIX)
+    assert [r["seed"] for r in records] == [0, 1]
+    row = forgetting.summarise(records)
+    # forgetting excludes the last domain: seed 0 (30 + 0) / 2 = 15, seed 1 (10 + 10) / 2 = 10
+    assert row["forgetting_per_seed"] == pytest.approx([15.0, 10.0])
+    # BWT: seed 0 ((50-80) + (90-90)) / 2 = -15, seed 1 ((50-60) + (70-80)) / 2 = -10
+    assert row["bwt_per_seed"] == pytest.approx([-15.0, -10.0])
+    assert row["accuracy_per_seed"] == pytest.approx([70.0, 190 / 3])
+    assert row["forgetting"] == pytest.approx(12.5)
+    # Student-t with 1 degree of freedom: 12.706 * sd / sqrt(2)
+    assert row["forgetting_ci95"] == pytest.approx(
+        12.706 * np.std([15, 10], ddof=1) / 2**0.5, rel=1e-3
+    )
+
+
+def test_report_lists_missing_methods_and_draws_the_pictures(tmp_path, monkeypatch):
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    _write(runs, "semi-seq", 0, [[0.8, 0.1, 0.1], [0.7, 0.9, 0.1], [0.5, 0.9, 0.7]])
+    _write(runs, "joint", 0, [[0.7, 0.8, 0.9]])  # one row: nothing to forget
+    argv = ["forgetting.py", "--runs", str(runs), "--out", str(out), "--shots", "5",
+            "--methods", "semi-seq", "joint", "order"]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", argv)
+    forgetting.main()
+    md = (out / "README.md").read_text()
+    assert "| semi-seq | 5 | [0] | 70.00 (1 seed) | 15.00 (1 seed) | -15.00 (1 seed) |" in md
+    assert "| joint | 5 | [0] | 80.00 (1 seed) | n/a | n/a |" in md
+    assert "Not run (yet): order 5-shot." in md
+    assert (out / "stream_5shot.png").is_file() and (out / "heatmaps_5shot.png").is_file()
+    assert json.loads((out / "results.json").read_text())["missing"] == ["order 5-shot"]
