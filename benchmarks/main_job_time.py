@@ -127,7 +127,11 @@ def main() -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 2.6))
-    ax.barh(range(len(rows)), [r["median_s"] for r in rows], label="measured (loaded machine)")
+    ax.barh(
+        range(len(rows)),
+        [r["median_s"] for r in rows],
+        label=f"measured ({'loaded' if busy else 'quiet'} machine)",
+    )
     ax.scatter([targets[r["job"]] for r in rows], range(len(rows)), color="red", marker="|",
                s=400, label="target (quiet machine)")  # fmt: skip
     ax.set_yticks(range(len(rows)), [r["job"] for r in rows], fontsize=8)

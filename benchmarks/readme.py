@@ -56,8 +56,8 @@ def _machine(prov: dict) -> str:
     return f"{m['cpu']} ({m['cores']} cores{busy})"
 
 
-def _summary(folder: Path) -> dict | None:
-    path = folder / "summary.json"
+def _summary(folder: Path, name: str = "summary.json") -> dict | None:
+    path = folder / name
     return json.loads(path.read_text()) if path.is_file() else None
 
 
@@ -122,11 +122,6 @@ def tests_block() -> str:
     )
 
 
-def _results(folder: Path) -> dict | None:
-    path = folder / "results.json"
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
 def _load_words(res: dict) -> str:
     load = res["load_average_1_5_15"]["start"][0]
     m = res["machine"]
@@ -137,7 +132,7 @@ def _load_words(res: dict) -> str:
 def main_job_block() -> str:
     from main_job_time import TARGETS_S as targets
 
-    res = _results(MAIN_JOB)
+    res = _summary(MAIN_JOB, "results.json")
     if res is None:
         return _not_measured("The main job", "main-job (python benchmarks/main_job_time.py)")
     rows = "".join(
@@ -156,7 +151,7 @@ def main_job_block() -> str:
 
 
 def startup_block() -> str:
-    res = _results(STARTUP)
+    res = _summary(STARTUP, "results.json")
     if res is None:
         return _not_measured("The start-up time", "startup (python benchmarks/startup_time.py)")
     med = {r["command"]: r["median_s"] for r in res["rows"]}
@@ -171,7 +166,7 @@ def startup_block() -> str:
 
 
 def forgetting_block() -> str:
-    res = _results(FORGETTING)
+    res = _summary(FORGETTING, "results.json")
     if res is None:
         return _not_measured("Forgetting in the converged regime", "forgetting")
     from forgetting import markdown_rows
