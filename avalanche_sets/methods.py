@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # torch loads only when a strategy is built (the CLI parses w
 __all__ = [
     "METHODS",
     "ORDER_VARIANTS",
+    "JOINT_METHODS",
     "build_strategy",
     "check_method",
     "method_names",
@@ -52,7 +53,12 @@ BASELINES: dict[str, tuple[str, str]] = {
     "semi-gpm": ("continual", "SemiGPM"),
     "semi-der": ("continual", "SemiDER"),
     "joint": ("continual", "JointTraining"),  # trained on joint_benchmark(bench)
+    # Joint with ORDER's B + R tasks per iteration, on (B + R) / B times the training tasks
+    "joint-matched": ("continual", "ComputeMatchedJoint"),
 }
+
+#: Methods trained on the stationary mixture of the domains (``joint_benchmark``).
+JOINT_METHODS: tuple[str, ...] = ("joint", "joint-matched")
 
 METHODS: tuple[str, ...] = (*ORDER_VARIANTS, *BASELINES)
 

@@ -272,3 +272,39 @@ FOOTNOTE = (
     "whose interval excludes 0 *and* whose per-seed values agree in sign is one these runs "
     "resolve."
 )
+
+
+def share_of_joint_md(records: list[dict], shots) -> str:
+    """Markdown: ORDER's accuracy as a percentage of Joint's (and of the compute-matched
+    Joint's), per shot, over the seeds both have, next to the paper's (its Table 3: ORDER's
+    mean over Joint's). ``records``: runs of ``order``, ``joint``, ``joint-matched`` of one
+    preset (other methods are ignored)."""
+    acc: dict[tuple[str, int], dict[int, float]] = defaultdict(dict)
+    for r in records:
+        acc[r["method"], int(r["preset"]["n_shot"])][r["seed"]] = r["result"]["mean_accuracy"]
+    lines = [
+        "| shot | Joint | ORDER % of Joint | compute-matched Joint | ORDER % of it | "
+        "Joint % of compute-matched | paper: ORDER % of Joint |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+
+    def share(a: str, b: str, shot: int) -> tuple[str, float | None]:
+        seeds = sorted(set(acc[a, shot]) & set(acc[b, shot]))
+        if not seeds:
+            return "—", None
+        mean_a = sum(acc[a, shot][s] for s in seeds) / len(seeds)
+        mean_b = sum(acc[b, shot][s] for s in seeds) / len(seeds)
+        return f"{100 * mean_a / mean_b:.1f}% ({len(seeds)} seed{'s' * (len(seeds) > 1)})", mean_b
+
+    for shot in sorted(shots):
+        col = {1: 0, 5: 1}.get(shot)
+        paper = "—" if col is None else f"{100 * _T3['order'][col][0] / _T3['joint'][col][0]:.1f}%"
+        order_joint, joint = share("order", "joint", shot)
+        order_matched, matched = share("order", "joint-matched", shot)
+        joint_matched, _ = share("joint", "joint-matched", shot)
+        cells = ["—" if v is None else f"{100 * v:.2f}%" for v in (joint, matched)]
+        lines.append(
+            f"| {shot} | {cells[0]} | {order_joint} | {cells[1]} | {order_matched} "
+            f"| {joint_matched} | {paper} |"
+        )
+    return "\n".join(lines)

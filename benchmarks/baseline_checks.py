@@ -51,7 +51,7 @@ from learning_curves import (  # noqa: E402
     write_report,
 )
 
-__all__ = ["Stage", "PLAN", "DIAGNOSIS", "OUT", "plan_specs", "base_preset"]
+__all__ = ["Stage", "PLAN", "DIAGNOSIS", "TPN_DEPARTURES", "OUT", "plan_specs", "base_preset"]
 
 OUT = RESULTS / "baseline_checks" / "single_domain"
 REN = ("protonet", "soft-kmeans", "mskm")
@@ -68,6 +68,16 @@ class Stage:
     variants: tuple[str, ...]
 
 
+#: TPN's departures from its authors' code (TPN-pytorch), one at a time and all together: the
+#: authors' self-loops in the graph (W_ii = 1, kept in the top-k), their loss over the support
+#: and query rows, their raw σ (g's output, not exp of it).
+TPN_DEPARTURES = (
+    "tpn:self_loops=True",
+    "tpn:support_loss=True",
+    "tpn:sigma_mode=raw",
+    "tpn:self_loops=True,support_loss=True,sigma_mode=raw",
+)
+
 #: The diagnosis of the checks that contradicted their papers on gtsrb: TPN without distractors
 #: (are the OOD images what holds it back?), and ANIL / LST with their former inner-loop step
 #: 0.1 (ten times LST's and MAML's 0.01, the default since these checks; LST collapsed with it)
@@ -75,6 +85,7 @@ class Stage:
 DIAGNOSIS: tuple[Stage, ...] = (
     Stage("packs", "gtsrb", ("tpn",), ("clean",)),
     Stage("packs", "gtsrb", ("lst:inner_lr=0.1", "anil:inner_lr=0.1"), ("ood",)),
+    Stage("packs", "gtsrb", TPN_DEPARTURES, ("ood",)),
 )
 
 #: In priority order: the sets-mini domain, then the synthetic one, then the diagnosis.

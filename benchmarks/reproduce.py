@@ -28,11 +28,18 @@ import sys
 from pathlib import Path
 
 from _common import SHARED_PACKS, artefact_name, header_md, out_dir, provenance, write_json
-from _paper import FOOTNOTE, PAPER, comparison_md, paired_delta, reference_of
+from _paper import (
+    FOOTNOTE,
+    PAPER,
+    comparison_md,
+    paired_delta,
+    reference_of,
+    share_of_joint_md,
+)
 
 TABLE2 = ["protonet", "anil", "mskm", "lst", "tpn", "order-mi-only", "order"]
 TABLE3 = ["semi-seq", "semi-er", "semi-agem", "semi-gem", "semi-mer", "semi-gpm", "semi-der",
-          "order-ot-only", "order", "joint"]  # fmt: skip
+          "order-ot-only", "order", "joint", "joint-matched"]  # fmt: skip
 
 # artefact -> (methods, setting key swept (or None), values, strategy-overrides grid, stream)
 ARTEFACTS = {
@@ -202,6 +209,25 @@ def main() -> None:
     if args.artefact in PAPER:
         md += "The paper: its datasets, 84 px, 6,000 iterations per domain, 5 seeds.\n\n"
     md += comparison_md(args.artefact, records, row_order=methods) + "\n\n" + FOOTNOTE + "\n\n"
+    if args.artefact in ("table2", "table3"):
+        # ORDER over Joint (and the compute-matched Joint), from the runs of this preset
+        # whichever table ran them (Table 2 has no Joint row of its own)
+        joint_keys = {
+            ident_key(run_identity(m, preset_for(shot, None), eval_stream=stream)): m
+            for shot in args.shots for m in ("order", "joint", "joint-matched")
+        }  # fmt: skip
+        joint_recs = [
+            r for r in find_results([runs])
+            if r["seed"] in args.seeds and ident_key(record_identity(r)) in joint_keys
+        ]  # fmt: skip
+        md += "## ORDER as a percentage of Joint\n\n"
+        md += (
+            "Mean accuracy over the seeds both runs have. The compute-matched Joint trains on "
+            "as many tasks per iteration as ORDER does with its replayed ones (B + R = "
+            f"{preset_for(args.shots[0], None)['meta_batch']} + "
+            f"{preset_for(args.shots[0], None)['replay_batch']}), for as many iterations.\n\n"
+        )
+        md += share_of_joint_md(joint_recs, args.shots) + "\n\n"
     md += "## All numbers (per-domain final accuracy, forgetting, BWT, seconds per run)\n\n"
     md += write_table(rows, out / "table") + "\n"
     (out / "README.md").write_text(md)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from avalanche_sets import run_sets, sets_benchmark
-from avalanche_sets.methods import METHODS, build_strategy
+from avalanche_sets.methods import JOINT_METHODS, METHODS, build_strategy
 from avalanche_sets.presets import resolve_preset
 
 
@@ -26,7 +26,7 @@ def test_every_method_runs_with_the_preset_backbone(name, bench):
     strategy = build_strategy(name, preset, seed=0)
     assert strategy.model.backbone.channels_last
     assert strategy.model.backbone.precision == preset["precision"] == "auto"
-    if name == "joint":
+    if name in JOINT_METHODS:
         from avalanche_sets.baselines import joint_benchmark
 
         result = run_sets(strategy, joint_benchmark(bench))

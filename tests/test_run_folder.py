@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+import torch
 
 from avalanche_sets.cli import main
 from avalanche_sets.experiment import run_experiment
@@ -213,3 +214,30 @@ def test_a_run_finished_by_another_process_while_waiting_for_the_lock_is_not_rep
     # And a plain second call, found finished before the lock: the same status.
     again = run_experiment("protonet", preset, seed=0, out_root=tmp_path / "other", loggers=())
     assert again["status"] == "finished before" and again["result"] == done["result"]
+
+
+def test_the_compute_matched_joint_run_trains_on_more_tasks_and_is_scored_on_the_same_episodes(
+    tmp_path, monkeypatch
+):
+    from avalanche_sets.runs import experiment
+
+    preset = resolve_preset("quick", **TINY)
+    seen = {}
+
+    def record(strategy, bench, **kw):  # the training loop, replaced: what was it handed?
+        seen[strategy.train_mb_size] = bench
+        return real(strategy, bench, **kw)
+
+    real = experiment.training.run_sets
+    monkeypatch.setattr(experiment.training, "run_sets", record)
+    joint = run_experiment("joint", preset, seed=0, out_root=tmp_path, loggers=())
+    matched = run_experiment("joint-matched", preset, seed=0, out_root=tmp_path, loggers=())
+    b, r = preset["meta_batch"], preset["replay_batch"]
+    plain, more = seen[b], seen[b + r]
+    assert len(more.train_stream[0].dataset) * b == len(plain.train_stream[0].dataset) * (b + r)
+    assert more.settings["tasks_per_domain"] == preset["tasks_per_domain"] * (b + r) // b
+    test_a, test_b = plain.test_stream[0].dataset[0], more.test_stream[0].dataset[0]
+    assert torch.equal(test_a.query_x, test_b.query_x)
+    # the folder and the record keep the preset asked for; the method's name says the rest
+    assert matched["preset"]["tasks_per_domain"] == joint["preset"]["tasks_per_domain"]
+    assert (tmp_path / "joint-matched").is_dir()

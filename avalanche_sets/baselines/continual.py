@@ -20,6 +20,8 @@ strategy           mechanism                                            needs bo
 ``SemiGPM``        :class:`GPMPlugin` (gradient projection)             yes (bases update)
 ``SemiDER``        :class:`DERPlugin` (DER++ logit + label replay)      no
 ``JointTraining``  none, on :func:`joint_benchmark` (upper bound)       —
+``ComputeMatched   as ``JointTraining``, ``B + R`` tasks per iteration  —
+Joint``            (ORDER's work per step)
 =================  ===================================================  ==================
 """
 
@@ -52,6 +54,7 @@ __all__ = [
     "SemiGPM",
     "SemiDER",
     "JointTraining",
+    "ComputeMatchedJoint",
     "mskm_model",
 ]
 
@@ -378,3 +381,53 @@ class JointTraining(SemiSeq):
     def benchmark(bench, *, seed: int = 0):
         """The joint version of a SETS benchmark (see :func:`joint_benchmark`)."""
         return joint_benchmark(bench, seed=seed)
+
+
+class ComputeMatchedJoint(JointTraining):
+    """Joint training that does ORDER's work per iteration: the upper bound at equal compute.
+
+    ORDER trains every iteration on its meta-batch of ``B`` current tasks plus ``R``
+    (``replay_batch``) tasks replayed from memory; plain :class:`JointTraining` trains on
+    ``B``. This one trains on ``B + R`` tasks of the stationary mixture per iteration, for as
+    many iterations as the sequential stream — so its benchmark needs ``(B + R) / B`` times the
+    training tasks per domain, fresh episodes of the same domains (:meth:`tasks_per_domain`
+    gives the count; :func:`~avalanche_sets.runs.run_experiment` builds it so). Test episodes
+    are the same as every other method's: an episode is drawn from ``(seed, domain, split,
+    index)``, whatever the number of training tasks.
+
+    Args:
+        train_mb_size: ``B``, the meta-batch of the method it is matched to (paper: 2).
+        replay_batch: ``R``, the tasks that method replays per iteration (default 2).
+        Others as :class:`SemiSeq`.
+
+    Raises:
+        ValueError: ``train_mb_size`` < 1 or ``replay_batch`` < 0.
+    """
+
+    def __init__(self, *, train_mb_size: int = 2, replay_batch: int = REPLAY_BATCH, **kwargs):
+        if not isinstance(train_mb_size, int) or train_mb_size < 1:
+            raise ValueError(f"train_mb_size must be a positive integer, got {train_mb_size!r}")
+        if not isinstance(replay_batch, int) or replay_batch < 0:
+            raise ValueError(
+                f"replay_batch must be a non-negative number of tasks, got {replay_batch!r}"
+            )
+        self.matched_meta_batch = train_mb_size
+        self.replay_batch = replay_batch
+        super().__init__(train_mb_size=train_mb_size + replay_batch, **kwargs)
+
+    @staticmethod
+    def tasks_per_domain(*, tasks_per_domain: int, meta_batch: int, replay_batch: int) -> int:
+        """Training tasks per domain that give ``B + R`` tasks per iteration for as many
+        iterations as ``tasks_per_domain / B``.
+
+        Raises:
+            ValueError: ``tasks_per_domain`` is not a multiple of ``meta_batch`` (the stream's
+                own iteration count would not be whole).
+        """
+        if tasks_per_domain % meta_batch:
+            raise ValueError(
+                f"tasks_per_domain={tasks_per_domain} is not a multiple of meta_batch="
+                f"{meta_batch}: the compute-matched joint run needs a whole number of "
+                "iterations per domain; fix: make tasks_per_domain a multiple of meta_batch"
+            )
+        return tasks_per_domain // meta_batch * (meta_batch + replay_batch)

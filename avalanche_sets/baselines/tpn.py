@@ -37,38 +37,53 @@ __all__ = [
     "label_propagation",
     "TPNModel",
     "TPN",
+    "SIGMA_MODES",
 ]
+
+
+#: How :class:`TPNModel` makes ``σ`` from its network's output.
+SIGMA_MODES = ("exp", "raw")
+_RAW_EPS = float(torch.finfo(torch.float64).eps)
 
 
 def _eye_like(w: Tensor) -> Tensor:
     return torch.eye(w.shape[-1], dtype=torch.bool, device=w.device)
 
 
-def gaussian_affinity(emb: Tensor, sigma: Tensor) -> Tensor:
-    """``W_ij = exp(−d(f_i/σ_i, f_j/σ_j) / 2)``, zero on the diagonal.
+def gaussian_affinity(emb: Tensor, sigma: Tensor, *, self_loops: bool = False) -> Tensor:
+    """``W_ij = exp(−d(f_i/σ_i, f_j/σ_j) / 2)``, zero on the diagonal unless ``self_loops``.
 
     Args:
-        emb: ``[..., n, d]`` embeddings ``f``; sigma: ``[..., n]`` positive length scales.
+        emb: ``[..., n, d]`` embeddings ``f``; sigma: ``[..., n]`` non-zero length scales.
+        self_loops: keep ``W_ii = exp(0) = 1`` (the authors' code) instead of 0 (Zhou et al.).
 
     ``d`` is the squared Euclidean distance divided by the embedding size ``d`` (the mean
-    squared difference per dimension): the paper's ``d`` with ``σ`` rescaled by ``√d``, which
-    keeps ``W`` away from underflow for a few-hundred-dimensional embedding at initialisation.
+    squared difference per dimension, as the authors' code computes it): the paper's ``d``
+    with ``σ`` rescaled by ``√d``, which keeps ``W`` away from underflow for a
+    few-hundred-dimensional embedding at initialisation.
     """
     x = emb.float() / sigma.float().unsqueeze(-1)
     w = torch.exp(-0.5 * squared_euclidean(x, x) / emb.shape[-1])
+    if self_loops:
+        # the distance of a row to itself is 0 up to float error: make it exactly 1
+        return w.masked_fill(_eye_like(w), 1.0)
     return w.masked_fill(_eye_like(w), 0.0)
 
 
-def knn_sparsify(w: Tensor, k: int | None) -> Tensor:
+def knn_sparsify(w: Tensor, k: int | None, *, self_loops: bool = False) -> Tensor:
     """Keep, in every row, the ``k`` largest off-diagonal entries of ``w`` (its k nearest
     neighbours), then symmetrise: ``W_ij`` survives if ``j`` is among the kNN of ``i`` or ``i``
-    among those of ``j``. ``k = None`` or ``k ≥ n − 1`` keeps the dense graph."""
+    among those of ``j``. ``k = None`` or ``k ≥ n − 1`` keeps the dense graph.
+
+    ``self_loops=True`` (the authors' code): the diagonal competes in the top-k like any other
+    entry, so a row with ``W_ii = 1`` keeps itself and ``k − 1`` others."""
     n = w.shape[-1]
-    if k is None or k >= n - 1:
+    if k is None or k >= n - (0 if self_loops else 1):
         return w
     if k < 1:
         raise ValueError(f"k must be a positive number of neighbours (or None), got {k!r}")
-    idx = w.masked_fill(_eye_like(w), float("-inf")).topk(k, dim=-1).indices
+    ranked = w if self_loops else w.masked_fill(_eye_like(w), float("-inf"))
+    idx = ranked.topk(k, dim=-1).indices
     mask = torch.zeros_like(w).scatter_(-1, idx, 1.0)
     return w * torch.maximum(mask, mask.transpose(-1, -2))
 
@@ -100,11 +115,17 @@ class TPNModel(nn.Module):
         sigma_hidden: hidden sizes of the graph-construction MLP ``g`` (``d → 64 → 8 → 1``,
             mirroring the two fully connected layers of 8 and 1 units of the paper's ``g``).
         emb_dim: embedding size (default ``backbone.out_dim``). bf16: autocast the backbone.
+        sigma_mode: ``"exp"`` (default): ``σ_i = exp(g(f_i))``, positive, ``g``'s last layer
+            starts at zero so ``σ = 1`` at initialisation; ``"raw"`` (the authors' code):
+            ``σ_i = g(f_i)`` as it comes out of ``g`` (PyTorch's default initialisation, small
+            and of either sign), the embeddings divided by ``σ_i + ε``.
+        self_loops: ``W_ii = 1`` and the diagonal kept in the top-k (the authors' code)
+            instead of ``W_ii = 0`` (Zhou et al. 2004, the default).
 
-    ``σ_i = exp(g(f_i))`` (positive; ``g``'s last layer starts at zero, so ``σ = 1`` at
-    initialisation). ``forward(batch)`` returns the query rows of ``F*``, ``[B*N*Q, N]``;
-    ``last_graph`` keeps the last meta-batch's normalised graph ``S`` ``[B, n, n]`` (node order:
-    support, query, unlabeled).
+    ``forward(batch)`` returns the query rows of ``F*``, ``[B*N*Q, N]``; ``last_support_logits``
+    keeps the support rows ``[B*N*K, N]`` of the same call (with their graph: :class:`TPN`'s
+    ``support_loss`` trains on them), ``last_graph`` the normalised graph ``S`` ``[B, n, n]``,
+    detached (node order: support, query, unlabeled).
     """
 
     def __init__(
@@ -116,8 +137,12 @@ class TPNModel(nn.Module):
         sigma_hidden: tuple[int, ...] = (64, 8),
         emb_dim: int | None = None,
         bf16: bool = False,
+        sigma_mode: str = "exp",
+        self_loops: bool = False,
     ) -> None:
         super().__init__()
+        if sigma_mode not in SIGMA_MODES:
+            raise ValueError(f"sigma_mode must be one of {SIGMA_MODES}, got {sigma_mode!r}")
         if not 0 < alpha < 1:
             raise ValueError(f"alpha must lie in (0, 1), got {alpha!r}")
         if k is not None and (not isinstance(k, int) or k < 1):
@@ -126,24 +151,32 @@ class TPNModel(nn.Module):
         self.alpha = float(alpha)
         self.k = k
         self.bf16 = bool(bf16)
+        self.sigma_mode = sigma_mode
+        self.self_loops = bool(self_loops)
         sizes = [embedding_dim(backbone, emb_dim), *sigma_hidden]
         layers: list[nn.Module] = []
         for a, b in zip(sizes[:-1], sizes[1:]):
             layers += [nn.Linear(a, b), nn.ReLU()]
         last = nn.Linear(sizes[-1], 1)
-        nn.init.zeros_(last.weight)
-        nn.init.zeros_(last.bias)
+        if sigma_mode == "exp":
+            nn.init.zeros_(last.weight)
+            nn.init.zeros_(last.bias)
         self.sigma_net = nn.Sequential(*layers, last)
         self.last_graph: Tensor | None = None
+        self.last_support_logits: Tensor | None = None
 
     def sigma(self, emb: Tensor) -> Tensor:
-        """Per-example length scales ``σ = exp(g(f))``, ``[..., n]`` (log-scale clamped to ±10)."""
-        return self.sigma_net(emb).squeeze(-1).clamp(-10.0, 10.0).exp()
+        """Per-example length scales ``[..., n]``: ``exp(g(f))`` (log-scale clamped to ±10), or
+        with ``sigma_mode="raw"`` ``g(f) + ε`` (the authors' ``ε``, float64's machine epsilon)."""
+        out = self.sigma_net(emb).squeeze(-1)
+        if self.sigma_mode == "raw":
+            return out + _RAW_EPS
+        return out.clamp(-10.0, 10.0).exp()
 
     def graph(self, emb: Tensor) -> Tensor:
         """Normalised kNN graph ``S`` ``[..., n, n]`` of the embeddings ``[..., n, d]``."""
-        w = knn_sparsify(gaussian_affinity(emb, self.sigma(emb)), self.k)
-        return normalize_graph(w)
+        w = gaussian_affinity(emb, self.sigma(emb), self_loops=self.self_loops)
+        return normalize_graph(knn_sparsify(w, self.k, self_loops=self.self_loops))
 
     def forward(self, batch: EpisodeBatch) -> Tensor:
         with autocast_bf16(self.bf16):
@@ -159,6 +192,7 @@ class TPNModel(nn.Module):
             y[:, :n_s] = F.one_hot(batch.support_y.long(), n_way).to(emb.dtype)
             f_star = label_propagation(graph, y, self.alpha)
         self.last_graph = graph.detach()
+        self.last_support_logits = f_star[:, :n_s].reshape(-1, n_way)
         return f_star[:, n_s : n_s + n_q].reshape(-1, n_way)
 
 
@@ -172,21 +206,34 @@ class TPN(EpisodicBaseline):
     images, OOD included, join the graph — no filtering (the kNN sparsification is the only
     thing that may isolate distractors).
 
-    Differences from the original:
+    Differences from the authors' code (TPN-pytorch), each but the first available as an
+    option so that its effect can be measured (README, "Baselines checked against their own
+    papers"; the defaults are ours):
 
     * ``g`` is an MLP on the flattened embedding instead of two conv blocks on the last feature
       map followed by the FC layers: the CPU backbones' last maps are 2×2, too small for convs.
-    * ``d`` is the squared distance divided by the embedding size (``σ`` rescaled, see
-      :func:`gaussian_affinity`), and ``W_ii = 0`` as in the label propagation of Zhou et al.
-      (2004) that TPN builds on (an example is not its own neighbour).
+    * ``σ = exp(g(f))``, starting at 1, instead of ``g``'s raw output (``sigma_mode="raw"``).
+    * ``W_ii = 0`` as in the label propagation of Zhou et al. (2004) that TPN builds on (an
+      example is not its own neighbour); the authors keep ``W_ii = 1`` and let it take one of
+      the ``k`` places (``self_loops=True``).
     * The meta-loss is the cross-entropy of the query rows only (the template's criterion); the
-      authors' code also includes the support rows.
+      authors' also includes the support rows (``support_loss=True``).
+
+    As in the authors' code, ``d`` is the *mean* squared difference per dimension (the paper
+    writes the sum), see :func:`gaussian_affinity`.
 
     Args:
         model: default :class:`TPNModel` from the options below.
         backbone: default :func:`~avalanche_sets.models.cpu_backbone`.
-        alpha (0.99), k (20), sigma_hidden, bf16: :class:`TPNModel`.
+        alpha (0.99), k (20), sigma_hidden, bf16, sigma_mode ("exp"), self_loops (False):
+            :class:`TPNModel`.
+        support_loss: train on the cross-entropy of the support and query rows of ``F*``
+            together (one mean over all of them, as the authors' code), not the query rows only.
         optimizer / lr: default Adam(lr = 1e-3). **kwargs: :class:`EpisodicTemplate`.
+
+    Raises:
+        ValueError: ``support_loss=True`` with a ``model`` that does not keep
+            ``last_support_logits`` (a :class:`TPNModel` does).
     """
 
     def __init__(
@@ -197,11 +244,38 @@ class TPN(EpisodicBaseline):
         k: int | None = 20,
         sigma_hidden: tuple[int, ...] = (64, 8),
         bf16: bool = False,
+        sigma_mode: str = "exp",
+        self_loops: bool = False,
+        support_loss: bool = False,
         **kwargs,
     ) -> None:
-        self._options = dict(alpha=alpha, k=k, sigma_hidden=sigma_hidden, bf16=bf16)
+        self._options = dict(
+            alpha=alpha,
+            k=k,
+            sigma_hidden=sigma_hidden,
+            bf16=bf16,
+            sigma_mode=sigma_mode,
+            self_loops=self_loops,
+        )
         self._backbone = backbone
+        self.support_loss = bool(support_loss)
         super().__init__(**kwargs)
+        if self.support_loss and not hasattr(self.model, "last_support_logits"):
+            raise ValueError(
+                f"support_loss=True needs a model that keeps the support rows of F* as "
+                f"last_support_logits (TPNModel does); {type(self.model).__name__} does not. "
+                "Fix: pass no model, a TPNModel, or support_loss=False"
+            )
+
+    def criterion(self):
+        if not (self.support_loss and self.is_training):
+            return super().criterion()
+        # one mean over the support and query rows, as the authors' loss over F
+        logits = torch.cat([self.model.last_support_logits, self.mb_output])
+        labels = torch.cat([self.mb_x.support_y.reshape(-1).long(), self.mb_y.long()])
+        loss = F.cross_entropy(logits, labels)
+        self.loss_terms["meta"] = loss.detach()
+        return loss
 
     def default_model(self) -> nn.Module:
         return TPNModel(self._backbone or cpu_backbone(), **self._options)

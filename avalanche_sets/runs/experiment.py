@@ -28,10 +28,11 @@ from avalanche.logging import CSVLogger, InteractiveLogger, TensorboardLogger, T
 from avalanche.training.plugins import EvaluationPlugin
 
 from .. import __version__, training
+from ..baselines.continual import ComputeMatchedJoint
 from ..baselines.joint import joint_benchmark
 from ..data import SETSBenchmark, sets_benchmark
 from ..data.packs import NO_PACKS_HINT
-from ..methods import build_strategy, check_method
+from ..methods import JOINT_METHODS, build_strategy, check_method
 from ..metrics import episode_metrics
 from ..training.checkpoint import previous_checkpoint_path
 from ..training.progress import DomainProgressLogger
@@ -54,7 +55,26 @@ from .folder import (
 )
 from .report import write_run_report
 
-__all__ = ["run_experiment", "build_benchmark", "evaluator"]
+__all__ = ["run_experiment", "build_benchmark", "method_preset", "evaluator"]
+
+
+def method_preset(method: str, preset: dict) -> dict:
+    """The preset ``method``'s benchmark is built from: ``preset`` itself, except for the
+    compute-matched joint run, which needs ``(B + R) / B`` times the training tasks per domain
+    (:meth:`ComputeMatchedJoint.tasks_per_domain`). The run folder and its identity keep
+    ``preset``: the method's name says the rest.
+
+    Raises:
+        ValueError: ``tasks_per_domain`` that the compute-matched run cannot scale.
+    """
+    if method != "joint-matched":
+        return preset
+    tasks = ComputeMatchedJoint.tasks_per_domain(
+        tasks_per_domain=preset["tasks_per_domain"],
+        meta_batch=preset["meta_batch"],
+        replay_batch=preset["replay_batch"],
+    )
+    return {**preset, "tasks_per_domain": tasks}
 
 
 def build_benchmark(preset: dict, *, seed: int) -> SETSBenchmark:
@@ -170,6 +190,7 @@ def run_experiment(
     """
     if not checked:
         check_method(method, preset, strategy_overrides)  # before any data is loaded
+    bench_preset = method_preset(method, preset)  # raises before any data is loaded, too
     if benchmark is not None and benchmark.seed != seed:
         raise ValueError(
             f"run_experiment(seed={seed}) was handed the benchmark of seed {benchmark.seed}; "
@@ -190,9 +211,9 @@ def run_experiment(
         # garbage collector, which closes it.
         log = open(out / LOG_FILE, "a", buffering=1)  # noqa: SIM115
         print(f"# {utc_now()}: {command_line()}", file=log)
-        bench = benchmark if benchmark is not None else build_benchmark(preset, seed=seed)
-        if method == "joint":
-            bench = joint_benchmark(bench, seed=seed)
+        if benchmark is None or bench_preset is not preset:  # more training tasks: rebuilt
+            benchmark = build_benchmark(bench_preset, seed=seed)
+        bench = joint_benchmark(benchmark, seed=seed) if method in JOINT_METHODS else benchmark
         strategy = build_strategy(
             method,
             preset,

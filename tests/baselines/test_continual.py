@@ -23,6 +23,7 @@ from avalanche.training.plugins import EvaluationPlugin
 from avalanche.training.storage_policy import ExperienceBalancedBuffer, ReservoirSamplingBuffer
 
 from avalanche_sets.baselines.continual import (
+    ComputeMatchedJoint,
     JointTraining,
     SemiAGEM,
     SemiDER,
@@ -621,6 +622,47 @@ def test_joint_benchmark_mixes_all_domains(bench):
     result = run_sets(strategy, JointTraining.benchmark(bench))
     assert len(seen) == 2 * TASKS // MB
     assert len(result.matrix) == 1 and len(result.matrix[0]) == 2
+
+
+def test_compute_matched_joint_trains_b_plus_r_fresh_tasks_for_as_many_iterations(bench):
+    # ORDER's work per iteration: B current + R replayed tasks. The matched joint run takes
+    # B + R tasks of the mixture per iteration, from (B + R) / B times the training tasks, so
+    # it makes as many iterations as plain joint training, on episodes plain joint never sees.
+    r = 2
+    tasks = ComputeMatchedJoint.tasks_per_domain(
+        tasks_per_domain=TASKS, meta_batch=MB, replay_batch=r
+    )
+    assert tasks == TASKS * (MB + r) // MB
+    more = sets_benchmark(
+        loaded=(bench.domains, bench.ood_sources), n_way=N_WAY, n_shot=N_SHOT, n_query=N_QUERY,
+        n_unlabeled=N_UNLABELED, n_ood=N_OOD, tasks_per_domain=tasks, n_val_episodes=2,
+        n_test_episodes=4, seed=0,
+    )  # fmt: skip
+    # the same test episodes (drawn from their index), the first TASKS training ones too
+    assert torch.equal(
+        more.test_stream[1].dataset[3].query_x, bench.test_stream[1].dataset[3].query_x
+    )
+    assert torch.equal(
+        more.train_stream[0].dataset[5].support_x, bench.train_stream[0].dataset[5].support_x
+    )
+    sizes = {}
+    for name, strategy, b in (
+        ("joint", build("joint"), bench),
+        ("matched", ComputeMatchedJoint(model=make_model(), train_mb_size=MB, replay_batch=r,
+                                        evaluator=EvaluationPlugin()), more),
+    ):  # fmt: skip
+        seen = []
+        strategy.plugins.append(
+            Hook("after_forward", lambda s, seen=seen: seen.append(len(s.mb_x)))
+        )
+        run_sets(strategy, JointTraining.benchmark(b))
+        sizes[name] = seen
+    assert len(sizes["matched"]) == len(sizes["joint"]) == 2 * TASKS // MB
+    assert set(sizes["joint"]) == {MB} and set(sizes["matched"]) == {MB + r}
+    with pytest.raises(ValueError, match="multiple of meta_batch"):
+        ComputeMatchedJoint.tasks_per_domain(tasks_per_domain=7, meta_batch=2, replay_batch=2)
+    with pytest.raises(ValueError, match="replay_batch"):
+        ComputeMatchedJoint(model=make_model(), replay_batch=-1)
 
 
 # ---------------------------------------------------------------------- checkpoint / resume

@@ -295,6 +295,70 @@ def test_tpn_model_propagates_on_a_knn_graph_of_all_images(batch):
     assert torch.all(logits >= 0)  # F* = Σ_t (αS)^t Y has non-negative entries
 
 
+# The authors' variants (TPN-pytorch), each an option so that its effect can be measured.
+def test_tpn_self_loops_keep_the_diagonal_and_let_it_take_one_of_the_k_places():
+    g = torch.Generator().manual_seed(2)
+    emb = torch.randn(9, 4, generator=g)
+    w = gaussian_affinity(emb, torch.ones(9), self_loops=True)
+    assert torch.all(w.diagonal() == 1.0)
+    off = ~torch.eye(9, dtype=torch.bool)
+    assert torch.equal(w[off], gaussian_affinity(emb, torch.ones(9))[off])
+    k = 3
+    sparse = knn_sparsify(w, k, self_loops=True)
+    # brute force: each row's k largest entries, the diagonal included (it is the largest)
+    knn = torch.zeros(9, 9, dtype=torch.bool)
+    for i in range(9):
+        for j in sorted(range(9), key=lambda j: -float(w[i, j]))[:k]:
+            knn[i, j] = True
+    assert knn.diagonal().all()  # so only k - 1 others per row
+    kept = knn | knn.T
+    assert torch.equal(sparse != 0, kept) and torch.equal(sparse[kept], w[kept])
+
+
+def test_tpn_model_options_build_the_authors_graph(batch):
+    x, _ = batch
+    torch.manual_seed(0)
+    model = TPNModel(_backbone(), k=5, self_loops=True, sigma_mode="raw")
+    model.eval()
+    with torch.no_grad():
+        model(x)
+        emb = torch.randn(2, 7, model.sigma_net[0].in_features)
+        raw = model.sigma_net(emb).squeeze(-1)
+        sigma = model.sigma(emb)
+    assert torch.all(model.last_graph.diagonal(dim1=1, dim2=2) > 0)
+    torch.testing.assert_close(sigma, raw + torch.finfo(torch.float64).eps)
+    assert raw.abs().max() > 0 and not torch.allclose(sigma, torch.ones_like(sigma))
+    with pytest.raises(ValueError, match="sigma_mode"):
+        TPNModel(_backbone(), sigma_mode="softplus")
+
+
+class _TPNLossProbe(SupervisedPlugin):
+    def after_training_iteration(self, strategy, **kwargs):
+        self.loss = strategy.loss.detach().reshape(())
+        self.query = strategy.mb_output.detach()
+        self.support = strategy.model.last_support_logits.detach()
+        self.support_y = strategy.mb_x.support_y.reshape(-1).long()
+        self.query_y = strategy.mb_y.long()
+
+
+@pytest.mark.parametrize("support_loss", [False, True])
+def test_tpn_support_loss_is_one_mean_over_support_and_query_rows(bench, support_loss):
+    probe = _TPNLossProbe()
+    strategy = _strategy("TPN", support_loss=support_loss, plugins=[probe])
+    strategy.train(bench.train_stream[0])
+    ce = torch.nn.functional.cross_entropy
+    query_only = ce(probe.query, probe.query_y)
+    both = ce(torch.cat([probe.support, probe.query]), torch.cat([probe.support_y, probe.query_y]))
+    assert not torch.allclose(query_only, both)  # the two losses can be told apart
+    torch.testing.assert_close(probe.loss, both if support_loss else query_only)
+
+
+def test_tpn_support_loss_needs_a_model_with_the_support_rows():
+    model = PrototypicalModel(_backbone(), refine="none")
+    with pytest.raises(ValueError, match="support_loss"):
+        TPN(model=model, support_loss=True, evaluator=EvaluationPlugin())
+
+
 # --------------------------------------------------------------------------- LST
 def test_lst_cherry_picks_the_most_confident_per_class():
     model = LSTModel(_backbone(), n_way=N_WAY, n_select=2)

@@ -107,3 +107,17 @@ def test_main_tables_show_the_packs_and_the_synthetic_tables_each_from_its_own_r
     )
     assert _row(synthetic, "order")[1].startswith("90.00")
     assert _row(synthetic, "order")[2].startswith("+10.00")
+
+
+def test_order_as_a_share_of_joint_uses_the_seeds_both_have():
+    recs = [_rec("order", 0, [0.6]), _rec("order", 1, [0.7]), _rec("joint", 0, [0.8])]
+    recs += [_rec("joint-matched", s, [1.0]) for s in (0, 1)]
+    recs += [_rec("order", 0, [0.3], shot=1), _rec("semi-seq", 0, [0.1], shot=1)]
+    md = _paper.share_of_joint_md(recs, shots=[1, 5])
+    five = _row(md, "5")
+    # ORDER / Joint over seed 0 only (Joint has no seed 1): 0.6 / 0.8
+    assert five[1] == "80.00%" and five[2] == "75.0% (1 seed)"
+    assert five[3] == "100.00%" and five[4] == "65.0% (2 seeds)"  # (0.6 + 0.7) / 2 / 1.0
+    assert five[5] == "80.0% (1 seed)" and five[6] == "87.3%"  # the paper: 53.96 / 61.78
+    one = _row(md, "1")
+    assert one[1:5] == ["—", "—", "—", "—"] and one[6] == "82.6%"  # 41.25 / 49.91
