@@ -7,17 +7,16 @@ when its paired Δ to the class default excludes 0, else the class default.
 The grid, every point's accuracy and its paired Δ to the class default and to Semi-Seq are in
 ``benchmarks/results/baseline_checks/tuning/`` (``grid.md``; ``chosen.json`` is what this table
 mirrors, a test keeps the two equal). A method absent here keeps its class defaults — those of
-its paper, with which the committed tables were run.
+its paper.
 
-The table is applied on request, as explicit strategy options, so that a run says in its folder
-name and ``result.json`` which values it used and no committed run of the class defaults is
-mistaken for a tuned one::
+Since session 7 these values are also the classes' defaults (``SemiGPM(threshold=0.9)``,
+``SemiDER(alpha=0.001)``, ``SemiMER(beta=1.0)``; a test keeps them equal to this table), so the
+committed tables and every run use them; the papers' values are one option away
+(``--strategy-set threshold=0.97``). The table stays the record of where they came from and the
+explicit form, for a preset tuned differently::
 
     from avalanche_sets.baselines.tuned import tuned_options
     build_strategy("semi-gpm", preset, **tuned_options("semi-gpm", "cpu"))
-
-    # the same from the command line: the values of TUNED["cpu"]["semi-gpm"]
-    avalanche-sets run --method semi-gpm --preset cpu --strategy-set threshold=0.9
 """
 
 from __future__ import annotations

@@ -14,14 +14,14 @@ from avalanche_sets.methods import _strategy_class, check_method  # noqa: E402
 from avalanche_sets.presets import resolve_preset  # noqa: E402
 
 
-def test_first_grid_point_is_the_class_default_and_every_point_is_accepted():
+def test_every_grid_point_is_distinct_and_accepted_and_the_default_is_one_of_them():
     preset = resolve_preset("cpu", source="synthetic")
     for method, grid in bt.GRIDS.items():
         assert 2 <= len(grid) <= 4 and len({json.dumps(p, sort_keys=True) for p in grid}) == len(
             grid
         )
         params = inspect.signature(_strategy_class(method).__init__).parameters
-        assert {k: params[k].default for k in grid[0]} == grid[0], method
+        assert {k: params[k].default for k in grid[0]} in grid, method  # the chosen point
         for point in grid:
             check_method(method, preset, point)  # raises on an option the method lacks
 
@@ -121,3 +121,15 @@ def test_a_flat_grid_keeps_the_class_default():
     assert json.loads(best["options"]) == g[1] and best["delta_vs_default"] > 0
     assert best["delta_vs_default"] - best["ci_vs_default"] < 0
     assert bt.choose(rows) == {"semi-agem": g[0]}
+
+
+def test_the_tuned_values_are_the_class_defaults():
+    """What the grid chose is what a plain ``build_strategy`` uses: each class's default."""
+    import inspect
+
+    from avalanche_sets.baselines.tuned import TUNED
+    from avalanche_sets.methods import _strategy_class
+
+    for method, options in TUNED["cpu"].items():
+        params = inspect.signature(_strategy_class(method).__init__).parameters
+        assert {k: params[k].default for k in options} == options, method
