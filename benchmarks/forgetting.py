@@ -38,7 +38,7 @@ from avalanche_sets.metrics.stats import (
 )
 
 METHODS = ["protonet", "mskm", "semi-seq", "semi-agem", "semi-er", "order-mi-only",
-           "order-ot-only", "order", "joint"]  # fmt: skip
+           "order-ot-only", "order", "joint", "joint-matched"]  # fmt: skip
 
 
 def find_runs(runs: Path, method: str, shot: int, suffix: str) -> list[dict]:
@@ -69,6 +69,34 @@ def summarise(records: list[dict]) -> dict:
         row[f"{key}_per_seed"] = values
     row["matrix"] = np.mean(mats, axis=0).tolist()
     return row
+
+
+def upper_bound_rows(table: list[dict], reference: str = "semi-seq") -> list[dict]:
+    """Is Joint the upper bound? Per shot and Joint variant: its mean accuracy minus
+    ``reference``'s on every seed both have (points), and whether it is ≥ on all of them."""
+    by = {(r["method"], r["n_shot"]): r for r in table}
+    rows = []
+    for (method, shot), row in by.items():
+        ref = by.get((reference, shot))
+        if not method.startswith("joint") or ref is None:
+            continue
+        ours = dict(zip(row["seeds"], row["accuracy_per_seed"]))
+        theirs = dict(zip(ref["seeds"], ref["accuracy_per_seed"]))
+        seeds = sorted(set(ours) & set(theirs))
+        deltas = [ours[s] - theirs[s] for s in seeds]
+        rows.append({"method": method, "n_shot": shot, "reference": reference, "seeds": seeds,
+                     "delta_per_seed": deltas, "holds": bool(deltas) and min(deltas) >= 0})  # fmt: skip
+    return rows
+
+
+def upper_bound_md(rows: list[dict]) -> str:
+    """One line per Joint variant and shot: ≥ Semi-Seq on every seed or not, with the Δs."""
+    return "".join(
+        f"- {r['method']} {r['n_shot']}-shot − {r['reference']}, per seed {r['seeds']}: "
+        + ", ".join(f"{d:+.2f}" for d in r["delta_per_seed"])
+        + f" points: {'≥ on every seed' if r['holds'] else '**not** ≥ on every seed'}\n"
+        for r in rows
+    )
 
 
 def _cell(row: dict, key: str) -> str:
@@ -185,8 +213,9 @@ def main() -> None:
             plot_stream(rows, shot, out / f"stream_{shot}shot.png")
             plot_heatmaps(rows, shot, out / f"heatmaps_{shot}shot.png")
     prov = provenance(seeds=sorted(all_seeds))
+    bound = upper_bound_rows(table)
     write_json(out / "results.json", {**prov, "suffix": args.suffix, "rows": table,
-                                      "missing": missing})  # fmt: skip
+                                      "missing": missing, "upper_bound": bound})  # fmt: skip
     md = header_md("Forgetting over the stream, per method", prov)
     md += (
         f"Runs: `{os.path.relpath(args.runs, ROOT)}/<method>/packs-o1-5w<K>s-R50-seed<s>{args.suffix}`. Accuracy = mean "
@@ -197,6 +226,9 @@ def main() -> None:
         "| method | shot | seeds | accuracy (%) | forgetting (pts) | BWT (pts) |\n"
         "|---|---:|---|---:|---:|---:|\n" + markdown_rows(table)
     )
+    if bound:
+        md += "\nIs Joint the upper bound (mean accuracy minus Semi-Seq's, same seed)?\n\n"
+        md += upper_bound_md(bound)
     if missing:
         md += "\nNot run (yet): " + ", ".join(missing) + ".\n"
     for shot in args.shots:

@@ -169,9 +169,16 @@ def forgetting_block() -> str:
     res = _summary(FORGETTING, "results.json")
     if res is None:
         return _not_measured("Forgetting in the converged regime", "forgetting")
-    from forgetting import markdown_rows
+    from forgetting import markdown_rows, upper_bound_md
 
     missing = ", ".join(res["missing"]) or "nothing"
+    bound = res.get("upper_bound") or []
+    bound_md = (
+        "\nIs Joint the upper bound (its accuracy minus Semi-Seq's, same seed)?\n\n"
+        + upper_bound_md(bound)
+        if bound
+        else ""
+    )
     return (
         f"From [`benchmarks/forgetting.py`](benchmarks/forgetting.py) on {res['date'][:10]} "
         f"(seeds {res['seeds']}; [result](benchmarks/results/forgetting_converged/README.md)); "
@@ -179,6 +186,7 @@ def forgetting_block() -> str:
         "| method | shot | seeds | accuracy (%) | forgetting (pts) | BWT (pts) |\n"
         "|---|---:|---|---:|---:|---:|\n"
         + markdown_rows(res["rows"])
+        + bound_md
         + f"\nNot run yet: {missing}.\n"
     )
 

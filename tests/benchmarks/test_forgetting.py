@@ -60,3 +60,19 @@ def test_report_lists_missing_methods_and_draws_the_pictures(tmp_path, monkeypat
     assert "Not run (yet): order 5-shot." in md
     assert (out / "stream_5shot.png").is_file() and (out / "heatmaps_5shot.png").is_file()
     assert json.loads((out / "results.json").read_text())["missing"] == ["order 5-shot"]
+
+
+def test_joint_is_checked_as_the_upper_bound_seed_by_seed():
+    def row(method, seeds, acc):
+        return {"method": method, "n_shot": 5, "seeds": seeds, "accuracy_per_seed": acc}
+
+    table = [row("semi-seq", [0, 1, 2], [60.0, 62.0, 61.0]), row("joint", [0, 1], [65.0, 61.5]),
+             row("joint-matched", [0, 1, 2], [66.0, 63.0, 61.0]), row("order", [0], [70.0])]  # fmt: skip
+    got = {r["method"]: r for r in forgetting.upper_bound_rows(table)}
+    assert set(got) == {"joint", "joint-matched"}  # only Joint variants are checked
+    assert got["joint"]["seeds"] == [0, 1]  # the seeds both have
+    assert got["joint"]["delta_per_seed"] == pytest.approx([5.0, -0.5])
+    assert not got["joint"]["holds"]  # below on seed 1
+    assert got["joint-matched"]["holds"]  # equal counts as ≥
+    md = forgetting.upper_bound_md(list(got.values()))
+    assert "joint 5-shot − semi-seq, per seed [0, 1]: +5.00, -0.50 points: **not**" in md
