@@ -2,7 +2,8 @@
 
 Reads ``benchmarks/results/table{2,3}/summary.json`` — written by ``reproduce.py``, it names the
 run folders that make up each table — and, when present, ``table{2,3}_synthetic/summary.json``
-(``reproduce.py --source synthetic``). Writes ``benchmarks/results/main_tables.md``, the tables
+(``reproduce.py --source synthetic``) and ``table{2,3}_converged/summary.json`` (``--preset
+converged --out benchmarks/results/table{2,3}_converged``). Writes ``benchmarks/results/main_tables.md``, the tables
 the README shows: the packs' and the synthetic benchmark's, each in its own README block.
 
     python benchmarks/main_tables.py [--update-readme]   # also replace the README's copy
@@ -13,38 +14,44 @@ from __future__ import annotations
 import json
 import sys
 
-from _common import RESULTS, ROOT, artefact_name, splice_block
-from _paper import FOOTNOTE, comparison_md
+from _common import RESULTS, ROOT, splice_block
+from _paper import FOOTNOTE, comparison_md, share_of_joint_md
 from reproduce import ARTEFACTS
 
 from avalanche_sets.run_folder import read_record
 
-# data source (``reproduce.py --source``; None: the preset's packs) -> (title suffix, what the
-# data is, README marker)
+# results folder of Table 2/3 (``<table><suffix>``, as ``reproduce.py`` names it) -> (title
+# suffix, what the data is, the preset, README marker)
 SOURCES = [
-    (None, ("", "sets-mini packs", "main-tables")),
-    ("synthetic", (", synthetic benchmark", "the offline synthetic benchmark",
-                   "main-tables-synthetic")),
+    ("", ("", "sets-mini packs", "cpu", "main-tables")),
+    ("_synthetic", (", synthetic benchmark", "the offline synthetic benchmark", "cpu",
+                    "main-tables-synthetic")),
+    ("_converged", (", converged regime", "sets-mini packs", "converged",
+                    "main-tables-converged")),
 ]  # fmt: skip
 
 
 def readme_blocks() -> dict[str, str]:
     """README marker -> the main tables of that data source, from the committed summaries."""
     blocks = {}
-    for source, (title, data, marker) in SOURCES:
-        md = []
+    for suffix, (title, data, preset, marker) in SOURCES:
+        md, every = [], []
         for table in ("table2", "table3"):
-            path = RESULTS / artefact_name(table, source) / "summary.json"
+            path = RESULTS / f"{table}{suffix}" / "summary.json"
             if not path.is_file():
                 continue
             summary = json.loads(path.read_text())
             records = [read_record(RESULTS / run) for run in summary["runs"]]
+            every += records
             md.append(
-                f"**{table.replace('table', 'Table ')}{title}** (ours: {data}, `cpu` preset, "
+                f"**{table.replace('table', 'Table ')}{title}** (ours: {data}, `{preset}` preset, "
                 f"seeds {summary['seeds']}; paper: its datasets, 84 px, 5 seeds)\n"
             )
             md.append(comparison_md(table, records, row_order=ARTEFACTS[table][0]) + "\n")
         if md:
+            shots = sorted({int(r["preset"]["n_shot"]) for r in every})
+            share = share_of_joint_md(every, shots)
+            md.append(f"**ORDER as a percentage of Joint{title}**\n\n{share}\n")
             blocks[marker] = "\n".join([*md, FOOTNOTE]) + "\n"
     return blocks
 

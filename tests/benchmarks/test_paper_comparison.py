@@ -96,10 +96,23 @@ def test_main_tables_show_the_packs_and_the_synthetic_tables_each_from_its_own_r
             runs.append(run)
         (results / folder).mkdir()
         (results / folder / "summary.json").write_text(json.dumps({"seeds": [0], "runs": runs}))
+    conv = []  # the converged regime's Table 3: ORDER at 75% of Joint
+    for method, a in (("order", 0.6), ("joint", 0.8)):
+        run = f"runs/{method}/converged-seed0"
+        (results / run).mkdir(parents=True)
+        write_record(results / run, _rec(method, 0, [a] * 10), {"seconds": 1.0})
+        conv.append(run)
+    (results / "table3_converged").mkdir()
+    (results / "table3_converged" / "summary.json").write_text(
+        json.dumps({"seeds": [0], "runs": conv})
+    )
     monkeypatch.setattr(main_tables, "RESULTS", results)
     monkeypatch.setattr(sys, "argv", ["main_tables.py"])
     main_tables.main()
     md = (results / "main_tables.md").read_text()
+    md, converged = md.split("**Table 3, converged regime** (ours: sets-mini packs, `converged`")
+    share = converged.split("**ORDER as a percentage of Joint, converged regime**")[1]
+    assert _row(share, "5")[2] == "75.0% (1 seed)"
     packs, synthetic = md.split("**Table 2, synthetic benchmark** (ours: the offline synthetic")
     assert packs.startswith("**Table 2** (ours: sets-mini packs")
     assert _row(packs, "order")[1].startswith("55.00") and _row(packs, "order")[2].startswith(
