@@ -2,11 +2,12 @@
 propagation?
 
 TPN is trained end to end through label propagation, ProtoNet through prototype distances; on
-``gtsrb`` (5-shot, R = 50) TPN's validation curve levels off about 11 points below ProtoNet's
-(``baseline_checks/long_curves``). This probe separates the two parts. It trains both learners
+``gtsrb`` (5-shot, R = 50) TPN's validation curve, with the paper's α = 0.99, levels off about 11
+points below ProtoNet's (``baseline_checks/long_curves``). This probe separates the two parts. It
+trains ProtoNet, TPN with α = 0.99 and TPN with today's default α = 0.9
 on the domain alone exactly as the single-domain checks do (the ``cpu`` preset's episode and
 backbone, fp32, seed 0, the same training episodes), then classifies the same 100 validation
-episodes with both *heads* on both *backbones*:
+episodes with both *heads* on every *backbone*:
 
 * **prototypes** — the nearest support mean (ProtoNet's head);
 * **propagation** — TPN's closed form ``F* = (I − αS)^{-1} Y`` on the kNN graph (k = 20) of the
@@ -55,6 +56,8 @@ from avalanche_sets.models.heads import squared_euclidean  # noqa: E402
 OUT = RESULTS / "baseline_checks" / "tpn_diagnosis"
 ALPHAS = (0.99, 0.9, 0.5)
 REFERENCE = ("protonet", "prototypes")
+#: ProtoNet, TPN with the paper's α (its default until this probe) and TPN as it is now (α 0.9)
+METHODS = ("protonet", "tpn:alpha=0.99", "tpn")
 
 
 def _prototype_logits(s: torch.Tensor, sy: torch.Tensor, q: torch.Tensor, n_way: int):
@@ -97,10 +100,10 @@ def head_accuracies(strategy, episodes) -> dict[str, list[float]]:
         logits["propagation, σ = median, α = 0.99, no unlabeled"] = _propagation_logits(
             s, sy, q, None, n_way, sigma=None, alpha=0.99
         )
-        if own_sigma is not None:  # TPN: its own learned σ, as it classifies
+        if own_sigma is not None:  # TPN: its own learned σ and α, as it classifies
             emb = torch.cat([s, q, u])
-            logits["propagation, learned σ, α = 0.99 (TPN itself)"] = _propagation_logits(
-                s, sy, q, u, n_way, sigma=own_sigma(emb), alpha=0.99
+            logits["propagation, learned σ, its own α (TPN itself)"] = _propagation_logits(
+                s, sy, q, u, n_way, sigma=own_sigma(emb), alpha=model.alpha
             )
         for name, lg in logits.items():
             acc.setdefault(name, []).append(float((lg.argmax(-1) == qy).float().mean()))
@@ -153,7 +156,7 @@ def main(argv=None) -> None:
     base = base_preset("packs", root=args.root)
     acc: dict[tuple[str, str], list[float]] = {}
     seconds = {}
-    for method in ("protonet", "tpn"):
+    for method in METHODS:
         spec = CurveSpec(method, args.domain, args.shot, 0, "ood")
         preset = curve_preset(base, spec, iters=args.iters, val_episodes=args.episodes)
         train_exp, val_exp = domain_experiences(preset, seed=0, eval_seed=0)

@@ -142,7 +142,7 @@ def test_default_strategies_follow_the_paper():
     assert isinstance(ProtoNet(evaluator=EvaluationPlugin()).model, ProtoNetModel)
     mskm = MSKM(evaluator=EvaluationPlugin()).model
     assert isinstance(mskm, PrototypicalModel) and mskm.refine == "mskm"
-    assert TPN(evaluator=EvaluationPlugin()).model.alpha == 0.99
+    assert TPN(evaluator=EvaluationPlugin()).model.alpha == 0.9
     assert ANIL(n_way=N_WAY, evaluator=EvaluationPlugin()).model.inner_steps == 20
 
 

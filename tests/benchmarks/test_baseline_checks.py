@@ -94,3 +94,10 @@ def test_curve_file_names_are_portable():
     name = lc.CurveSpec("lst:inner_lr=0.1,n_stages=1", "gtsrb", 5, 0, "ood").name
     assert name == "lst@inner_lr=0.1,n_stages=1__gtsrb__5shot__seed0__ood"
     assert not set(name) & set(':*?"<>|\\/')
+
+
+def test_a_stage_can_be_limited_to_some_shots():
+    only5 = bc.Stage("packs", "gtsrb", ("tpn",), ("ood",), shots=(5,))
+    every = bc.Stage("packs", "gtsrb", ("protonet",), ("ood",))
+    specs = bc.plan_specs([only5, every], shots=[5, 1], seeds=[0])
+    assert [(s.method, s.shot) for _, s in specs] == [("tpn", 5), ("protonet", 5), ("protonet", 1)]
