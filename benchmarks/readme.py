@@ -172,13 +172,6 @@ def forgetting_block() -> str:
     from forgetting import markdown_rows, upper_bound_md
 
     missing = ", ".join(res["missing"]) or "nothing"
-    bound = res.get("upper_bound") or []
-    bound_md = (
-        "\nIs Joint the upper bound (its accuracy minus Semi-Seq's, same seed)?\n\n"
-        + upper_bound_md(bound)
-        if bound
-        else ""
-    )
     return (
         f"From [`benchmarks/forgetting.py`](benchmarks/forgetting.py) on {res['date'][:10]} "
         f"(seeds {res['seeds']}; [result](benchmarks/results/forgetting_converged/README.md)); "
@@ -186,7 +179,7 @@ def forgetting_block() -> str:
         "| method | shot | seeds | accuracy (%) | forgetting (pts) | BWT (pts) |\n"
         "|---|---:|---|---:|---:|---:|\n"
         + markdown_rows(res["rows"])
-        + bound_md
+        + upper_bound_md(res.get("upper_bound") or [])
         + f"\nNot run yet: {missing}.\n"
     )
 

@@ -174,10 +174,8 @@ def main() -> None:
         f"{method} {shot}-shot" + (f" {key}={value}" if key else "") + (f" {over}" if over else "")
         for shot in args.shots for value in values for method in methods for over in overs
     }  # fmt: skip
-    records = [
-        r for r in find_results([runs])
-        if r["seed"] in args.seeds and ident_key(record_identity(r)) in grid
-    ]  # fmt: skip
+    found = [r for r in find_results([runs]) if r["seed"] in args.seeds]
+    records = [r for r in found if ident_key(record_identity(r)) in grid]
     if not records:
         sys.exit("error: no finished run")
     # Each run's table.md is rewritten from its record when it differs (a run written before
@@ -213,19 +211,16 @@ def main() -> None:
         # ORDER over Joint (and the compute-matched Joint), from the runs of this preset
         # whichever table ran them (Table 2 has no Joint row of its own)
         joint_keys = {
-            ident_key(run_identity(m, preset_for(shot, None), eval_stream=stream)): m
+            ident_key(run_identity(m, preset_for(shot, None), eval_stream=stream))
             for shot in args.shots for m in ("order", "joint", "joint-matched")
         }  # fmt: skip
-        joint_recs = [
-            r for r in find_results([runs])
-            if r["seed"] in args.seeds and ident_key(record_identity(r)) in joint_keys
-        ]  # fmt: skip
+        joint_recs = [r for r in found if ident_key(record_identity(r)) in joint_keys]
+        first = preset_for(args.shots[0], None)
         md += "## ORDER as a percentage of Joint\n\n"
         md += (
             "Mean accuracy over the seeds both runs have. The compute-matched Joint trains on "
             "as many tasks per iteration as ORDER does with its replayed ones (B + R = "
-            f"{preset_for(args.shots[0], None)['meta_batch']} + "
-            f"{preset_for(args.shots[0], None)['replay_batch']}), for as many iterations.\n\n"
+            f"{first['meta_batch']} + {first['replay_batch']}), for as many iterations.\n\n"
         )
         md += share_of_joint_md(joint_recs, args.shots) + "\n\n"
     md += "## All numbers (per-domain final accuracy, forgetting, BWT, seconds per run)\n\n"

@@ -418,7 +418,6 @@ class ComputeMatchedJoint(JointTraining):
             raise ValueError(
                 f"replay_batch must be a non-negative number of tasks, got {replay_batch!r}"
             )
-        self.matched_meta_batch = train_mb_size
         self.replay_batch = replay_batch
         super().__init__(train_mb_size=train_mb_size + replay_batch, **kwargs)
 
