@@ -13,8 +13,10 @@ import json
 import math
 from collections import defaultdict
 
+import numpy as np
+
 from avalanche_sets.experiment import record_identity
-from avalanche_sets.metrics.stats import combine_paired
+from avalanche_sets.metrics.stats import average_forgetting, combine_paired, seed_ci95
 from avalanche_sets.reporting import aggregate_results, paired_difference
 
 _T2 = {
@@ -221,8 +223,25 @@ def _paired(artefact: str, recs: list[dict], records: list[dict]) -> str:
     return f"{100 * d:+.2f} ± {100 * ci:.2f}{seeds}"
 
 
+# the artefacts whose runs are a stream of several domains: their tables carry forgetting
+WITH_FORGETTING = {"table2", "table3", "order2", "order3"}
+
+
+def forgetting_cell(recs: list[dict]) -> str:
+    """Average forgetting (points) of one cell's runs: the mean over seeds ± the Student-t 95%
+    CI over seeds, each seed's value :func:`avalanche_sets.metrics.stats.average_forgetting` of
+    its accuracy matrix; ``n/a`` where nothing can be forgotten (Joint's one-row matrix)."""
+    values = [average_forgetting(100 * np.asarray(r["result"]["matrix"], float)) for r in recs]
+    values = [v for v in values if not math.isnan(v)]
+    if not values:
+        return "n/a"
+    mean = float(np.mean(values))
+    return f"{mean:.2f} (1 seed)" if len(values) == 1 else f"{mean:.2f} ± {seed_ci95(values):.2f}"
+
+
 def comparison_md(artefact: str, records: list[dict], row_order=()) -> str:
-    """Markdown: one row per row label; per column ours, the paired Δ, and the paper's."""
+    """Markdown: one row per row label; per column ours, the paired Δ (and, for the stream
+    tables of :data:`WITH_FORGETTING`, the average forgetting), and the paper's."""
     cells: dict[tuple[str, str], list[dict]] = defaultdict(list)
     rows, cols = {}, {}
     for rec in records:
@@ -245,8 +264,10 @@ def comparison_md(artefact: str, records: list[dict], row_order=()) -> str:
         for k, v in REFERENCE[artefact].items()
     )
     head = [{"memory_size": "method, memory", "lambda_beta": "λ"}.get(artefact, "method")]
+    forgets = artefact in WITH_FORGETTING
     for c in col_labels:
         head += [f"ours {c}", f"Δ vs {ref}, paired ({c})"]
+        head += [f"forgetting, pts ({c})"] if forgets else []
     head += [f"paper {c}" for c in paper_cols]
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
     for rl in row_labels:
@@ -255,6 +276,7 @@ def comparison_md(artefact: str, records: list[dict], row_order=()) -> str:
             recs = cells.get((rl, c), [])
             agg = aggregate_results(recs, by=("method",))[0] if recs else None
             line += [_cell(agg), _paired(artefact, recs, records) if recs else "—"]
+            line += [forgetting_cell(recs) if recs else "—"] if forgets else []
         for c in paper_cols:
             p = paper.get(rl, {}).get(c)
             line.append("—" if p is None else f"{p[0]:.2f} ± {p[1]:.2f}")
@@ -270,7 +292,10 @@ FOOTNOTE = (
     "per-episode difference, the per-seed values in brackets, and ± the episode-level 95% "
     "CI of that mean. That ± does not include the variation between training seeds; a Δ "
     "whose interval excludes 0 *and* whose per-seed values agree in sign is one these runs "
-    "resolve."
+    "resolve. Forgetting (stream tables): each seed's average forgetting (Chaudhry et al. "
+    "2018: per domain before the last, its best accuracy from its own turn on minus its final "
+    "one, averaged), mean over seeds ± the Student-t 95% CI over seeds; n/a for Joint, which "
+    "trains once on the mixture."
 )
 
 

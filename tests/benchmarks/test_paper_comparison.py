@@ -36,11 +36,12 @@ def test_paired_delta_is_the_mean_per_episode_difference_over_seeds():
     recs += [_rec("order", s, base[s] + gain[s]) for s in (0, 1)]
     md = _paper.comparison_md("table2", recs, row_order=["mskm", "order"])
     cells = _row(md, "order")
-    # columns: method, ours 5-shot, Δ 5-shot, paper 5-shot (only 5-shot was run)
+    # columns: method, ours 5-shot, Δ 5-shot, forgetting 5-shot, paper 5-shot (5-shot only)
     mean = np.mean([(base[s] + gain[s]).mean() for s in (0, 1)])
     assert cells[1].startswith(f"{100 * mean:.2f} ± ")
     assert cells[2].startswith("+4.00 ± 0.00 (+2.0, +6.0)")
-    assert cells[3] == "53.96 ± 0.71"  # the paper's ORDER, 5-shot
+    assert cells[3] == "n/a"  # one domain: nothing to forget
+    assert cells[4] == "53.96 ± 0.71"  # the paper's ORDER, 5-shot
     assert _row(md, "mskm")[2] == "—"  # no Δ of the reference to itself
     # a row only the paper has is listed with its numbers and no runs
     assert _row(md, "protonet")[1:3] == ["—", "—"]
@@ -52,7 +53,32 @@ def test_unpaired_runs_get_no_delta():
             _rec("tpn", 0, [0.6] * 10, n_ood=250)]  # fmt: skip
     md = _paper.comparison_md("table2", recs)
     assert _row(md, "order")[2] == "—"
-    assert _row(md, "tpn")[2] == "—" and _row(md, "tpn")[3] != "—"
+    assert _row(md, "tpn")[2] == "—" and _row(md, "tpn")[1] != "—"
+
+
+def test_stream_tables_carry_each_seeds_average_forgetting_with_a_ci_over_seeds():
+    # three domains; seed 0 forgets 30 points of domain 0 and 10 of domain 1 (after a peak of
+    # 0.7 on domain 1 in row 1), seed 1 forgets 10 and 0: averages 20 and 5, mean 12.5
+    mats = {
+        0: [[0.8, 0.1, 0.1], [0.6, 0.7, 0.1], [0.5, 0.6, 0.9]],
+        1: [[0.6, 0.1, 0.1], [0.7, 0.5, 0.1], [0.6, 0.5, 0.8]],
+    }
+    recs = []
+    for seed, m in mats.items():
+        rec = _rec("semi-seq", seed, [0.5] * 10)
+        rec["result"]["matrix"] = m
+        recs.append(rec)
+    joint = _rec("joint", 0, [0.6] * 10)
+    joint["result"]["matrix"] = [[0.6, 0.6, 0.6]]  # trained once: nothing to forget
+    md = _paper.comparison_md("table3", [*recs, joint])
+    header = [c.strip() for c in md.splitlines()[0].strip("|").split("|")]
+    col = header.index("forgetting, pts (5-shot)")
+    half = 12.7062 * np.std([20.0, 5.0], ddof=1) / np.sqrt(2)
+    assert _row(md, "semi-seq")[col] == f"12.50 ± {half:.2f}"
+    assert _row(md, "joint")[col] == "n/a"
+    assert _paper.forgetting_cell(recs[:1]) == "20.00 (1 seed)"
+    # a single-domain artefact has no forgetting column
+    assert "forgetting" not in _paper.comparison_md("memory_size", recs).splitlines()[0]
 
 
 def test_lambda_beta_cells_pair_with_the_default_and_memory_with_200():
