@@ -65,8 +65,9 @@ def summarise(records: list[dict]) -> dict:
     }
     row = {"seeds": [r["seed"] for r in records], "domains": records[0]["result"]["domains"]}
     for key, values in per_seed.items():
-        row[key] = float(np.mean(values))
-        row[f"{key}_ci95"] = seed_ci95(values) if len(values) > 1 else None
+        defined = [v for v in values if np.isfinite(v)]  # Joint: nothing to forget (NaN)
+        row[key] = float(np.mean(defined)) if defined else float("nan")
+        row[f"{key}_ci95"] = seed_ci95(defined) if len(defined) > 1 else None
         row[f"{key}_per_seed"] = values
     row["matrix"] = np.mean(mats, axis=0).tolist()
     return row

@@ -46,6 +46,23 @@ def test_summary_over_seeds_uses_forgetting_bwt_and_a_t_interval(tmp_path):
     )
 
 
+def test_joint_over_several_seeds_has_no_forgetting_and_its_accuracy_still_averages(tmp_path):
+    # Joint's matrix has one row: forgetting and BWT are undefined on every seed (this crashed
+    # the report once a second Joint seed finished)
+    _write(tmp_path, "joint", 0, [[0.7, 0.8, 0.9]])
+    _write(tmp_path, "joint", 1, [[0.6, 0.8, 0.7]])
+    row = forgetting.summarise(forgetting.find_runs(tmp_path, "joint", 5, SUFFIX))
+    assert np.isnan(row["forgetting"]) and row["forgetting_ci95"] is None
+    assert np.isnan(row["bwt"]) and row["bwt_ci95"] is None
+    assert row["accuracy"] == pytest.approx(75.0)
+    assert row["accuracy_ci95"] == pytest.approx(
+        12.706 * np.std([80, 70], ddof=1) / 2**0.5, rel=1e-3
+    )
+    assert forgetting.markdown_rows([{**row, "method": "joint", "n_shot": 5}]).startswith(
+        "| joint | 5 | [0, 1] | 75.00 ± "
+    ) and "| n/a | n/a |" in forgetting.markdown_rows([{**row, "method": "joint", "n_shot": 5}])
+
+
 def test_report_lists_missing_methods_and_draws_the_pictures(tmp_path, monkeypatch):
     runs, out = tmp_path / "runs", tmp_path / "out"
     _write(runs, "semi-seq", 0, [[0.8, 0.1, 0.1], [0.7, 0.9, 0.1], [0.5, 0.9, 0.7]])
