@@ -13,10 +13,10 @@ import json
 import math
 from collections import defaultdict
 
-import numpy as np
+from forgetting import seed_cell, summarise
 
 from avalanche_sets.experiment import record_identity
-from avalanche_sets.metrics.stats import average_forgetting, combine_paired, seed_ci95
+from avalanche_sets.metrics.stats import combine_paired
 from avalanche_sets.reporting import aggregate_results, paired_difference
 
 _T2 = {
@@ -228,15 +228,10 @@ WITH_FORGETTING = {"table2", "table3", "order2", "order3"}
 
 
 def forgetting_cell(recs: list[dict]) -> str:
-    """Average forgetting (points) of one cell's runs: the mean over seeds ± the Student-t 95%
-    CI over seeds, each seed's value :func:`avalanche_sets.metrics.stats.average_forgetting` of
-    its accuracy matrix; ``n/a`` where nothing can be forgotten (Joint's one-row matrix)."""
-    values = [average_forgetting(100 * np.asarray(r["result"]["matrix"], float)) for r in recs]
-    values = [v for v in values if not math.isnan(v)]
-    if not values:
-        return "n/a"
-    mean = float(np.mean(values))
-    return f"{mean:.2f} (1 seed)" if len(values) == 1 else f"{mean:.2f} ± {seed_ci95(values):.2f}"
+    """Average forgetting (points) of one cell's runs, as ``forgetting.py`` reports it: each
+    seed's :func:`avalanche_sets.metrics.stats.average_forgetting`, then the mean over seeds ±
+    the Student-t 95% CI; ``n/a`` where nothing can be forgotten (Joint's one-row matrix)."""
+    return seed_cell(summarise(recs), "forgetting")
 
 
 def comparison_md(artefact: str, records: list[dict], row_order=()) -> str:

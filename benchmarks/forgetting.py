@@ -104,7 +104,9 @@ def upper_bound_md(rows: list[dict]) -> str:
     )
 
 
-def _cell(row: dict, key: str) -> str:
+def seed_cell(row: dict, key: str) -> str:
+    """One number of a :func:`summarise` row as a table cell: ``mean ± CI`` over seeds,
+    ``mean (1 seed)``, or ``n/a`` where it is undefined (Joint's forgetting and BWT)."""
     if not np.isfinite(row[key]):
         return "n/a"  # e.g. Joint: one row, nothing to forget
     ci = row[f"{key}_ci95"]
@@ -114,8 +116,8 @@ def _cell(row: dict, key: str) -> str:
 def markdown_rows(rows: list[dict]) -> str:
     """The table's rows (method, shot, seeds, accuracy, forgetting, BWT), also the README's."""
     return "".join(
-        f"| {r['method']} | {r['n_shot']} | {r['seeds']} | {_cell(r, 'accuracy')} | "
-        f"{_cell(r, 'forgetting')} | {_cell(r, 'bwt')} |\n"
+        f"| {r['method']} | {r['n_shot']} | {r['seeds']} | {seed_cell(r, 'accuracy')} | "
+        f"{seed_cell(r, 'forgetting')} | {seed_cell(r, 'bwt')} |\n"
         for r in rows
     )
 

@@ -58,9 +58,8 @@ def test_joint_over_several_seeds_has_no_forgetting_and_its_accuracy_still_avera
     assert row["accuracy_ci95"] == pytest.approx(
         12.706 * np.std([80, 70], ddof=1) / 2**0.5, rel=1e-3
     )
-    assert forgetting.markdown_rows([{**row, "method": "joint", "n_shot": 5}]).startswith(
-        "| joint | 5 | [0, 1] | 75.00 ± "
-    ) and "| n/a | n/a |" in forgetting.markdown_rows([{**row, "method": "joint", "n_shot": 5}])
+    line = forgetting.markdown_rows([{**row, "method": "joint", "n_shot": 5}])
+    assert line.startswith("| joint | 5 | [0, 1] | 75.00 ± ") and "| n/a | n/a |" in line
 
 
 def test_report_lists_missing_methods_and_draws_the_pictures(tmp_path, monkeypatch):
