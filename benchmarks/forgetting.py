@@ -9,6 +9,7 @@ preset's sets-mini runs, ``<runs>/<method>/packs-o1-5w<K>s-R50-seed<s>-tasks_per
   as mean ± Student-t 95% CI over seeds (a single seed is marked, with no CI);
 * ``stream_<K>shot.png``: one panel per domain, that domain's test accuracy after each training
   stage from its own onwards, one line per method (seed mean) — where forgetting is seen;
+  ``stream_<K>shot_others.png`` the same for the other baselines, Semi-Seq and ORDER dashed;
 * ``heatmaps_<K>shot.png``: every method's accuracy matrix (seed mean) side by side.
 
 Nothing is run: this only reads. Missing methods are listed, never silently dropped.
@@ -38,8 +39,13 @@ from avalanche_sets.metrics.stats import (
     seed_ci95,
 )
 
-METHODS = ["protonet", "mskm", "semi-seq", "semi-agem", "semi-er", "order-mi-only",
-           "order-ot-only", "order", "joint", "joint-matched"]  # fmt: skip
+#: The rows that carry the paper's story (issue 13 §5), then the other baselines.
+MAIN_METHODS = ["protonet", "mskm", "semi-seq", "semi-agem", "semi-er", "order-mi-only",
+                "order-ot-only", "order", "joint", "joint-matched"]  # fmt: skip
+OTHER_METHODS = ["anil", "lst", "tpn", "semi-gem", "semi-mer", "semi-gpm", "semi-der"]
+METHODS = MAIN_METHODS + OTHER_METHODS
+#: Drawn beside the other baselines in their own stream plot, so each line has a reference.
+REFERENCES = ["semi-seq", "order"]
 
 
 def find_runs(runs: Path, method: str, shot: int, suffix: str) -> list[dict]:
@@ -122,7 +128,20 @@ def markdown_rows(rows: list[dict]) -> str:
     )
 
 
-def plot_stream(rows: dict[str, dict], shot: int, out: Path) -> None:
+def stream_groups(rows: dict[str, dict]) -> dict[str, dict[str, dict]]:
+    """The stream plots of one shot, by file-name suffix: ``""`` for the main rows and
+    ``"_others"`` for the other baselines with :data:`REFERENCES` beside them (one plot of
+    fourteen lines is unreadable). A group is drawn only when it has a method of its own."""
+    main = {m: r for m, r in rows.items() if m not in OTHER_METHODS}
+    others = {m: r for m, r in rows.items() if m in OTHER_METHODS}
+    groups = {"": main} if main else {}
+    if others:
+        groups["_others"] = {**{m: rows[m] for m in REFERENCES if m in rows}, **others}
+    return groups
+
+
+def plot_stream(rows: dict[str, dict], shot: int, out: Path, references=()) -> None:
+    """One panel per domain; the methods in ``references`` are drawn dashed (context lines)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -137,7 +156,8 @@ def plot_stream(rows: dict[str, dict], shot: int, out: Path) -> None:
             if m.shape[0] < len(domains):  # Joint: one row, trained on every domain at once
                 ax.plot([len(domains)], m[-1:, j], marker="*", markersize=12, ls="", label=method)
             else:
-                ax.plot([s + 1 for s in stages], m[stages, j], marker="o", label=method)
+                style = dict(ls="--", alpha=0.7) if method in references else {}
+                ax.plot([s + 1 for s in stages], m[stages, j], marker="o", label=method, **style)
         ax.set_title(f"{dom} (trained at stage {j + 1})")
         ax.set_xlabel("after training domain #")
         ax.set_ylabel("test accuracy (%)")
@@ -216,8 +236,10 @@ def main() -> None:
             rows[method] = summarise(records)
             all_seeds.update(rows[method]["seeds"])
             table.append({"method": method, "n_shot": shot, **rows[method]})
+        for name, group in stream_groups(rows).items():
+            refs = REFERENCES if name else ()
+            plot_stream(group, shot, out / f"stream_{shot}shot{name}.png", references=refs)
         if rows:
-            plot_stream(rows, shot, out / f"stream_{shot}shot.png")
             plot_heatmaps(rows, shot, out / f"heatmaps_{shot}shot.png")
     prov = provenance(seeds=sorted(all_seeds))
     bound = upper_bound_rows(table)
@@ -237,8 +259,10 @@ def main() -> None:
     if missing:
         md += "\nNot run (yet): " + ", ".join(missing) + ".\n"
     for shot in args.shots:
-        if (out / f"stream_{shot}shot.png").is_file():
-            md += f"\n![{shot}-shot stream](stream_{shot}shot.png)\n"
+        for name, alt in (("", "stream"), ("_others", "stream, other baselines")):
+            if (out / f"stream_{shot}shot{name}.png").is_file():
+                md += f"\n![{shot}-shot {alt}](stream_{shot}shot{name}.png)\n"
+        if (out / f"heatmaps_{shot}shot.png").is_file():
             md += f"\n![{shot}-shot accuracy matrices](heatmaps_{shot}shot.png)\n"
     (out / "README.md").write_text(md)
     print(md)

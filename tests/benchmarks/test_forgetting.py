@@ -92,3 +92,29 @@ def test_joint_is_checked_as_the_upper_bound_seed_by_seed():
     assert got["joint-matched"]["holds"]  # equal counts as ≥
     md = forgetting.upper_bound_md(list(got.values()))
     assert "joint 5-shot − semi-seq, per seed [0, 1]: +5.00, -0.50 points: **not**" in md
+
+
+def test_other_baselines_get_their_own_stream_plot_with_the_references_beside_them(tmp_path):
+    rows = {m: {"method": m} for m in ["semi-seq", "order", "joint", "semi-der", "tpn"]}
+    groups = forgetting.stream_groups(rows)
+    assert list(groups[""]) == ["semi-seq", "order", "joint"]  # no other baseline in the main plot
+    assert list(groups["_others"]) == ["semi-seq", "order", "semi-der", "tpn"]
+    # only main rows: one plot; only other baselines: their plot alone (no empty main plot)
+    assert list(forgetting.stream_groups({"order": {}})) == [""]
+    assert list(forgetting.stream_groups({"lst": {}})) == ["_others"]
+    # every method of the default list is in exactly one group
+    assert set(forgetting.MAIN_METHODS).isdisjoint(forgetting.OTHER_METHODS)
+
+
+def test_report_draws_the_other_baselines_plot_and_links_it(tmp_path, monkeypatch):
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    _write(runs, "semi-seq", 0, [[0.8, 0.1, 0.1], [0.7, 0.9, 0.1], [0.5, 0.9, 0.7]])
+    _write(runs, "semi-der", 0, [[0.8, 0.1, 0.1], [0.8, 0.9, 0.1], [0.8, 0.9, 0.7]])
+    argv = ["forgetting.py", "--runs", str(runs), "--out", str(out), "--shots", "5",
+            "--methods", "semi-seq", "semi-der"]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", argv)
+    forgetting.main()
+    md = (out / "README.md").read_text()
+    assert (out / "stream_5shot_others.png").is_file()
+    assert "![5-shot stream, other baselines](stream_5shot_others.png)" in md
+    assert "| semi-der | 5 | [0] | 80.00 (1 seed) | 0.00 (1 seed) | 0.00 (1 seed) |" in md
