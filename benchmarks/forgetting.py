@@ -164,10 +164,15 @@ def plot_stream(rows: dict[str, dict], shot: int, out: Path, references=()) -> N
         ax.set_xticks(range(1, len(domains) + 1))
         ax.grid(alpha=0.3)
     axes.flat[0].legend(fontsize=8)
-    seeds = sorted({s for row in rows.values() for s in row["seeds"]})
+    sets = {tuple(row["seeds"]) for row in rows.values()}
+    seeds = (
+        f"seed mean over {list(sets.pop())}"
+        if len(sets) == 1
+        else "seed means; seeds per method in the table"
+    )
     fig.suptitle(
         f"{shot}-shot: each domain's accuracy from its own training to the end of the stream "
-        f"(seed mean over {seeds}); a falling line is forgetting"
+        f"({seeds}); a falling line is forgetting"
     )
     fig.tight_layout()
     fig.savefig(out, dpi=110)
