@@ -94,7 +94,7 @@ def test_joint_is_checked_as_the_upper_bound_seed_by_seed():
     assert "joint 5-shot − semi-seq, per seed [0, 1]: +5.00, -0.50 points: **not**" in md
 
 
-def test_other_baselines_get_their_own_stream_plot_with_the_references_beside_them(tmp_path):
+def test_other_baselines_get_their_own_stream_plot_with_the_references_beside_them():
     rows = {m: {"method": m} for m in ["semi-seq", "order", "joint", "semi-der", "tpn"]}
     groups = forgetting.stream_groups(rows)
     assert list(groups[""]) == ["semi-seq", "order", "joint"]  # no other baseline in the main plot
