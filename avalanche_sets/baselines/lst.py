@@ -69,7 +69,13 @@ class LSTModel(ANILModel):
     """LST's episodic model: :class:`ANILModel` + cherry-picking + recursive self-training.
 
     Args:
-        backbone, n_way, inner_lr, first_order, emb_dim, bf16: as :class:`ANILModel`.
+        backbone, n_way, inner_lr, emb_dim, bf16: as :class:`ANILModel`.
+        first_order: first-order MAML through the inner loops of the main path (default, as
+            ANIL's, since session 10; the SWN path stays second-order: it is how the SWN is
+            meta-learned). On the converged stream second-order LST's meta-gradient spiked to
+            765 while it trained the fourth domain and it scored 56.3% on the validation
+            stream; first-order 64.4% (+8.1 ± 1.4), forgetting 11.1 instead of 21.1 points
+            (``benchmarks/results/baseline_checks/meta_stability``).
         inner_steps: support fine-tuning steps of the pseudo-labeller (step 1).
         retrain_steps: ``m``, re-training steps on support + weighted pseudo-labelled data.
         finetune_steps: fine-tuning steps on the support after re-training.
@@ -97,7 +103,7 @@ class LSTModel(ANILModel):
         n_select: int = 5,
         n_stages: int = 2,
         swn_hidden: tuple[int, ...] = (64, 8),
-        first_order: bool = False,
+        first_order: bool = True,
         emb_dim: int | None = None,
         bf16: bool = False,
     ) -> None:
@@ -229,6 +235,9 @@ class LST(EpisodicBaseline):
       recursive stages at meta-test on fresh splits of a larger unlabeled set; here every stage
       re-uses the episode's whole unlabeled set (SETS episodes have Z + R/N unlabeled images
       per class, too few to split), and training runs the test-time procedure.
+    * **First-order inner loops** (``first_order=True``, the default): LST differentiates
+      through them; over a long stream that second-order meta-gradient spikes as the
+      embeddings grow (:class:`LSTModel`'s ``first_order``). ``first_order=False`` restores it.
     * **One optimiser.** The SWN's loss only reaches the SWN's parameters and the main loss
       never reaches them, so one Adam over all parameters (same learning rate) is equivalent to
       LST's two optimisers with equal learning rates.
@@ -253,7 +262,7 @@ class LST(EpisodicBaseline):
         n_select: int = 5,
         n_stages: int = 2,
         swn_hidden: tuple[int, ...] = (64, 8),
-        first_order: bool = False,
+        first_order: bool = True,
         bf16: bool = False,
         **kwargs,
     ) -> None:

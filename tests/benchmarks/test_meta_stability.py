@@ -124,3 +124,17 @@ def test_the_report_keeps_the_default_unless_a_variant_beats_it_resolved(tmp_pat
     assert json.loads((tmp_path / "chosen.json").read_text()) == {"converged": summary["chosen"]}
     assert (tmp_path / "probe.png").stat().st_size > 0
     assert "**yes**" in (tmp_path / "README.md").read_text()
+
+
+def test_the_class_defaults_are_the_variants_the_validation_stream_chose():
+    import inspect
+
+    from avalanche_sets.methods import _strategy_class
+
+    chosen = json.loads((ms.OUT / "chosen.json").read_text())["converged"]
+    assert set(chosen) == set(ms.VARIANTS)
+    for method, options in chosen.items():
+        params = inspect.signature(_strategy_class(method).__init__).parameters
+        assert {k: params[k].default for k in options} == options, method
+    model = inspect.signature(ANILModel.__init__).parameters  # ANIL's model agrees with ANIL
+    assert {k: model[k].default for k in chosen["anil"]} == chosen["anil"]
