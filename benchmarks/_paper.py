@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 
 from forgetting import seed_cell, summarise
 
@@ -212,15 +213,40 @@ def paired_delta(artefact: str, recs: list[dict], records: list[dict]):
     return d, ci, {s: p[0] for s, p in sorted(pairs.items())}
 
 
-def _paired(artefact: str, recs: list[dict], records: list[dict]) -> str:
-    got = paired_delta(artefact, recs, records)
-    if got is None:
-        return "—"
-    d, ci, each = got
+def delta_text(d: float, ci: float, each: dict) -> str:
+    """``+1.23 ± 0.45 (+1.0, +1.5)``: a paired Δ in points, the per-seed values in brackets."""
     seeds = (
         "" if len(each) == 1 else " (" + ", ".join(f"{100 * v:+.1f}" for v in each.values()) + ")"
     )
     return f"{100 * d:+.2f} ± {100 * ci:.2f}{seeds}"
+
+
+def _paired(artefact: str, recs: list[dict], records: list[dict]) -> str:
+    got = paired_delta(artefact, recs, records)
+    return "—" if got is None else delta_text(*got)
+
+
+def pairs_md(records: list[dict], pairs: Sequence[tuple[str, str]], shots: Sequence[int]) -> str:
+    """Markdown: for every ``(a, b)`` and shot, the paired Δ ``a − b`` over the seeds both ran
+    (:func:`~avalanche_sets.metrics.stats.combine_paired` of each seed's paired difference on
+    the same test episodes, as the tables' Δ columns), with the per-seed values and the seeds."""
+    by = {(r["method"], int(r["preset"]["n_shot"]), r["seed"]): r for r in records}
+    lines = ["| a − b | " + " | ".join(f"{k}-shot" for k in shots) + " |",
+             "|---|" + "---:|" * len(shots)]  # fmt: skip
+    for a, b in pairs:
+        cells = []
+        for k in shots:
+            each = {s: paired_difference(by[(a, k, s)], by[(b, k, s)])
+                    for (m, kk, s) in sorted(by) if m == a and kk == k and (b, k, s) in by}  # fmt: skip
+            if not each:
+                cells.append("—")
+                continue
+            d, ci = combine_paired(list(each.values()))
+            cells.append(
+                f"{delta_text(d, ci, {s: v[0] for s, v in each.items()})}, seeds {list(each)}"
+            )
+        lines.append(f"| {a} − {b} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 # the artefacts whose runs are a stream of several domains: their tables carry forgetting

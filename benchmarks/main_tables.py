@@ -5,6 +5,9 @@ run folders that make up each table — and, when present, ``table{2,3}_syntheti
 (``reproduce.py --source synthetic``) and ``table{2,3}_converged/summary.json`` (``--preset
 converged --out benchmarks/results/table{2,3}_converged``). Writes ``benchmarks/results/main_tables.md``, the tables
 the README shows: the packs' and the synthetic benchmark's, each in its own README block.
+Also writes ``benchmarks/results/main_tables_pairs.md``: the converged regime's paired Δs
+between rows that no table column carries (:data:`PROSE_PAIRS`), the numbers the README's
+prose on that regime quotes.
 
     python benchmarks/main_tables.py [--update-readme]   # also replace the README's copy
 """
@@ -15,7 +18,7 @@ import json
 import sys
 
 from _common import RESULTS, ROOT, splice_block
-from _paper import FOOTNOTE, comparison_md, share_of_joint_md
+from _paper import FOOTNOTE, comparison_md, pairs_md, share_of_joint_md
 from reproduce import ARTEFACTS
 
 from avalanche_sets.run_folder import read_record
@@ -29,6 +32,38 @@ SOURCES = [
     ("_converged", (", converged regime", "sets-mini packs", "converged",
                     "main-tables-converged")),
 ]  # fmt: skip
+
+
+#: converged-regime pairs ``a − b`` the README's prose compares beyond the tables' Δ columns
+#: (those are each row against MSKM / Semi-Seq)
+PROSE_PAIRS = [
+    ("joint", "semi-seq"), ("joint", "order"), ("joint-matched", "joint"),
+    ("order", "semi-er"), ("order", "order-ot-only"), ("semi-er", "semi-agem"),
+    ("mskm", "protonet"), ("order-mi-only", "mskm"),
+    ("semi-der", "order"), ("semi-der", "semi-er"), ("semi-mer", "order"), ("semi-gem", "order"),
+    ("anil", "protonet"),
+]  # fmt: skip
+
+
+def converged_pairs_md() -> str | None:
+    """:data:`PROSE_PAIRS` over the runs of the converged Tables 2 and 3 (None before any)."""
+    records = {}
+    for table in ("table2", "table3"):
+        path = RESULTS / f"{table}_converged" / "summary.json"
+        if path.is_file():
+            for run in json.loads(path.read_text())["runs"]:
+                records[run] = read_record(RESULTS / run)
+    if not records:
+        return None
+    shots = sorted({int(r["preset"]["n_shot"]) for r in records.values()}, reverse=True)
+    return (
+        "# Paired differences between rows, converged regime\n\n"
+        "Mean over the seeds both rows ran of each seed's paired per-episode difference (points; "
+        "± the episode-level 95% CI, `combine_paired`; per-seed values in brackets), from the "
+        "runs of `table2_converged` and `table3_converged`. Written by "
+        "`python benchmarks/main_tables.py`.\n\n"
+        + pairs_md(list(records.values()), PROSE_PAIRS, shots)
+    )
 
 
 def readme_blocks() -> dict[str, str]:
@@ -60,6 +95,9 @@ def main() -> None:
     blocks = readme_blocks()
     text = "\n".join(blocks.values())
     (RESULTS / "main_tables.md").write_text(text)
+    pairs = converged_pairs_md()
+    if pairs is not None:
+        (RESULTS / "main_tables_pairs.md").write_text(pairs)
     print(text)
     if "--update-readme" in sys.argv:
         readme = ROOT / "README.md"

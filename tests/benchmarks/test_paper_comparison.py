@@ -47,6 +47,21 @@ def test_paired_delta_is_the_mean_per_episode_difference_over_seeds():
     assert _row(md, "protonet")[1:3] == ["—", "—"]
 
 
+def test_pairs_md_pairs_each_seeds_episodes_and_only_the_seeds_both_rows_ran():
+    rng = np.random.default_rng(1)
+    base = {s: rng.uniform(0.4, 0.6, 40) for s in (0, 1, 2)}
+    gain = {0: 0.01, 1: 0.05, 2: 0.03}
+    recs = [_rec("semi-er", s, base[s]) for s in (0, 1, 2)]
+    recs += [_rec("order", s, base[s] + gain[s]) for s in (0, 1)]  # seed 2 not run
+    recs += [_rec("order", 0, base[0] + 0.2, shot=1), _rec("semi-er", 1, base[1], shot=1)]
+    md = _paper.pairs_md(recs, [("order", "semi-er"), ("joint", "order")], [5, 1])
+    five, one = _row(md, "order − semi-er")[1:]
+    # each seed's episodes differ by exactly its gain: Δ = mean gain, paired CI 0
+    assert five == "+3.00 ± 0.00 (+1.0, +5.0), seeds [0, 1]"
+    assert one == "—"  # 1-shot: no seed has both rows
+    assert _row(md, "joint − order")[1:] == ["—", "—"]
+
+
 def test_unpaired_runs_get_no_delta():
     # a different seed or a different R is not the same test episodes: no pairing
     recs = [_rec("mskm", 0, [0.5] * 10), _rec("order", 1, [0.6] * 10),
