@@ -75,7 +75,8 @@ class LSTModel(ANILModel):
             meta-learned). On the converged stream second-order LST's meta-gradient spiked to
             765 while it trained the fourth domain and it scored 56.3% on the validation
             stream; first-order 64.4% (+8.1 ± 1.4), forgetting 11.1 instead of 21.1 points
-            (``benchmarks/results/baseline_checks/meta_stability``).
+            (``benchmarks/results/baseline_checks/meta_stability``). It learns more slowly: in
+            the 40-iteration ``cpu`` stream it is 7–10 points lower than second-order.
         inner_steps: support fine-tuning steps of the pseudo-labeller (step 1).
         retrain_steps: ``m``, re-training steps on support + weighted pseudo-labelled data.
         finetune_steps: fine-tuning steps on the support after re-training.
