@@ -43,7 +43,7 @@ import torch
 from avalanche_sets.baselines.meta import weighted_cross_entropy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, SHARED_PACKS, provenance, write_json  # noqa: E402
+from _common import RESULTS, SHARED_PACKS, grad_norm, provenance, write_json  # noqa: E402
 
 __all__ = ["LSTProbe", "OUT", "COMMITTED"]
 
@@ -203,8 +203,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             state["trained"] = s.experience.current_experience
 
         def after_backward(self, s, **kw):
-            grads = [p.grad.norm() for p in s.model.parameters() if p.grad is not None]
-            state["grad_norm"] = float(torch.stack(grads).norm()) if grads else 0.0
+            state["grad_norm"] = grad_norm(s.model)
 
         def after_training_iteration(self, s, **kw):
             row = {"domain": s.experience.current_experience, "iteration": s.exp_iteration}

@@ -47,10 +47,13 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, SHARED_PACKS, provenance, write_json  # noqa: E402
+from _common import RESULTS, SHARED_PACKS, grad_norm, provenance, write_json  # noqa: E402
 from baseline_tuning import choose  # noqa: E402
 
-__all__ = ["VARIANTS", "OUT", "stability_ratio", "InnerLoopProbe", "variant_name", "run_variant"]
+__all__ = [
+    "VARIANTS", "OUT", "stability_ratio", "InnerLoopProbe", "variant_name", "variant_folder",
+    "run_variant",
+]  # fmt: skip
 
 OUT = RESULTS / "baseline_checks" / "meta_stability"
 
@@ -77,6 +80,13 @@ def variant_name(options: dict) -> str:
     return "_".join(f"{k}-{v}" for k, v in sorted(options.items()))
 
 
+def variant_folder(
+    out: Path, method: str, options: dict, *, seed: int, eval_stream: str = "valid"
+) -> Path:
+    """Run folder of one variant under ``out``: ``runs/<method>/<variant>-<stream>-seed<seed>``."""
+    return out / "runs" / method / f"{variant_name(options)}-{eval_stream}-seed{seed}"
+
+
 def stability_ratio(
     emb: torch.Tensor, inner_lr: float, n_way: int, weights: torch.Tensor | None = None
 ) -> float:
@@ -91,7 +101,8 @@ def stability_ratio(
     e = emb.detach().float()
     e = torch.cat([e, torch.ones(len(e), 1)], dim=1)
     w = torch.ones(len(e)) if weights is None else weights.detach().float()
-    gram = (e * (w / w.sum()).sqrt()[:, None]) @ (e * (w / w.sum()).sqrt()[:, None]).T
+    scaled = e * (w / w.sum()).sqrt()[:, None]
+    gram = scaled @ scaled.T
     return float(inner_lr * torch.linalg.eigvalsh(gram)[-1] / n_way)
 
 
@@ -140,8 +151,7 @@ class InnerLoopProbe:
 
         class _Plugin(SupervisedPlugin):
             def after_backward(self, strategy, **kw):
-                g = [p.grad.norm() for p in strategy.model.parameters() if p.grad is not None]
-                probe._grad = float(torch.stack(g).norm()) if g else 0.0
+                probe._grad = grad_norm(strategy.model)
 
             def after_training_iteration(self, strategy, **kw):
                 probe.close_row(
@@ -183,7 +193,7 @@ def run_variant(
     from avalanche_sets.runs.folder import portable_preset, run_precision
     from avalanche_sets.training import run_sets
 
-    folder = out / "runs" / method / f"{variant_name(options)}-{eval_stream}-seed{seed}"
+    folder = variant_folder(out, method, options, seed=seed, eval_stream=eval_stream)
     if (folder / "record.json").is_file():
         return json.loads((folder / "record.json").read_text())
     torch.set_num_threads(int(preset.get("threads", 1)))
@@ -246,7 +256,7 @@ def report(out: Path, *, seed: int, eval_stream: str = "valid") -> dict:
     for method, variants in VARIANTS.items():
         found = {}
         for opts in variants:
-            folder = out / "runs" / method / f"{variant_name(opts)}-{eval_stream}-seed{seed}"
+            folder = variant_folder(out, method, opts, seed=seed, eval_stream=eval_stream)
             if (folder / "record.json").is_file():
                 found[variant_name(opts)] = (opts, json.loads((folder / "record.json").read_text()), folder)  # fmt: skip
         default = found.get(variant_name(variants[0]))
@@ -255,10 +265,12 @@ def report(out: Path, *, seed: int, eval_stream: str = "valid") -> dict:
             presets.append(rec["preset"])
             curves[(method, name)] = it
             res = rec["result"]
-            d, c = (0.0, 0.0) if default is None or default[1] is rec else (
-                tuple(100 * x for x in paired_difference(rec, default[1])))  # fmt: skip
             if default is None:
                 d, c = float("nan"), float("nan")
+            elif default[1] is rec:
+                d, c = 0.0, 0.0
+            else:
+                d, c = (100 * x for x in paired_difference(rec, default[1]))
             rows.append(
                 {
                     "method": method, "options": json.dumps(opts, sort_keys=True),

@@ -354,8 +354,8 @@ class ANIL(EpisodicBaseline):
     support set; the query loss of the adapted head updates the backbone and the head's
     initialisation (:class:`ANILModel`). First-order by default: the second-order meta-gradient
     explodes over a long stream as the embeddings grow (``ANILModel``'s ``first_order``);
-    ``first_order=False`` gives the paper's second-order ANIL. Adapted to SETS unchanged: supervised only, the
-    unlabeled set (ID and OOD) is ignored.
+    ``first_order=False`` gives the paper's second-order ANIL. Adapted to SETS unchanged:
+    supervised only, the unlabeled set (ID and OOD) is ignored.
 
     Args:
         model: default :class:`ANILModel` built from the options below.

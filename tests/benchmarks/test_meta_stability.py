@@ -87,7 +87,7 @@ def test_the_probe_writes_one_row_per_training_iteration_and_changes_nothing(tmp
     preset = _tiny_preset()
     options = ms.VARIANTS["anil"][0]
     rec = ms.run_variant("anil", options, preset, seed=0, out=tmp_path)
-    folder = tmp_path / "runs" / "anil" / f"{ms.variant_name(options)}-valid-seed0"
+    folder = ms.variant_folder(tmp_path, "anil", options, seed=0)
     with open(folder / "iterations.csv") as f:
         rows = list(csv.DictReader(f))
     iterations = preset["tasks_per_domain"] // preset["meta_batch"]
@@ -114,7 +114,7 @@ def test_the_report_keeps_the_default_unless_a_variant_beats_it_resolved(tmp_pat
     for options in ms.VARIANTS["anil"][:2]:
         ms.run_variant("anil", options, preset, seed=0, out=tmp_path)
     # make the first-order variant's validation episodes all correct: a resolved gain
-    folder = tmp_path / "runs" / "anil" / f"{ms.variant_name(ms.VARIANTS['anil'][1])}-valid-seed0"
+    folder = ms.variant_folder(tmp_path, "anil", ms.VARIANTS["anil"][1], seed=0)
     rec = json.loads((folder / "record.json").read_text())
     rec["result"]["episode_acc"] = [1.0] * len(rec["result"]["episode_acc"])
     rec["result"]["mean_accuracy"] = 1.0
