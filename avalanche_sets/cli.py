@@ -1,4 +1,5 @@
-"""Command line: ``avalanche-sets {run,sweep,table,prepare,presets}`` (also ``python -m avalanche_sets``).
+"""Command line: ``avalanche-sets {run,sweep,table,heatmap,prepare,presets}`` (also
+``python -m avalanche_sets``).
 
 Examples::
 
@@ -6,6 +7,7 @@ Examples::
     avalanche-sets run --method mskm --preset cpu --root ../shared/data/sets-mini --seeds 0 1 2
     avalanche-sets sweep --methods order semi-er --preset cpu --root DATA --set n_shot=1,5
     avalanche-sets table runs/ --out results/table
+    avalanche-sets heatmap benchmarks/results/runs/order      # draw the runs' heatmaps again
     avalanche-sets prepare pack --folder my_images/ --out my_domain.npz --size 32
     avalanche-sets prepare torchvision --root ~/torchvision --out packs/tv   # 6 domains + OOD
     avalanche-sets presets cpu
@@ -130,6 +132,14 @@ def build_parser() -> argparse.ArgumentParser:
     table.add_argument("folders", nargs="+", help="folders searched for result.json files")
     table.add_argument("--out", help="write <out>.md and <out>.csv")
     table.add_argument("--by", default="method", help="comma-separated grouping keys")
+
+    heat = sub.add_parser(
+        "heatmap",
+        help="draw the accuracy-matrix heatmap of finished runs from their result.json",
+        description="Write accuracy_matrix.png into every run folder under FOLDERS, from its "
+        "result.json (the committed benchmark runs keep their records, not their pictures).",
+    )
+    heat.add_argument("folders", nargs="+", help="folders searched for result.json files")
 
     prep = sub.add_parser("prepare", help="build domain packs or cache the paper's datasets")
     psub = prep.add_subparsers(dest="what", required=True)
@@ -294,6 +304,18 @@ def _cmd_table(args) -> int:
     return 0
 
 
+def _cmd_heatmap(args) -> int:
+    from .runs.report import find_results, write_heatmap
+
+    records = find_results(args.folders)
+    if not records:
+        print(f"error: no result.json under {args.folders}", file=sys.stderr)
+        return 2
+    for record in records:
+        print(f"wrote {write_heatmap(record['_path'], record)}")
+    return 0
+
+
 def _cmd_prepare(args) -> int:
     if args.what == "pack":
         from .data.packs import build_pack_from_folder, load_pack
@@ -349,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         "run": _cmd_run,
         "sweep": _cmd_sweep,
         "table": _cmd_table,
+        "heatmap": _cmd_heatmap,
         "prepare": _cmd_prepare,
         "presets": _cmd_presets,
     }[args.command]

@@ -35,6 +35,7 @@ _LAZY = {
     "aggregate_results": ".report",
     "write_table": ".report",
     "run_table": ".report",
+    "write_heatmap": ".report",
 }
 
 __all__ = sorted(_LAZY)

@@ -27,6 +27,7 @@ from .folder import MATRIX_PLOT, RESULT_FILE, TABLE_FILE, atomic_write, read_rec
 __all__ = [
     "run_table",
     "write_run_report",
+    "write_heatmap",
     "refresh_run_table",
     "find_results",
     "aggregate_results",
@@ -59,9 +60,16 @@ def run_table(record: dict) -> str:
 def write_run_report(folder: str | Path, record: dict) -> None:
     """Write a run folder's ``table.md`` and ``accuracy_matrix.png`` from its record."""
     folder = Path(folder)
-    res = record["result"]
     atomic_write(folder / TABLE_FILE, run_table(record), single_writer=True)
-    plot_accuracy_matrix(
+    write_heatmap(folder, record)
+
+
+def write_heatmap(folder: str | Path, record: dict) -> Path:
+    """Write a run folder's ``accuracy_matrix.png`` from its record (``avalanche-sets heatmap``
+    draws it again for a run whose picture was not kept)."""
+    folder = Path(folder)
+    res = record["result"]
+    return plot_accuracy_matrix(
         [[100 * v for v in row] for row in res["matrix"]],
         res["domains"],
         folder / MATRIX_PLOT,

@@ -23,7 +23,8 @@ TINY = [
 
 
 def test_help_everywhere():
-    for sub in ([], ["run"], ["sweep"], ["table"], ["prepare"], ["prepare", "pack"], ["presets"]):
+    for sub in ([], ["run"], ["sweep"], ["table"], ["heatmap"], ["prepare"], ["prepare", "pack"],
+                ["presets"]):  # fmt: skip
         out = subprocess.run(
             [sys.executable, "-m", "avalanche_sets", *sub, "--help"],
             capture_output=True, text=True, cwd=ROOT,
