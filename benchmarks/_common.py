@@ -83,3 +83,22 @@ def read_block(text: str, marker: str) -> str:
     if begin not in text or end not in text:
         raise ValueError(f"no {begin.strip()} ... {end} markers")
     return text[text.index(begin) + len(begin) : text.index(end)]
+
+
+def compress_png(path: str | Path) -> Path:
+    """Rewrite the PNG at ``path`` with a palette of 256 colours (octree quantisation): a plot
+    is flat colours, text and lines, so it looks the same at a third of the size; the committed
+    pictures stay small (``tests/docs/test_results_data.py`` checks every one is)."""
+    from PIL import Image
+
+    path = Path(path)
+    with Image.open(path) as im:
+        rgb = im.convert("RGB")
+    rgb.quantize(256, method=Image.Quantize.FASTOCTREE).save(path, optimize=True)
+    return path
+
+
+def save_figure(fig, path: str | Path, *, dpi: int) -> Path:
+    """``fig.savefig(path, dpi=dpi)``, then :func:`compress_png` (every benchmark plot)."""
+    fig.savefig(path, dpi=dpi)
+    return compress_png(path)

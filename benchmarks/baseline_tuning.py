@@ -49,7 +49,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, SHARED_PACKS, provenance, write_json  # noqa: E402
+from _common import RESULTS, SHARED_PACKS, provenance, save_figure, write_json  # noqa: E402
 
 __all__ = ["GRIDS", "REFERENCE", "OUT", "RUNS", "tuning_preset", "jobs_for", "choose", "rows_for"]
 
@@ -310,7 +310,7 @@ def _plot(rows: list[dict], path: Path, ref: dict | None) -> None:
     lo = min(r["val_accuracy"] - r["val_ci95"] for r in rows)
     ax.set_ylim(max(0.0, lo - 5), 100)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 

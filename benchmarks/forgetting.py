@@ -29,7 +29,7 @@ import os
 from pathlib import Path
 
 import numpy as np
-from _common import RESULTS, ROOT, header_md, provenance, write_json
+from _common import RESULTS, ROOT, header_md, provenance, save_figure, write_json
 
 from avalanche_sets.methods import JOINT_METHODS
 from avalanche_sets.metrics.stats import (
@@ -175,7 +175,7 @@ def plot_stream(rows: dict[str, dict], shot: int, out: Path, references=()) -> N
         f"({seeds}); a falling line is forgetting"
     )
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
+    save_figure(fig, out, dpi=110)
     plt.close(fig)
 
 
@@ -215,7 +215,7 @@ def plot_heatmaps(rows: dict[str, dict], shot: int, out: Path) -> None:
         ax.set_yticks(range(m.shape[0]), [str(i + 1) for i in range(m.shape[0])])
     fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.6, label="test accuracy (%)")
     fig.suptitle(f"{shot}-shot accuracy matrices (seed mean)")
-    fig.savefig(out, dpi=110)
+    save_figure(fig, out, dpi=110)
     plt.close(fig)
 
 

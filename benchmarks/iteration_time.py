@@ -21,7 +21,7 @@ import statistics
 from collections import defaultdict
 
 import torch
-from _common import header_md, out_dir, provenance, write_json
+from _common import header_md, out_dir, provenance, save_figure, write_json
 from _timing import IterationClock, instrument, train_range
 
 from avalanche_sets.experiment import build_benchmark
@@ -154,7 +154,7 @@ def report(rows: list[dict], prov: dict, out) -> None:
     ax.set_ylabel("seconds / iteration (1 thread)")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(out / "iteration_time.png", dpi=120)
+    save_figure(fig, out / "iteration_time.png", dpi=120)
     print(md)
 
 

@@ -71,7 +71,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, SHARED_PACKS, provenance  # noqa: E402
+from _common import RESULTS, SHARED_PACKS, provenance, save_figure  # noqa: E402
 
 from avalanche_sets.metrics import ci95  # noqa: E402
 
@@ -633,7 +633,7 @@ def _plot(curves: dict[tuple, dict], shot: int, path: Path) -> None:
         fontsize=10,
     )
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _common import RESULTS, header_md, provenance, write_json
+from _common import RESULTS, header_md, provenance, save_figure, write_json
 
 from avalanche_sets.experiment import _evaluator, build_benchmark
 from avalanche_sets.methods import build_strategy
@@ -213,7 +213,7 @@ def plot(samples: list[dict], summary: dict, path: Path) -> None:
         lines = lines + ax3.get_lines()
     ax2.legend(lines, [ln.get_label() for ln in lines], loc="lower right", fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
 
 
 def readme(prov: dict, settings: dict, summary: dict, wall_s: float) -> str:

@@ -43,7 +43,7 @@ import torch
 from avalanche_sets.baselines.meta import weighted_cross_entropy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, SHARED_PACKS, grad_norm, provenance, write_json  # noqa: E402
+from _common import RESULTS, SHARED_PACKS, grad_norm, provenance, save_figure, write_json  # noqa: E402
 
 __all__ = ["LSTProbe", "OUT", "COMMITTED"]
 
@@ -359,7 +359,7 @@ def _plot(rows: list[dict], domains: list[str], ood: list[str], path: Path) -> N
     axes[-1].set_xlabel("training iteration along the stream (5-iteration moving mean)")
     fig.suptitle("LST on the cpu stream: what its self-training picks (probe, oracle beside)")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 

@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, header_md, out_dir, package_env, provenance, write_json
+from _common import ROOT, header_md, out_dir, package_env, provenance, save_figure, write_json
 
 TARGETS_S = {"avalanche-sets run --preset quick": 75, "python examples/quick_start.py": 120}
 
@@ -138,7 +138,7 @@ def main() -> None:
     ax.set_xlabel("seconds, end to end")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(out / "main_job.png", dpi=120)
+    save_figure(fig, out / "main_job.png", dpi=120)
     print(md)
 
 

@@ -47,7 +47,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, SHARED_PACKS, grad_norm, provenance, write_json  # noqa: E402
+from _common import RESULTS, SHARED_PACKS, grad_norm, provenance, save_figure, write_json  # noqa: E402
 from baseline_tuning import choose  # noqa: E402
 
 __all__ = [
@@ -385,7 +385,7 @@ def _plot(curves: dict, rows: list[dict], path: Path) -> None:
         axes[0, j].legend(fontsize=7)
         axes[-1, j].set_xlabel("training iteration along the stream (grey: domain boundaries)")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 

@@ -31,7 +31,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, header_md, out_dir, provenance, write_json  # noqa: E402
+from _common import ROOT, header_md, out_dir, provenance, save_figure, write_json  # noqa: E402
 
 WIRING = "tests/order/test_wiring.py"
 DEVICE = "tests/order/test_plugin_device.py"
@@ -302,7 +302,7 @@ def plot(records: list[dict], tests: list[str], path: Path) -> None:
                   fontsize=7)  # fmt: skip
     ax.set_title("ORDER mutants (rows) × tests that fail on them (red)", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 

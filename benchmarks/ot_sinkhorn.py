@@ -30,7 +30,7 @@ import warnings
 
 import ot
 import torch
-from _common import header_md, out_dir, provenance, write_json
+from _common import header_md, out_dir, provenance, save_figure, write_json
 
 from avalanche_sets.functional.ot import cost_matrix, sinkhorn_log
 
@@ -178,7 +178,7 @@ def main() -> None:
     axes[0][0].legend(fontsize=7)
     fig.suptitle("Log-domain Sinkhorn on torch tensors: ours vs POT")
     fig.tight_layout()
-    fig.savefig(out / "ot_sinkhorn.png", dpi=120)
+    save_figure(fig, out / "ot_sinkhorn.png", dpi=120)
     print(f"wrote {out}")
 
 

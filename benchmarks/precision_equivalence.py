@@ -47,7 +47,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from _common import RESULTS, SHARED_PACKS, header_md, provenance, write_json
+from _common import RESULTS, SHARED_PACKS, header_md, provenance, save_figure, write_json
 
 SOURCES = ("packs", "synthetic")
 #: Variant -> preset overrides. The first is the reference of every comparison.
@@ -466,7 +466,7 @@ def _plot(rows: list[dict], path: Path) -> None:
     ax.set_title("bf16 backbone and a float-order control vs fp32: paired Δ ± 95% CI "
                  "(cpu preset)", fontsize=9)  # fmt: skip
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 

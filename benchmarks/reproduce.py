@@ -27,7 +27,15 @@ import json
 import sys
 from pathlib import Path
 
-from _common import SHARED_PACKS, artefact_name, header_md, out_dir, provenance, write_json
+from _common import (
+    SHARED_PACKS,
+    artefact_name,
+    header_md,
+    out_dir,
+    provenance,
+    save_figure,
+    write_json,
+)
 from _paper import (
     FOOTNOTE,
     PAPER,
@@ -325,7 +333,7 @@ def _plot(rows, by, path: Path, title: str, key: str | None, records: list[dict]
         lo = max(0.0, float((acc - ci).min()) - 5)
         ax.set_ylim(lo, min(100.0, float((acc + ci).max()) + 3))
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 

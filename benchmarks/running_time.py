@@ -18,7 +18,7 @@ import json
 import statistics
 
 import torch
-from _common import SHARED_PACKS, header_md, out_dir, provenance, write_json
+from _common import SHARED_PACKS, header_md, out_dir, provenance, save_figure, write_json
 from _timing import IterationClock, train_range
 
 from avalanche_sets.experiment import build_benchmark
@@ -159,7 +159,7 @@ def report(saved: dict, out) -> None:
     axes[1].set_title("bars: ours; black ticks: the paper", fontsize=9)
     axes[0].legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out / "running_time.png", dpi=120)
+    save_figure(fig, out / "running_time.png", dpi=120)
     print(md)
 
 

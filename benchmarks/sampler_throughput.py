@@ -12,7 +12,7 @@ import argparse
 import time
 
 import torch
-from _common import SHARED_PACKS, header_md, out_dir, provenance, write_json
+from _common import SHARED_PACKS, header_md, out_dir, provenance, save_figure, write_json
 
 from avalanche_sets.data import EpisodeConfig, EpisodeSampler, collate_episodes
 from avalanche_sets.data.benchmark import load_source
@@ -99,7 +99,7 @@ def main() -> None:
     ax.set_ylabel("episodes / s (1 thread)")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(out / "throughput.png", dpi=120)
+    save_figure(fig, out / "throughput.png", dpi=120)
     print(md)
 
 

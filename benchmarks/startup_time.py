@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-from _common import header_md, out_dir, package_env, provenance, write_json
+from _common import header_md, out_dir, package_env, provenance, save_figure, write_json
 
 COMMANDS = {
     "avalanche-sets --help": ["-m", "avalanche_sets", "--help"],
@@ -81,7 +81,7 @@ def main() -> None:
     ax.set_xlabel("seconds (median, fresh process)")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(out / "startup.png", dpi=120)
+    save_figure(fig, out / "startup.png", dpi=120)
     print(md)
 
 

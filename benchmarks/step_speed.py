@@ -48,7 +48,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import torch
-from _common import header_md, out_dir, provenance, write_json
+from _common import header_md, out_dir, provenance, save_figure, write_json
 from _timing import IterationClock, instrument, train_range
 
 from avalanche_sets.experiment import build_benchmark
@@ -394,7 +394,7 @@ def _plot(rows: list[dict], path: Path) -> None:
     ax.legend(fontsize=6)
     ax.set_title("Training iteration by backbone precision, layout and allocator (interleaved)")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, SHARED_PACKS, header_md, provenance, write_json  # noqa: E402
+from _common import RESULTS, SHARED_PACKS, header_md, provenance, save_figure, write_json  # noqa: E402
 from baseline_checks import base_preset  # noqa: E402
 from learning_curves import CurveSpec, build_learner, curve_preset, domain_experiences  # noqa: E402
 
@@ -135,7 +135,7 @@ def _plot(rows: list[dict], path: Path) -> None:
     ax.legend(fontsize=8)
     ax.set_ylim(0, 100)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
 
 
