@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 
 .PHONY: install demo test lint format bench-sampler bench-iteration readme demo-result test-result \
-	install-result
+	install-result docs docs-serve
 
 install: $(VENV)/.installed
 
@@ -15,17 +15,24 @@ $(VENV)/.installed: pyproject.toml scripts/install.sh
 demo: install
 	$(PY) -m avalanche_sets run --preset quick --out runs
 
-# The whole test suite.
+# The whole test suite (it builds the documentation site strictly and opens it in Chromium).
 test: install
 	$(PY) -m pytest -q
 
+# The documentation site (mkdocs.yml): a strict build into site/, or served with live reload.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
+docs-serve: install
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve
+
 lint: install
-	$(VENV)/bin/ruff check avalanche_sets tests benchmarks examples
-	$(VENV)/bin/ruff format --check avalanche_sets tests benchmarks examples
+	$(VENV)/bin/ruff check avalanche_sets tests benchmarks examples docs
+	$(VENV)/bin/ruff format --check avalanche_sets tests benchmarks examples docs
 
 format: install
-	$(VENV)/bin/ruff format avalanche_sets tests benchmarks examples
-	$(VENV)/bin/ruff check --fix avalanche_sets tests benchmarks examples
+	$(VENV)/bin/ruff format avalanche_sets tests benchmarks examples docs
+	$(VENV)/bin/ruff check --fix avalanche_sets tests benchmarks examples docs
 
 bench-sampler: install
 	$(PY) benchmarks/sampler_throughput.py
@@ -33,8 +40,8 @@ bench-sampler: install
 bench-iteration: install
 	$(PY) benchmarks/iteration_time.py
 
-# The README's numbers and pictures come from benchmarks/results/ (benchmarks/readme.py):
-# `make readme` rewrites its generated blocks; the *-result targets re-measure one of them
+# The README's and the site's numbers and pictures come from benchmarks/results/
+# (benchmarks/readme.py): `make readme` rewrites their generated blocks; the *-result targets re-measure one of them
 # first (tests/benchmarks/test_readme_numbers.py fails while the README is stale).
 readme: install
 	$(PY) benchmarks/readme.py update

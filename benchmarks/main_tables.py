@@ -9,7 +9,7 @@ Also writes ``benchmarks/results/main_tables_pairs.md``: the converged regime's 
 between rows that no table column carries (:data:`PROSE_PAIRS`), the numbers the README's
 prose on that regime quotes.
 
-    python benchmarks/main_tables.py [--update-readme]   # also replace the README's copy
+    python benchmarks/main_tables.py [--update-readme]   # also the README's and docs' copies
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import sys
 
-from _common import RESULTS, ROOT, splice_block
+from _common import RESULTS, ROOT
 from _paper import FOOTNOTE, comparison_md, pairs_md, share_of_joint_md
 from reproduce import ARTEFACTS
 
@@ -99,13 +99,11 @@ def main() -> None:
     if pairs is not None:
         (RESULTS / "main_tables_pairs.md").write_text(pairs)
     print(text)
-    if "--update-readme" in sys.argv:
-        readme = ROOT / "README.md"
-        s = readme.read_text()
-        for marker, block in blocks.items():
-            s = splice_block(s, marker, block, where=readme)
-            print(f"updated {readme} ({marker})")
-        readme.write_text(s)
+    if "--update-readme" in sys.argv:  # every page that carries a block (make readme)
+        from readme import update_pages
+
+        for page in update_pages():
+            print(f"updated {page.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

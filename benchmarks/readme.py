@@ -1,13 +1,14 @@
-"""The README's numbers and pictures, generated from committed result files.
+"""The numbers and pictures of the README and the documentation site, from committed results.
 
-Every block of README.md between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->`` comes from
-``benchmarks/results/``: the demo (``demo/``: its accuracy, heatmap, episode picture and run
+Every block of README.md and of the pages under ``docs/`` between ``<!-- NAME:start -->`` and
+``<!-- NAME:end -->`` comes from ``benchmarks/results/`` (a block may sit on several pages; its
+links are written relative to each page): the demo (``demo/``: its accuracy, heatmap, episode picture and run
 time), the install time (``install/``), the test suite's size and time (``test_suite/``) and
 the main tables (``main_tables.py``), the main job's wall time (``main_job_time/``) and the
-command line's start-up time (``startup_time/``). ``tests/benchmarks/test_readme_numbers.py`` fails when the
-README and those files disagree.
+command line's start-up time (``startup_time/``). ``tests/benchmarks/test_readme_numbers.py`` fails when a
+page and those files disagree, and when the demo's record is older than the code it ran.
 
-    python benchmarks/readme.py update           # rewrite the README's blocks   (make readme)
+    python benchmarks/readme.py update           # rewrite every page's blocks   (make readme)
     python benchmarks/readme.py check            # exit 1 if a block is stale
     python benchmarks/readme.py record-demo      # run `make demo`'s command, keep its result
     python benchmarks/readme.py record-tests     # run the test suite, keep its count and time
@@ -18,6 +19,7 @@ README and those files disagree.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -28,9 +30,19 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import RESULTS, ROOT, header_md, provenance, read_block, splice_block, write_json
+from _common import (
+    RESULTS,
+    ROOT,
+    compress_png,
+    header_md,
+    provenance,
+    read_block,
+    splice_block,
+    write_json,
+)
 
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 DEMO = RESULTS / "demo"
 INSTALL = RESULTS / "install"
 TESTS = RESULTS / "test_suite"
@@ -184,11 +196,22 @@ def forgetting_block() -> str:
     )
 
 
-def blocks() -> dict[str, str]:
-    """README marker -> its text, generated from the committed result files."""
+_LINK = re.compile(r"(\]\()([^)#:\s]+)")  # a relative Markdown link target
+
+
+def relink(block: str, base: Path) -> str:
+    """``block``, written with links relative to the repository root, for a page in ``base``."""
+    if base == ROOT:
+        return block
+    return _LINK.sub(lambda m: m.group(1) + os.path.relpath(ROOT / m.group(2), base), block)
+
+
+def blocks(base: Path = ROOT) -> dict[str, str]:
+    """Marker -> its text, generated from the committed result files, with links relative to
+    the folder ``base`` (the page's)."""
     from main_tables import readme_blocks
 
-    return {
+    made = {
         "demo-result": demo_block(),
         "install-result": install_block(),
         "test-suite-result": tests_block(),
@@ -197,19 +220,54 @@ def blocks() -> dict[str, str]:
         "forgetting-converged": forgetting_block(),
         **readme_blocks(),
     }
+    return {marker: relink(block, base) for marker, block in made.items()}
 
 
-def render(text: str) -> str:
-    """``text`` (the README) with every generated block regenerated."""
-    for marker, block in blocks().items():
-        text = splice_block(text, marker, block, where=README)
+def pages() -> list[Path]:
+    """The files that carry generated blocks: README.md and every page of the site."""
+    return [README, *sorted(DOCS.rglob("*.md"))]
+
+
+def markers_in(text: str) -> list[str]:
+    return re.findall(r"<!-- ([\w-]+):start -->", text)
+
+
+def render(text: str, base: Path = ROOT) -> str:
+    """``text`` (a page in the folder ``base``) with every block it carries regenerated."""
+    made = blocks(base)
+    for marker in markers_in(text):
+        if marker not in made:
+            raise ValueError(f"a page carries the block {marker!r}, which nothing generates")
+        text = splice_block(text, marker, made[marker], where=README)
     return text
 
 
-def stale_blocks(text: str) -> list[str]:
-    """Markers whose block in ``text`` differs from the result files."""
-    fresh = render(text)
-    return [m for m in blocks() if read_block(text, m) != read_block(fresh, m)]
+def stale_blocks(text: str, base: Path = ROOT) -> list[str]:
+    """Markers whose block in ``text`` (a page in ``base``) differs from the result files."""
+    fresh = render(text, base)
+    return [m for m in markers_in(text) if read_block(text, m) != read_block(fresh, m)]
+
+
+def stale_pages() -> dict[str, list[str]]:
+    """Page (relative to the repository) -> its stale markers, for every page with one."""
+    out = {}
+    for page in pages():
+        stale = stale_blocks(page.read_text(encoding="utf-8"), page.parent)
+        if stale:
+            out[str(page.relative_to(ROOT))] = stale
+    return out
+
+
+def update_pages() -> list[Path]:
+    """Rewrite every page's blocks from the result files; the pages that changed."""
+    changed = []
+    for page in pages():
+        text = page.read_text(encoding="utf-8")
+        new = render(text, page.parent)
+        if new != text:
+            page.write_text(new, encoding="utf-8")
+            changed.append(page)
+    return changed
 
 
 # ---------------------------------------------------------------------------- recording
@@ -225,19 +283,74 @@ def _prov() -> dict:
     return {**provenance(seeds=None), "load_average": os.getloadavg()[0], "nice": os.nice(0)}
 
 
+#: runs the command line as ``python -m avalanche_sets`` does, and writes the files of the
+#: package's modules that the process imported to ``argv[1]`` when it exits
+_DEMO_BOOT = (
+    "import atexit, json, sys\n"
+    "out = sys.argv.pop(1)\n"
+    "def dump():\n"
+    "    files = {getattr(m, '__file__', None) for m in list(sys.modules.values())}\n"
+    "    json.dump(sorted(f for f in files if f), open(out, 'w'))\n"
+    "atexit.register(dump)\n"
+    "from avalanche_sets.cli import main\n"
+    "sys.exit(main())\n"
+)
+
+
+def code_fingerprint(files: list[str]) -> str:
+    """SHA-256 over the paths (relative to the repository) and contents of ``files``; a
+    missing file counts as empty content under its name."""
+    digest = hashlib.sha256()
+    for rel in sorted(files):
+        path = ROOT / rel
+        digest.update(rel.encode() + b"\0")
+        digest.update(path.read_bytes() if path.is_file() else b"<missing>")
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def demo_staleness() -> str | None:
+    """Why the demo's record is older than the code it ran (None when it is not): the package
+    modules the recorded demo imported, hashed when it was recorded and now."""
+    summary = _summary(DEMO)
+    if summary is None:
+        return "there is no demo record"
+    code = summary.get("code")
+    if not code:
+        return "the demo record does not say which code it ran"
+    now = code_fingerprint(code["files"])
+    if now != code["sha256"]:
+        changed = [f for f in code["files"] if code_fingerprint([f]) != code["per_file"].get(f)]
+        return (
+            f"the code the demo ran changed since it was recorded on {summary['date'][:10]}: "
+            f"{', '.join(changed) or 'its set of files'}"
+        )
+    return None
+
+
 def record_demo() -> None:
-    """Run `make demo`'s command in a temporary folder and keep its run folder's files."""
+    """Run `make demo`'s command in a temporary folder and keep its run folder's files, with
+    the fingerprint of the package modules it imported."""
     prov = _prov()
     with tempfile.TemporaryDirectory() as tmp:
+        imported = Path(tmp, "imported.json")
         start = time.perf_counter()
-        cmd = [sys.executable, "-m", "avalanche_sets", *DEMO_ARGS]
+        cmd = [sys.executable, "-c", _DEMO_BOOT, str(imported), *DEMO_ARGS]
         subprocess.run(cmd, cwd=tmp, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
         wall = time.perf_counter() - start
+        package = ROOT / "avalanche_sets"
+        files = sorted(
+            Path(f).resolve().relative_to(ROOT).as_posix()
+            for f in json.loads(imported.read_text())
+            if package in Path(f).resolve().parents
+        )
         (run,) = [p.parent for p in Path(tmp, "runs").rglob("result.json")]
         DEMO.mkdir(parents=True, exist_ok=True)
         for name in DEMO_FILES:
             shutil.copy(run / name, DEMO / name)
         shutil.copy(Path(tmp, "runs", "episodes.png"), DEMO / "episodes.png")
+    for picture in ("accuracy_matrix.png", "episodes.png"):  # pages show them: keep them small
+        compress_png(DEMO / picture)
     table = (DEMO / "table.md").read_text()
     summary = {
         **prov,
@@ -245,12 +358,20 @@ def record_demo() -> None:
         "demo_command": "avalanche-sets " + " ".join(DEMO_ARGS),
         "wall_seconds": wall,
         "run_folder": str(run.relative_to(tmp)),
+        "code": {
+            "files": files,
+            "sha256": code_fingerprint(files),
+            "per_file": {f: code_fingerprint([f]) for f in files},
+        },
     }
     _record(
         DEMO, summary, "The demo (`make demo`)",
         f"`{summary['demo_command']}` took {_minutes(wall)} (the run "
         f"{_minutes(json.loads((DEMO / 'run.json').read_text())['seconds'])}); its run folder "
-        f"was `{summary['run_folder']}`:\n\n{table}\n"
+        f"was `{summary['run_folder']}`. It ran the {len(files)} modules of the package listed "
+        "in `summary.json` (`code`); the documentation's test fails when one of them changes "
+        "and the demo is not recorded again (`make demo-result`).\n\n"
+        f"{table}\n"
         "![accuracy matrix](accuracy_matrix.png)\n\n![one episode per domain](episodes.png)\n",
     )  # fmt: skip
 
@@ -332,17 +453,18 @@ def main() -> int:
         return record_install()
     if args.what == "record-l2l-download":
         return record_l2l_download()
-    text = README.read_text()
     if args.what == "check":
-        stale = stale_blocks(text)
+        stale = stale_pages()
         if stale:
-            print(f"README.md is stale in {stale}; run `make readme`", file=sys.stderr)
+            print(f"stale generated blocks {stale}; run `make readme`", file=sys.stderr)
             return 1
-        print("README.md agrees with benchmarks/results/")
+        print("README.md and docs/ agree with benchmarks/results/")
         return 0
-    new = render(text)
-    README.write_text(new)
-    print(f"updated {README}" if new != text else f"{README} was up to date")
+    changed = update_pages()
+    for page in changed:
+        print(f"updated {page.relative_to(ROOT)}")
+    if not changed:
+        print("README.md and docs/ were up to date")
     return 0
 
 

@@ -2,9 +2,9 @@
 
 Every case builds one bad input (a malformed pack, an image folder, impossible episode
 settings, an unknown name, contradicting options), expects a specific exception and a message
-that names what is wrong and how to fix it. README.md's section "Bad input: what is validated
-and what you are told" lists every case id; ``test_readme_catalogue_lists_every_case`` keeps the
-two in sync.
+that names what is wrong and how to fix it. The documentation page ``docs/guide/bad-input.md``
+("Bad input: what is validated and what you are told") lists every case id;
+``test_docs_catalogue_lists_every_case`` keeps the two in sync.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from avalanche_sets.data.paper import DatasetNotFoundError, PaperSplitWarning, l
 from avalanche_sets.methods import build_strategy, check_method
 from avalanche_sets.presets import PRESET_SCHEMA, PRESETS, resolve_preset
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-SECTION = "## Bad input: what is validated and what you are told"
+CATALOGUE = Path(__file__).resolve().parents[1] / "docs" / "guide" / "bad-input.md"
+SECTION = "# Bad input: what is validated and what you are told"
 
 
 # ----------------------------------------------------------------------------- builders
@@ -541,16 +541,15 @@ def test_lossy_input_is_accepted_with_a_warning(case: WarnCase, tmp_path: Path) 
 
 # ----------------------------------------------------------------------------- consistency
 def _catalogue() -> str:
-    text = README.read_text(encoding="utf-8")
-    assert SECTION in text, f"README.md lacks the section {SECTION!r}"
-    body = text.split(SECTION, 1)[1]
-    return re.split(r"\n## ", body, maxsplit=1)[0]
+    text = CATALOGUE.read_text(encoding="utf-8")
+    assert text.startswith(SECTION), f"{CATALOGUE} does not start with {SECTION!r}"
+    return text
 
 
-def test_readme_catalogue_lists_every_case() -> None:
+def test_docs_catalogue_lists_every_case() -> None:
     catalogue = _catalogue()
     missing = [c.id for c in [*CASES, *WARN_CASES] if f"`{c.id}`" not in catalogue]
-    assert not missing, f"README.md's catalogue lacks the case(s) {missing}"
+    assert not missing, f"docs/guide/bad-input.md's catalogue lacks the case(s) {missing}"
 
 
 def test_case_ids_are_unique() -> None:

@@ -1,4 +1,5 @@
-"""The README's generated blocks agree with the committed result files (`make readme`)."""
+"""The generated blocks of the README and the documentation pages agree with the committed
+result files (`make readme`), and the demo's record is as new as the code it ran."""
 
 from __future__ import annotations
 
@@ -14,21 +15,59 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import readme  # noqa: E402  (benchmarks/readme.py)
 
 
-def test_readme_agrees_with_the_result_files():
-    stale = readme.stale_blocks(readme.README.read_text())
-    assert stale == [], (
-        f"README.md's blocks {stale} differ from benchmarks/results/; run `make readme` "
+def test_readme_and_docs_agree_with_the_result_files():
+    stale = readme.stale_pages()
+    assert stale == {}, (
+        f"generated blocks {stale} differ from benchmarks/results/; run `make readme` "
         "(or `make demo-result` / `make test-result` / `make install-result` to re-measure)"
     )
 
 
-def test_every_generated_block_has_its_markers():
-    text = readme.README.read_text()
+def test_every_generated_block_is_on_a_page():
+    on_pages = {}
+    for page in readme.pages():
+        text = page.read_text()
+        for marker in readme.markers_in(text):
+            assert readme.read_block(text, marker).strip(), (page, marker)
+            on_pages.setdefault(marker, []).append(page)
     assert set(readme.blocks()) >= {
         "demo-result", "install-result", "test-suite-result", "main-tables",
     }  # fmt: skip
-    for marker in readme.blocks():
-        assert readme.read_block(text, marker).strip(), marker
+    assert set(on_pages) == set(readme.blocks()), "a block is generated but shown nowhere"
+    # the front page carries the demo and the headline tables
+    assert {"demo-result", "main-tables-converged"} <= set(
+        readme.markers_in(readme.README.read_text())
+    )
+
+
+def test_a_block_on_a_docs_page_links_relative_to_that_page(tmp_path):
+    block = readme.blocks(readme.DOCS / "results")["forgetting-converged"]
+    links = re.findall(r"\]\(([^)#]+)\)", block)
+    assert links and all(link.startswith("../../benchmarks/") for link in links), links
+    for link in links:
+        assert (readme.DOCS / "results" / link).resolve().is_file(), link
+
+
+def test_the_demo_record_is_as_new_as_the_code_it_ran():
+    why = readme.demo_staleness()
+    assert why is None, f"{why}; run `make demo-result`"
+
+
+def test_a_changed_module_makes_the_demo_record_stale(tmp_path, monkeypatch):
+    summary = json.loads((readme.DEMO / "summary.json").read_text())
+    files = summary["code"]["files"]
+    assert "avalanche_sets/order/strategy.py" in files  # the demo runs ORDER
+    assert "avalanche_sets/cli.py" in files
+    copy = tmp_path / "repo"
+    for rel in files:
+        (copy / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(readme.ROOT / rel, copy / rel)
+    monkeypatch.setattr(readme, "ROOT", copy)
+    assert readme.demo_staleness() is None
+    with (copy / "avalanche_sets/order/strategy.py").open("a") as f:
+        f.write("# one more line\n")
+    why = readme.demo_staleness()
+    assert why is not None and "avalanche_sets/order/strategy.py" in why, why
 
 
 def test_the_demo_block_quotes_the_demo_result(tmp_path, monkeypatch):
@@ -51,6 +90,11 @@ def test_the_demo_block_quotes_the_demo_result(tmp_path, monkeypatch):
     (other / "result.json").write_text(json.dumps(result))
     monkeypatch.setattr(readme, "DEMO", other)
     assert readme.stale_blocks(readme.README.read_text()) == ["demo-result"]
+    assert readme.stale_pages() == {"README.md": ["demo-result"], "docs/index.md": ["demo-result"]}
+
+
+def _stale_markers() -> set[str]:
+    return {m for markers in readme.stale_pages().values() for m in markers}
 
 
 SUMMARY = {
@@ -73,8 +117,8 @@ def test_install_and_test_blocks_quote_their_summaries(
     monkeypatch.setattr(readme, folder, tmp_path)
     block = readme.blocks()[marker]
     assert all(q in block for q in quoted), block
-    # the committed README quotes the committed summary, not this one
-    assert marker in readme.stale_blocks(readme.README.read_text())
+    # the committed pages quote the committed summary, not this one
+    assert marker in _stale_markers()
     (tmp_path / "summary.json").write_text(json.dumps({**SUMMARY, "wall_seconds": 60.0}))
     assert readme.blocks()[marker] != block and "1 min 0 s" in readme.blocks()[marker]
 
@@ -101,7 +145,7 @@ def test_main_job_and_startup_blocks_quote_their_results(tmp_path, monkeypatch):
         (other / "results.json").write_text(json.dumps(res))
         monkeypatch.setattr(readme, folder, other)
         # ... and another result makes exactly that block stale
-        assert readme.stale_blocks(readme.README.read_text()) == [marker]
+        assert _stale_markers() == {marker}
         monkeypatch.undo()
     monkeypatch.setattr(readme, "MAIN_JOB", tmp_path / "MAIN_JOB")
     assert "| **1 min 20 s** |" in readme.main_job_block()
