@@ -27,12 +27,12 @@ docs-serve: install
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve
 
 lint: install
-	$(VENV)/bin/ruff check avalanche_sets tests benchmarks examples docs
-	$(VENV)/bin/ruff format --check avalanche_sets tests benchmarks examples docs
+	$(VENV)/bin/ruff check avalanche_sets tests benchmarks examples docs/hooks.py
+	$(VENV)/bin/ruff format --check avalanche_sets tests benchmarks examples docs/hooks.py
 
 format: install
-	$(VENV)/bin/ruff format avalanche_sets tests benchmarks examples docs
-	$(VENV)/bin/ruff check --fix avalanche_sets tests benchmarks examples docs
+	$(VENV)/bin/ruff format avalanche_sets tests benchmarks examples docs/hooks.py
+	$(VENV)/bin/ruff check --fix avalanche_sets tests benchmarks examples docs/hooks.py
 
 bench-sampler: install
 	$(PY) benchmarks/sampler_throughput.py

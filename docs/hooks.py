@@ -132,3 +132,15 @@ def on_page_markdown(markdown: str, page, config, files: Files) -> str:
             fenced = not fenced
         out.append(line if fenced else LINK.sub(rewrite, line))
     return "".join(out)
+
+
+#: a Sphinx cross-reference role as it reaches the HTML: ``:class:`~a.b.C``` -> ``:class:<code>~a.b.C</code>``
+ROLE = re.compile(r":(?:class|meth|func|mod|attr|data|exc|obj|ref):<code>(~?)\.?([^<]+)</code>")
+
+
+def on_page_content(html: str, page, config, files: Files) -> str:
+    """Docstrings cite names with Sphinx roles; the API pages show the name as code (the last
+    component for ``~a.b.C``, as Sphinx does)."""
+    return ROLE.sub(
+        lambda m: f"<code>{m.group(2).split('.')[-1] if m.group(1) else m.group(2)}</code>", html
+    )

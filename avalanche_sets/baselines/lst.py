@@ -246,8 +246,9 @@ class LST(EpisodicBaseline):
     Args:
         model: default :class:`LSTModel` from the options below.
         backbone: default :func:`~avalanche_sets.models.cpu_backbone`.
-        n_way, inner_steps, inner_lr, retrain_steps, finetune_steps, n_select, n_stages,
-        swn_hidden, first_order, bf16: :class:`LSTModel`.
+        LSTModel's options: ``n_way``, ``inner_steps``, ``inner_lr``, ``retrain_steps``,
+            ``finetune_steps``, ``n_select``, ``n_stages``, ``swn_hidden``, ``first_order``,
+            ``bf16`` go to :class:`LSTModel`.
         optimizer / lr: default Adam(lr = 1e-3). **kwargs: :class:`EpisodicTemplate`.
     """
 

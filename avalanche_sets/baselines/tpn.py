@@ -233,8 +233,8 @@ class TPN(EpisodicBaseline):
     Args:
         model: default :class:`TPNModel` from the options below.
         backbone: default :func:`~avalanche_sets.models.cpu_backbone`.
-        alpha (0.9; the paper's 0.99 is one option away), k (20), sigma_hidden, bf16,
-            sigma_mode ("exp"), self_loops (False):
+        TPNModel's options: ``alpha`` (0.9; the paper's 0.99 is one option away), ``k`` (20),
+            ``sigma_hidden``, ``bf16``, ``sigma_mode`` ("exp"), ``self_loops`` (False) go to
             :class:`TPNModel`.
         support_loss: train on the cross-entropy of the support and query rows of ``F*``
             together (one mean over all of them, as the authors' code), not the query rows only.

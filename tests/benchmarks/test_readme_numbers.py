@@ -54,20 +54,32 @@ def test_the_demo_record_is_as_new_as_the_code_it_ran():
 
 
 def test_a_changed_module_makes_the_demo_record_stale(tmp_path, monkeypatch):
-    summary = json.loads((readme.DEMO / "summary.json").read_text())
-    files = summary["code"]["files"]
+    files = json.loads((readme.DEMO / "summary.json").read_text())["code"]["files"]
     assert "avalanche_sets/order/strategy.py" in files  # the demo runs ORDER
     assert "avalanche_sets/cli.py" in files
+    # a copy of those modules and a record of them, as record_demo writes it
     copy = tmp_path / "repo"
     for rel in files:
         (copy / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(readme.ROOT / rel, copy / rel)
     monkeypatch.setattr(readme, "ROOT", copy)
+    code = {
+        "files": files,
+        "sha256": readme.code_fingerprint(files),
+        "per_file": {f: readme.code_fingerprint([f]) for f in files},
+    }
+    (tmp_path / "demo").mkdir()
+    (tmp_path / "demo" / "summary.json").write_text(
+        json.dumps({"date": "2026-11-25T00:00:00+00:00", "code": code})
+    )
+    monkeypatch.setattr(readme, "DEMO", tmp_path / "demo")
     assert readme.demo_staleness() is None
     with (copy / "avalanche_sets/order/strategy.py").open("a") as f:
         f.write("# one more line\n")
     why = readme.demo_staleness()
-    assert why is not None and "avalanche_sets/order/strategy.py" in why, why
+    assert why is not None and why.endswith("avalanche_sets/order/strategy.py"), why
+    (copy / "avalanche_sets/cli.py").unlink()  # a module gone is a change too
+    assert "avalanche_sets/cli.py" in readme.demo_staleness()
 
 
 def test_the_demo_block_quotes_the_demo_result(tmp_path, monkeypatch):

@@ -58,6 +58,13 @@ def test_the_site_builds_strictly_with_every_page(site):
     # the API reference is generated from the docstrings, not an empty page
     order = (site / "reference/order/index.html").read_text()
     assert "OrderStrategy" in order and "MIRegularizationPlugin" in order
+    # no docstring shows a raw Sphinx role (docs/hooks.py turns them into code)
+    for page in (site / "reference").rglob("index.html"):
+        assert not re.search(r":(class|meth|func|mod):<code>", page.read_text()), page
+    # the guide's code is the tested example's, included by the snippets extension
+    guide = (site / "guide/custom-method/index.html").read_text()
+    assert "PrototypeSpreadPlugin" in guide and "before_backward" in guide
+    assert "--8&lt;--" not in guide and "8 &lt; --" not in guide
     # a result folder a page links to is part of the site, with the pictures it shows
     assert (site / "benchmarks/results/forgetting_converged/index.html").is_file()
     assert (site / "benchmarks/results/forgetting_converged/stream_5shot.png").is_file()
