@@ -11,6 +11,7 @@ tests on a machine without Chromium; nothing else skips them.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.server
 import importlib.util
@@ -130,18 +131,28 @@ def _browser():
     return sync_playwright()
 
 
-@pytest.fixture(scope="module")
-def served(site):
+@contextlib.contextmanager
+def _serve(directory: Path):
+    """A local HTTP server of ``directory``; yields its base URL."""
+
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args):
             pass
 
     server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(site))
+        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(directory))
     )
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def served(site):
+    with _serve(site) as url:
+        yield url
 
 
 def _screenshot_dir(site: Path) -> Path:
@@ -207,17 +218,7 @@ def test_a_missing_picture_is_caught(site, served, tmp_path):
     shutil.copytree(site, copy)
     (copy / "benchmarks/results/forgetting_converged/stream_5shot.png").unlink()
 
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(copy))
-    )
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        rendered = _render(f"http://127.0.0.1:{server.server_address[1]}/", tmp_path / "x.png")
-    finally:
-        server.shutdown()
+    with _serve(copy) as url:
+        rendered = _render(url + "/", tmp_path / "x.png")
     with pytest.raises(AssertionError, match="did not render"):
         _assert_pictures_loaded(rendered, at_least=2)
