@@ -82,7 +82,7 @@ TPN_DEPARTURES = (
 #: The diagnosis of the checks that contradicted their papers on gtsrb: TPN without distractors
 #: (are the OOD images what holds it back?), and ANIL / LST with their former inner-loop step
 #: 0.1 (ten times LST's and MAML's 0.01, the default since these checks; LST collapsed with it)
-#: — see the README's verification section.
+#: — see the documentation's verification pages (docs/verification/).
 DIAGNOSIS: tuple[Stage, ...] = (
     Stage("packs", "gtsrb", ("tpn",), ("clean",)),
     Stage("packs", "gtsrb", ("lst:inner_lr=0.1", "anil:inner_lr=0.1"), ("ood",)),

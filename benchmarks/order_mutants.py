@@ -1,4 +1,4 @@
-"""Break ORDER on purpose and check that the wiring tests fail (issue 11 §1, README "Verification").
+"""Break ORDER on purpose and check that the wiring tests fail (issue 11 §1; docs/verification/index.md).
 
 Each mutant is one small edit of the package — a fault of the authors' reference code (design
 §3), a plausible slip (a detached tensor, a dropped weight, the wrong rows), or one of the three

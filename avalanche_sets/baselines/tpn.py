@@ -213,7 +213,7 @@ class TPN(EpisodicBaseline):
     thing that may isolate distractors).
 
     Differences from the authors' code (TPN-pytorch), each but the first available as an
-    option so that its effect can be measured (README, "Baselines checked against their own
+    option so that its effect can be measured (documentation: "Baselines against their own
     papers"; the defaults are ours):
 
     * ``g`` is an MLP on the flattened embedding instead of two conv blocks on the last feature

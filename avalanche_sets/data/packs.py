@@ -81,7 +81,7 @@ NO_PACKS_HINT = (
     "to build packs from public datasets: `avalanche-sets prepare torchvision --root TVROOT "
     "--out packs/tv` (CIFAR-100, Omniglot, GTSRB, ... from a torchvision root; add --download "
     "on a machine with internet), or from class folders of images: `avalanche-sets prepare "
-    "pack --folder IMAGES --out packs/NAME.npz` (README: 'Data'); to run without any data, "
+    "pack --folder IMAGES --out packs/NAME.npz` (docs/guide/data.md); to run without any data, "
     "use the generated benchmark: `--set source=synthetic`"
 )
 _FOLDER_LAYOUT = "<folder>/<class name>/<image files>, one sub-folder per class"

@@ -6,7 +6,7 @@ real training loop on small deterministic meta-batches built here (3-way 2-shot 
 ordinary plugin placed after ORDER's four. The reference values are computed here from first
 principles — the threshold of Algorithm 1, soft k-means, CLUB / TUBA with the plugin's own
 variational networks, an OT assignment on a cost matrix built here — never by calling the
-plugin code under test. Numbers refer to issue 11 §1 (README "Verification" lists them with the
+plugin code under test. Numbers refer to issue 11 §1 (docs/verification/index.md lists them with the
 faults each test was shown to catch):
 
 1. the MI term enters the objective as ``+λ(I_ood − I_id)``;
