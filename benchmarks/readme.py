@@ -14,6 +14,7 @@ page and those files disagree, and when the demo's record is older than the code
     python benchmarks/readme.py record-tests     # run the test suite, keep its count and time
     python benchmarks/readme.py record-install   # a fresh install into a temporary venv, timed
     python benchmarks/readme.py record-l2l-download   # learn2learn's sdist fetch, old vs new
+    python benchmarks/readme.py record-screenshots    # the site as the browser test sees it
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ DEMO = RESULTS / "demo"
 INSTALL = RESULTS / "install"
 TESTS = RESULTS / "test_suite"
 MAIN_JOB = RESULTS / "main_job_time"  # benchmarks/main_job_time.py
+SCREENSHOTS = RESULTS / "docs_site"  # record-screenshots
 STARTUP = RESULTS / "startup_time"  # benchmarks/startup_time.py
 FORGETTING = RESULTS / "forgetting_converged"  # benchmarks/forgetting.py
 DEMO_ARGS = ["run", "--preset", "quick", "--out", "runs"]  # the Makefile's `demo`
@@ -438,10 +440,33 @@ def record_l2l_download() -> int:
     return 0
 
 
+def record_screenshots() -> int:
+    """Run the site's browser tests, keeping their screenshots of the home and results pages."""
+    prov = _prov()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "tests/docs/test_site.py",
+           "-k", "home_page or results_page"]  # fmt: skip
+    env = {**os.environ, "AVALANCHE_SETS_SCREENSHOTS": str(SCREENSHOTS)}
+    done = subprocess.run(cmd, cwd=ROOT, env=env)
+    if done.returncode != 0:
+        sys.exit(f"error: the browser tests failed (exit {done.returncode}); nothing recorded")
+    for shot in ("home.png", "results.png"):
+        compress_png(SCREENSHOTS / shot)
+    summary = {**prov, "command": " ".join(["python", *cmd[1:]]), "viewport": [1280, 900]}
+    _record(
+        SCREENSHOTS, summary, "The documentation site in headless Chromium",
+        "Full-page screenshots taken by `tests/docs/test_site.py` (the strict build, served "
+        "locally, opened in the system's Chromium by Playwright):\n\n"
+        "![the home page](home.png)\n\n![the converged results page](results.png)\n",
+    )  # fmt: skip
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("what", choices=["update", "check", "record-demo", "record-tests",
-                                    "record-install", "record-l2l-download"])  # fmt: skip
+                                    "record-install", "record-l2l-download",
+                                    "record-screenshots"])  # fmt: skip
     p.add_argument("pytest_args", nargs="*", help="record-tests: extra pytest arguments")
     args = p.parse_args()
     if args.what == "record-demo":
@@ -453,6 +478,8 @@ def main() -> int:
         return record_install()
     if args.what == "record-l2l-download":
         return record_l2l_download()
+    if args.what == "record-screenshots":
+        return record_screenshots()
     if args.what == "check":
         stale = stale_pages()
         if stale:
