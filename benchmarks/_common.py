@@ -88,7 +88,7 @@ def read_block(text: str, marker: str) -> str:
 def compress_png(path: str | Path) -> Path:
     """Rewrite the PNG at ``path`` with a palette of 256 colours (octree quantisation): a plot
     is flat colours, text and lines, so it looks the same at a third of the size; the committed
-    pictures stay small (``tests/docs/test_results_data.py`` checks every one is)."""
+    pictures stay small (``tests/benchmarks/test_results_data.py`` checks every one is)."""
     from PIL import Image
 
     path = Path(path)

@@ -208,12 +208,11 @@ def relink(block: str, base: Path) -> str:
     return _LINK.sub(lambda m: m.group(1) + os.path.relpath(ROOT / m.group(2), base), block)
 
 
-def blocks(base: Path = ROOT) -> dict[str, str]:
-    """Marker -> its text, generated from the committed result files, with links relative to
-    the folder ``base`` (the page's)."""
+def _generated() -> dict[str, str]:
+    """Marker -> its text, from the committed result files, links relative to the root."""
     from main_tables import readme_blocks
 
-    made = {
+    return {
         "demo-result": demo_block(),
         "install-result": install_block(),
         "test-suite-result": tests_block(),
@@ -222,7 +221,12 @@ def blocks(base: Path = ROOT) -> dict[str, str]:
         "forgetting-converged": forgetting_block(),
         **readme_blocks(),
     }
-    return {marker: relink(block, base) for marker, block in made.items()}
+
+
+def blocks(base: Path = ROOT) -> dict[str, str]:
+    """Marker -> its text, generated from the committed result files, with links relative to
+    the folder ``base`` (the page's)."""
+    return {marker: relink(block, base) for marker, block in _generated().items()}
 
 
 def pages() -> list[Path]:
@@ -234,27 +238,33 @@ def markers_in(text: str) -> list[str]:
     return re.findall(r"<!-- ([\w-]+):start -->", text)
 
 
-def render(text: str, base: Path = ROOT) -> str:
-    """``text`` (a page in the folder ``base``) with every block it carries regenerated."""
-    made = blocks(base)
+def render(
+    text: str, base: Path = ROOT, *, where: Path = README, generated: dict | None = None
+) -> str:
+    """``text`` (the page ``where``, in the folder ``base``) with every block it carries
+    regenerated; ``generated`` is :func:`_generated`'s output when the caller has it."""
+    generated = _generated() if generated is None else generated
     for marker in markers_in(text):
-        if marker not in made:
-            raise ValueError(f"a page carries the block {marker!r}, which nothing generates")
-        text = splice_block(text, marker, made[marker], where=README)
+        if marker not in generated:
+            raise ValueError(f"{where} carries the block {marker!r}, which nothing generates")
+        text = splice_block(text, marker, relink(generated[marker], base), where=where)
     return text
 
 
-def stale_blocks(text: str, base: Path = ROOT) -> list[str]:
+def stale_blocks(
+    text: str, base: Path = ROOT, *, where: Path = README, generated: dict | None = None
+) -> list[str]:
     """Markers whose block in ``text`` (a page in ``base``) differs from the result files."""
-    fresh = render(text, base)
+    fresh = render(text, base, where=where, generated=generated)
     return [m for m in markers_in(text) if read_block(text, m) != read_block(fresh, m)]
 
 
 def stale_pages() -> dict[str, list[str]]:
     """Page (relative to the repository) -> its stale markers, for every page with one."""
-    out = {}
+    generated, out = _generated(), {}
     for page in pages():
-        stale = stale_blocks(page.read_text(encoding="utf-8"), page.parent)
+        text = page.read_text(encoding="utf-8")
+        stale = stale_blocks(text, page.parent, where=page, generated=generated)
         if stale:
             out[str(page.relative_to(ROOT))] = stale
     return out
@@ -262,10 +272,10 @@ def stale_pages() -> dict[str, list[str]]:
 
 def update_pages() -> list[Path]:
     """Rewrite every page's blocks from the result files; the pages that changed."""
-    changed = []
+    generated, changed = _generated(), []
     for page in pages():
         text = page.read_text(encoding="utf-8")
-        new = render(text, page.parent)
+        new = render(text, page.parent, where=page, generated=generated)
         if new != text:
             page.write_text(new, encoding="utf-8")
             changed.append(page)
@@ -299,33 +309,26 @@ _DEMO_BOOT = (
 )
 
 
-def code_fingerprint(files: list[str]) -> str:
-    """SHA-256 over the paths (relative to the repository) and contents of ``files``; a
-    missing file counts as empty content under its name."""
-    digest = hashlib.sha256()
-    for rel in sorted(files):
-        path = ROOT / rel
-        digest.update(rel.encode() + b"\0")
-        digest.update(path.read_bytes() if path.is_file() else b"<missing>")
-        digest.update(b"\0")
-    return digest.hexdigest()
+def file_sha256(rel: str) -> str:
+    """SHA-256 of the repository file ``rel`` (of ``"<missing>"`` when it is gone)."""
+    path = ROOT / rel
+    return hashlib.sha256(path.read_bytes() if path.is_file() else b"<missing>").hexdigest()
 
 
 def demo_staleness() -> str | None:
     """Why the demo's record is older than the code it ran (None when it is not): the package
-    modules the recorded demo imported, hashed when it was recorded and now."""
+    modules the recorded demo imported, each hashed when it was recorded and now."""
     summary = _summary(DEMO)
     if summary is None:
         return "there is no demo record"
     code = summary.get("code")
     if not code:
         return "the demo record does not say which code it ran"
-    now = code_fingerprint(code["files"])
-    if now != code["sha256"]:
-        changed = [f for f in code["files"] if code_fingerprint([f]) != code["per_file"].get(f)]
+    changed = [rel for rel, sha in code.items() if file_sha256(rel) != sha]
+    if changed:
         return (
             f"the code the demo ran changed since it was recorded on {summary['date'][:10]}: "
-            f"{', '.join(changed) or 'its set of files'}"
+            f"{', '.join(changed)}"
         )
     return None
 
@@ -360,11 +363,7 @@ def record_demo() -> None:
         "demo_command": "avalanche-sets " + " ".join(DEMO_ARGS),
         "wall_seconds": wall,
         "run_folder": str(run.relative_to(tmp)),
-        "code": {
-            "files": files,
-            "sha256": code_fingerprint(files),
-            "per_file": {f: code_fingerprint([f]) for f in files},
-        },
+        "code": {rel: file_sha256(rel) for rel in files},  # module -> its SHA-256
     }
     _record(
         DEMO, summary, "The demo (`make demo`)",

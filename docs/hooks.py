@@ -33,16 +33,21 @@ LINK = re.compile(r"(\]\()([^)\s]+)((?:\s+\"[^\"]*\")?\))")
 FENCE = re.compile(r"^(```|~~~)")
 
 
-def _links(text: str) -> list[str]:
-    """Targets of the Markdown links of ``text`` outside fenced code blocks."""
-    out, fenced = [], False
-    for line in text.splitlines():
+def _lines(text: str):
+    """``(line, in_code)`` for every line of ``text`` (with its end): ``in_code`` for a fence
+    line and what a fence encloses, where a link is not a link."""
+    fenced = False
+    for line in text.splitlines(keepends=True):
         if FENCE.match(line.lstrip()):
             fenced = not fenced
-            continue
-        if not fenced:
-            out += [m.group(2) for m in LINK.finditer(line)]
-    return out
+            yield line, True
+        else:
+            yield line, fenced
+
+
+def _links(text: str) -> list[str]:
+    """Targets of the Markdown links of ``text`` outside fenced code blocks."""
+    return [m.group(2) for line, code in _lines(text) if not code for m in LINK.finditer(line)]
 
 
 def _is_external(target: str) -> bool:
@@ -126,12 +131,7 @@ def on_page_markdown(markdown: str, page, config, files: Files) -> str:
         target = posixpath.relpath(path.relative_to(REPO).as_posix(), here or ".")
         return f"{m.group(1)}{target}{'#' + fragment if fragment else ''}{m.group(3)}"
 
-    out, fenced = [], False
-    for line in markdown.splitlines(keepends=True):
-        if FENCE.match(line.lstrip()):
-            fenced = not fenced
-        out.append(line if fenced else LINK.sub(rewrite, line))
-    return "".join(out)
+    return "".join(line if code else LINK.sub(rewrite, line) for line, code in _lines(markdown))
 
 
 #: a Sphinx cross-reference role as it reaches the HTML: ``:class:`~a.b.C``` -> ``:class:<code>~a.b.C</code>``

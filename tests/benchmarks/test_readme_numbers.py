@@ -54,7 +54,7 @@ def test_the_demo_record_is_as_new_as_the_code_it_ran():
 
 
 def test_a_changed_module_makes_the_demo_record_stale(tmp_path, monkeypatch):
-    files = json.loads((readme.DEMO / "summary.json").read_text())["code"]["files"]
+    files = list(json.loads((readme.DEMO / "summary.json").read_text())["code"])
     assert "avalanche_sets/order/strategy.py" in files  # the demo runs ORDER
     assert "avalanche_sets/cli.py" in files
     # a copy of those modules and a record of them, as record_demo writes it
@@ -63,11 +63,7 @@ def test_a_changed_module_makes_the_demo_record_stale(tmp_path, monkeypatch):
         (copy / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(readme.ROOT / rel, copy / rel)
     monkeypatch.setattr(readme, "ROOT", copy)
-    code = {
-        "files": files,
-        "sha256": readme.code_fingerprint(files),
-        "per_file": {f: readme.code_fingerprint([f]) for f in files},
-    }
+    code = {rel: readme.file_sha256(rel) for rel in files}
     (tmp_path / "demo").mkdir()
     (tmp_path / "demo" / "summary.json").write_text(
         json.dumps({"date": "2026-11-25T00:00:00+00:00", "code": code})
