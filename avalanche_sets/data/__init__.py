@@ -8,11 +8,13 @@ from .benchmark import (
     load_source,
     sets_benchmark,
 )
+from .device_episodes import DeviceEpisodeSampler, DeviceImagePools
 from .domain import Domain
 from .episodes import (
     Episode,
     EpisodeBatch,
     EpisodeConfig,
+    EpisodeDraw,
     EpisodeOracle,
     EpisodeSampler,
     collate_episodes,
@@ -25,6 +27,9 @@ __all__ = [
     "EpisodeConfig",
     "EpisodeOracle",
     "EpisodeSampler",
+    "EpisodeDraw",
+    "DeviceEpisodeSampler",
+    "DeviceImagePools",
     "collate_episodes",
     "EpisodeDataset",
     "SETSBenchmark",

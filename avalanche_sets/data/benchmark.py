@@ -28,6 +28,7 @@ from avalanche.benchmarks.scenarios.generic_scenario import CLScenario, EagerCLS
 from avalanche.benchmarks.utils import AvalancheDataset
 
 from ..defaults import N_OOD, SOURCES
+from .device_episodes import DeviceEpisodeSampler, DeviceImagePools
 from .domain import Domain
 from .episodes import SMALL_CLASSES, EpisodeConfig, EpisodeSampler, collate_episodes
 from .packs import list_packs, load_pack
@@ -316,6 +317,7 @@ def sets_benchmark(
     seed: int = 0,
     small_classes: str = "error",
     loaded: tuple[Sequence[Domain], Sequence[Domain]] | None = None,
+    data_device: str | torch.device | None = None,
 ) -> SETSBenchmark:
     """Build a SETS benchmark (an Avalanche scenario) from a source of domains.
 
@@ -333,6 +335,10 @@ def sets_benchmark(
         seed: seed of the episode streams (and of the synthetic generator).
         small_classes: ``"error"`` or ``"drop"`` classes too small for the episode shape.
         loaded: already loaded ``(domains, ood_sources)`` to use instead of ``source``.
+        data_device: ``None`` (default) draws episodes in host memory; a device (``"cuda"``)
+            keeps every domain's images on it, copied once, and gathers each episode there
+            (:class:`~.device_episodes.DeviceEpisodeSampler`: the same episodes, no per-episode
+            host-to-device copy of images).
 
     Raises:
         ValueError: for any invalid setting, before training starts.
@@ -363,6 +369,7 @@ def sets_benchmark(
     if not id_domains:
         raise ValueError("a SETS benchmark needs at least one in-distribution domain")
 
+    pools = DeviceImagePools(data_device) if data_device is not None else None
     streams = []
     for stream_name, split, n_episodes in (
         ("train", "train", tasks_per_domain),
@@ -371,13 +378,16 @@ def sets_benchmark(
     ):
         exps = []
         for i, dom in enumerate(id_domains):
-            sampler = EpisodeSampler(
-                dom,
-                ood_domains,
+            draws = dict(
                 split=split,
                 config=config,
                 seed=_stream_seed(seed, dom.name, split),
                 small_classes=small_classes,
+            )
+            sampler = (
+                EpisodeSampler(dom, ood_domains, **draws)
+                if pools is None
+                else DeviceEpisodeSampler(dom, ood_domains, pools=pools, **draws)
             )
             data = AvalancheDataset(
                 [EpisodeDataset(sampler, n_episodes)], collate_fn=collate_episodes
@@ -393,6 +403,7 @@ def sets_benchmark(
         n_test_episodes=n_test_episodes,
         image_size=id_domains[0].image_size,
         small_classes=small_classes,
+        data_device=str(pools.device) if pools is not None else None,
     )
     return SETSBenchmark(
         streams,

@@ -35,6 +35,7 @@ __all__ = [
     "Episode",
     "EpisodeOracle",
     "EpisodeBatch",
+    "EpisodeDraw",
     "EpisodeSampler",
     "collate_episodes",
 ]
@@ -314,6 +315,26 @@ def collate_episodes(episodes: Sequence[Episode]) -> tuple[EpisodeBatch, Tensor,
     return batch, y, torch.zeros_like(y)
 
 
+@dataclass(frozen=True)
+class EpisodeDraw:
+    """The images an episode holds, as indices (what :meth:`EpisodeSampler.draw` returns).
+
+    Attributes:
+        index: ``i`` in "episode i of the sampler".
+        class_ids: ``[N]`` domain class ids behind episode labels ``0..N-1``.
+        support_index / query_index: ``[N*K]`` / ``[N*Q]`` image indices in the domain.
+        unlabeled_source: ``[U]``: -1 for the domain, ``s`` for OOD source ``s``.
+        unlabeled_index: ``[U]``: the image's index in its source.
+    """
+
+    index: int
+    class_ids: np.ndarray
+    support_index: np.ndarray
+    query_index: np.ndarray
+    unlabeled_source: np.ndarray
+    unlabeled_index: np.ndarray
+
+
 def _split_counts(total: int, n_parts: int, rng: np.random.Generator) -> np.ndarray:
     """Split ``total`` into ``n_parts`` counts as equal as possible (remainder to random parts)."""
     counts = np.full(n_parts, total // n_parts, dtype=np.int64)
@@ -452,8 +473,9 @@ class EpisodeSampler:
             f"ood={[s.name for s in self.ood_sources]}, seed={self.seed})"
         )
 
-    def sample(self, index: int) -> Episode:
-        """Episode ``index``: a pure function of ``(self.seed, index)``."""
+    def draw(self, index: int) -> EpisodeDraw:
+        """Which images episode ``index`` holds (indices only): a pure function of
+        ``(self.seed, index)``, shared by :meth:`sample` and the device-resident sampler."""
         cfg, dom = self.config, self.domain
         rng = np.random.default_rng([self.seed, int(index)])
         class_ids = rng.choice(self.classes, size=cfg.n_way, replace=False)
@@ -483,34 +505,62 @@ class EpisodeSampler:
         u_src = np.concatenate([np.full(n_id, -1, dtype=np.int64), *ood_src])
         u_idx = np.concatenate([id_idx, *ood_idx]).astype(np.int64)
         perm = rng.permutation(u_src.size)
-        u_src, u_idx = u_src[perm], u_idx[perm]
+        return EpisodeDraw(
+            index=int(index),
+            class_ids=class_ids.astype(np.int64),
+            support_index=support_idx.astype(np.int64),
+            query_index=query_idx.astype(np.int64),
+            unlabeled_source=u_src[perm],
+            unlabeled_index=u_idx[perm],
+        )
 
-        u_img = np.empty((u_idx.size, *dom.images.shape[1:]), dtype=np.uint8)
+    def _labels(self) -> tuple[np.ndarray, np.ndarray]:
+        """Episode labels of the support and query rows: ``0..N-1``, each K (Q) times."""
+        labels = np.arange(self.config.n_way, dtype=np.int64)
+        return np.repeat(labels, self.config.n_shot), np.repeat(labels, self.config.n_query)
+
+    def _unlabeled_classes(self, draw: EpisodeDraw) -> np.ndarray:
+        """Class id (in its source) of every unlabeled image of ``draw``."""
+        u_src, u_idx = draw.unlabeled_source, draw.unlabeled_index
         u_cls = np.empty(u_idx.size, dtype=np.int64)
         is_id = u_src < 0
+        u_cls[is_id] = self.domain.labels[u_idx[is_id]]
+        for s, src in enumerate(self.ood_sources):
+            m = u_src == s
+            if m.any():
+                u_cls[m] = src.labels[u_idx[m]]
+        return u_cls
+
+    def _oracle(self, draw: EpisodeDraw) -> EpisodeOracle:
+        return EpisodeOracle(
+            unlabeled_is_ood=torch.from_numpy(draw.unlabeled_source >= 0),
+            unlabeled_source=torch.from_numpy(draw.unlabeled_source),
+            unlabeled_class=torch.from_numpy(self._unlabeled_classes(draw)),
+            unlabeled_index=torch.from_numpy(draw.unlabeled_index),
+            support_index=torch.from_numpy(draw.support_index),
+            query_index=torch.from_numpy(draw.query_index),
+            class_ids=torch.from_numpy(draw.class_ids),
+            episode_index=torch.tensor(draw.index),
+        )
+
+    def sample(self, index: int) -> Episode:
+        """Episode ``index``: a pure function of ``(self.seed, index)``."""
+        draw = self.draw(index)
+        dom = self.domain
+        u_src, u_idx = draw.unlabeled_source, draw.unlabeled_index
+        u_img = np.empty((u_idx.size, *dom.images.shape[1:]), dtype=np.uint8)
+        is_id = u_src < 0
         u_img[is_id] = dom.images[u_idx[is_id]]
-        u_cls[is_id] = dom.labels[u_idx[is_id]]
         for s, src in enumerate(self.ood_sources):
             m = u_src == s
             if m.any():
                 u_img[m] = src.images[u_idx[m]]
-                u_cls[m] = src.labels[u_idx[m]]
-
-        labels = np.arange(cfg.n_way, dtype=np.int64)
+        support_y, query_y = self._labels()
         return Episode(
-            support_x=torch.from_numpy(dom.images[support_idx]),
-            support_y=torch.from_numpy(np.repeat(labels, k)),
-            query_x=torch.from_numpy(dom.images[query_idx]),
-            query_y=torch.from_numpy(np.repeat(labels, q)),
+            support_x=torch.from_numpy(dom.images[draw.support_index]),
+            support_y=torch.from_numpy(support_y),
+            query_x=torch.from_numpy(dom.images[draw.query_index]),
+            query_y=torch.from_numpy(query_y),
             unlabeled_x=torch.from_numpy(u_img),
-            oracle=EpisodeOracle(
-                unlabeled_is_ood=torch.from_numpy(~is_id),
-                unlabeled_source=torch.from_numpy(u_src),
-                unlabeled_class=torch.from_numpy(u_cls),
-                unlabeled_index=torch.from_numpy(u_idx),
-                support_index=torch.from_numpy(support_idx.astype(np.int64)),
-                query_index=torch.from_numpy(query_idx.astype(np.int64)),
-                class_ids=torch.from_numpy(class_ids.astype(np.int64)),
-                episode_index=torch.tensor(int(index)),
-            ),
+            oracle=self._oracle(draw),
         )

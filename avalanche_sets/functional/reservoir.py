@@ -8,7 +8,7 @@ stores their states, so a resumed run makes exactly the same decisions.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 import numpy as np
@@ -66,6 +66,11 @@ class Reservoir(Generic[T]):
 
     def __getitem__(self, slot: int) -> T:
         return self._items[slot]
+
+    def map_items(self, fn: Callable[[T], T]) -> None:
+        """Replace every stored item by ``fn(item)``, slot for slot (e.g. to move the items to
+        another device); the keep/replace decisions and both generators are untouched."""
+        self._items = [fn(item) for item in self._items]
 
     def is_full(self) -> bool:
         return len(self._items) >= self.capacity

@@ -42,6 +42,12 @@ class MemoryTask:
     def to_dict(self) -> dict[str, Tensor]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
+    def to(self, device: torch.device) -> MemoryTask:
+        """This task with every tensor on ``device`` (itself when they are there already)."""
+        if self.features.device == device:
+            return self
+        return MemoryTask(**{name: t.to(device) for name, t in self.to_dict().items()})
+
 
 @dataclass
 class ReplayInfo:
@@ -62,6 +68,10 @@ class FeatureReservoirReplayPlugin(SupervisedPlugin):
       forward pass that trained on it; no extra forward). Without an OOD split plugin every
       unlabeled image counts as ``U_id``; with ``store_unlabeled_features=False`` only support
       features are kept (the paper's "OT without U_id" ablation).
+    * **Where**: stored tasks live on the device of the batch that stored them, the model's
+      (a GPU run keeps its memory on the GPU: storing and replaying copy nothing across);
+      tasks restored from a checkpoint, which is read onto the CPU, move next to the model at
+      their first replay.
     * **Replay** (``before_training_iteration``): ``replay_batch`` tasks drawn uniformly from
       the memory are appended to the meta-batch, so they go through the same single forward
       pass and receive the full loss ``L_total`` (meta loss, and MI when that plugin is on):
@@ -125,8 +135,11 @@ class FeatureReservoirReplayPlugin(SupervisedPlugin):
             return
         n = min(self.replay_batch, len(self.reservoir))
         pick = self._rng.choice(len(self.reservoir), size=n, replace=False)
-        tasks = [self.reservoir.items[int(i)] for i in pick]
-        memory = self._batch_of(tasks).to(current.support_x.device)
+        device = current.support_x.device
+        if self.reservoir[0].features.device != device:  # restored from a checkpoint
+            self.reservoir.map_items(lambda task: task.to(device))
+        tasks = [self.reservoir[int(i)] for i in pick]
+        memory = self._batch_of(tasks)
         learner = current.without_oracle()
         merged = EpisodeBatch(
             support_x=torch.cat([learner.support_x, memory.support_x]),
@@ -156,13 +169,13 @@ class FeatureReservoirReplayPlugin(SupervisedPlugin):
                 u_id = torch.zeros_like(state.unlabeled_weight[b], dtype=torch.bool)
             features = torch.cat([state.support_emb[b], state.unlabeled_emb[b][u_id]])
             task = MemoryTask(
-                support_x=batch.support_x[b].cpu().clone(),
-                support_y=batch.support_y[b].cpu().clone(),
-                query_x=batch.query_x[b].cpu().clone(),
-                query_y=batch.query_y[b].cpu().clone(),
-                unlabeled_x=batch.unlabeled_x[b].cpu().clone(),
-                unlabeled_id=u_id.cpu().clone(),
-                features=features.detach().float().cpu().clone(),
+                support_x=batch.support_x[b].clone(),
+                support_y=batch.support_y[b].clone(),
+                query_x=batch.query_x[b].clone(),
+                query_y=batch.query_y[b].clone(),
+                unlabeled_x=batch.unlabeled_x[b].clone(),
+                unlabeled_id=u_id.clone(),
+                features=features.detach().float().clone(),
             )
             self.reservoir.offer(task)
         strategy.replay_info = None

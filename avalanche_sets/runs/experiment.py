@@ -77,8 +77,16 @@ def method_preset(method: str, preset: dict) -> dict:
     return {**preset, "tasks_per_domain": tasks}
 
 
+def data_device(preset: dict) -> str | None:
+    """Where a preset's episodes are gathered: on its GPU when it trains on one (each domain's
+    images copied there once), in host memory otherwise (``None``)."""
+    device = str(preset.get("device", "cpu"))
+    return None if device == "cpu" else device
+
+
 def build_benchmark(preset: dict, *, seed: int) -> SETSBenchmark:
-    """The SETS benchmark a preset describes (episode streams seeded by ``seed``)."""
+    """The SETS benchmark a preset describes (episode streams seeded by ``seed``; on a GPU
+    preset, gathered on the GPU: :func:`data_device`)."""
     source = preset["source"]
     root = preset.get("root")
     if source == "packs" and root is None:
@@ -105,6 +113,7 @@ def build_benchmark(preset: dict, *, seed: int) -> SETSBenchmark:
         image_size=preset["image_size"],
         seed=seed,
         small_classes=preset.get("small_classes", "error"),
+        data_device=data_device(preset),
     )
 
 

@@ -185,11 +185,11 @@ def load_checkpoint(path: str | Path, strategy) -> dict:
     naming them. A damaged file raises :class:`CorruptCheckpointError`.
 
     Where it loads to: the file is read onto the CPU (``map_location="cpu"`` in
-    :func:`read_checkpoint`, whatever device wrote it — RNG states must be CPU tensors and
-    replay memories live on the CPU by design); the model's and the optimiser's tensors are then
-    copied onto the device of the model's parameters by their ``load_state_dict``, and plugins
-    put their device state next to the model (ORDER's MI networks are rebuilt at their first use,
-    on the device of the embeddings). So a run resumes on the device the strategy's model is on.
+    :func:`read_checkpoint`, whatever device wrote it — RNG states must be CPU tensors); the
+    model's and the optimiser's tensors are then copied onto the device of the model's
+    parameters by their ``load_state_dict``, and plugins put their device state next to the
+    model (ORDER's MI networks are rebuilt at their first use, on the device of the embeddings;
+    its replay memory moves to the model's device at its first replay). So a run resumes on the device the strategy's model is on.
     """
     path = Path(path)
     state = read_checkpoint(path)

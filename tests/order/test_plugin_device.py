@@ -3,8 +3,8 @@
 No GPU is needed: PyTorch's ``meta`` device stands in for "a device other than the CPU" —
 state restored from a CPU checkpoint must end up wherever it is used, with its optimiser
 moments, never on a hard-coded device. ``load_checkpoint`` reads onto the CPU (RNG states must
-be CPU tensors; replay memories live there by design) and the model's state is copied to the
-model's device by ``load_state_dict``.
+be CPU tensors) and the model's state is copied to the model's device by ``load_state_dict``;
+ORDER's replay memory moves to the model's device at its first replay.
 """
 
 from __future__ import annotations
@@ -149,3 +149,48 @@ def test_no_plugin_hard_codes_a_device():
         if literal.search(line) and not line.lstrip().startswith("#")
     ]
     assert not offenders, offenders
+
+
+def test_a_restored_replay_memory_moves_next_to_the_model_at_its_first_replay():
+    """A checkpoint is read onto the CPU; a GPU run's memory must go back to the GPU (here the
+    ``meta`` device) once, whole, before it is stacked with the current batch."""
+    from avalanche_sets.data import EpisodeBatch
+    from avalanche_sets.order import FeatureReservoirReplayPlugin
+    from avalanche_sets.order.replay import MemoryTask
+
+    def task(seed: int) -> MemoryTask:
+        g = torch.Generator().manual_seed(seed)
+        img = lambda n: torch.randint(0, 255, (n, 4, 4, 3), generator=g, dtype=torch.uint8)  # noqa: E731
+        return MemoryTask(
+            support_x=img(2), support_y=torch.tensor([0, 1]), query_x=img(2),
+            query_y=torch.tensor([0, 1]), unlabeled_x=img(3),
+            unlabeled_id=torch.tensor([True, False, True]), features=torch.randn(4, DIM, generator=g),
+        )  # fmt: skip
+
+    saved = FeatureReservoirReplayPlugin(mem_size=3, replay_batch=2, seed=0)
+    for s in range(5):
+        saved.reservoir.offer(task(s))
+    restored = FeatureReservoirReplayPlugin(mem_size=3, replay_batch=2, seed=0)
+    restored.load_state_dict(copy.deepcopy(saved.state_dict()))
+    assert {t.features.device.type for t in restored.tasks} == {"cpu"}
+
+    class Strategy:
+        mb_x = EpisodeBatch(
+            support_x=torch.empty(1, 2, 4, 4, 3, dtype=torch.uint8, device="meta"),
+            support_y=torch.empty(1, 2, dtype=torch.long, device="meta"),
+            query_x=torch.empty(1, 2, 4, 4, 3, dtype=torch.uint8, device="meta"),
+            query_y=torch.empty(1, 2, dtype=torch.long, device="meta"),
+            unlabeled_x=torch.empty(1, 3, 4, 4, 3, dtype=torch.uint8, device="meta"),
+        )
+
+        def replace_batch(self, x, y):
+            self.merged = x
+
+    strategy = Strategy()
+    restored.before_training_iteration(strategy)
+    assert {t.features.device.type for t in restored.tasks} == {"meta"}
+    assert {t.support_x.device.type for t in restored.tasks} == {"meta"}
+    assert strategy.merged.support_x.shape[0] == 3 and strategy.merged.support_x.is_meta
+    # the memory's content and the reservoir's decisions are those of the saved plugin
+    assert restored.reservoir.n_seen == saved.reservoir.n_seen == 5
+    assert [t.features.shape for t in restored.tasks] == [t.features.shape for t in saved.tasks]

@@ -1,0 +1,140 @@
+"""Episodes gathered on the training device from image pools that live there.
+
+At the paper's scale (84 px, about 200 images per episode, two current and two replayed
+episodes per iteration) copying every episode's images from host memory to a GPU would make
+the data path, not the network, the limit. A :class:`DeviceEpisodeSampler` copies each
+domain's uint8 images to the device **once** (:class:`DeviceImagePools`, shared by the train,
+validation and test samplers of a stream) and then builds each episode by indexing those
+pools on the device. Only the episode's indices (a few hundred integers) cross from the host.
+
+Which images an episode holds is decided exactly as :class:`~.episodes.EpisodeSampler` decides
+it (the same :meth:`~.episodes.EpisodeSampler.draw`), so with ``device="cpu"`` it gives the
+very episodes the host sampler gives, tensor for tensor; the tests check it. Images stay uint8
+until the backbone's input conversion, which runs on the device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .domain import Domain
+from .episodes import Episode, EpisodeConfig, EpisodeDraw, EpisodeSampler
+
+__all__ = ["DeviceImagePools", "DeviceEpisodeSampler"]
+
+
+class DeviceImagePools:
+    """Each domain's uint8 images ``[N, H, W, 3]`` as one tensor on ``device``, copied once.
+
+    Args:
+        device: where the pools live (``"cuda"``, ``"cuda:1"``, ``"cpu"``).
+
+    A pool is keyed by the :class:`~.domain.Domain` object, so the samplers of one stream
+    (train, validation and test draw from the same domain) share it.
+    """
+
+    def __init__(self, device: str | torch.device) -> None:
+        self.device = torch.device(device)
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(
+                f"image pools on {self.device} need CUDA, which this torch build or machine "
+                "does not have; fix: use device='cpu' (or a machine with a GPU)"
+            )
+        self._pools: dict[int, tuple[Domain, Tensor]] = {}
+
+    def images(self, domain: Domain) -> Tensor:
+        """``domain``'s images on the device (copied on first use)."""
+        hit = self._pools.get(id(domain))
+        if hit is None or hit[0] is not domain:
+            pool = torch.from_numpy(np.ascontiguousarray(domain.images)).to(self.device)
+            hit = (domain, pool)
+            self._pools[id(domain)] = hit
+        return hit[1]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held on the device."""
+        return sum(p.nbytes for _, p in self._pools.values())
+
+    def __repr__(self) -> str:
+        return (
+            f"DeviceImagePools({self.device}, {len(self._pools)} domains, "
+            f"{self.nbytes / 2**20:.1f} MiB)"
+        )
+
+
+class DeviceEpisodeSampler(EpisodeSampler):
+    """An :class:`~.episodes.EpisodeSampler` whose episodes are gathered on a device.
+
+    Args:
+        domain, ood_sources, split, config, seed, small_classes: as
+            :class:`~.episodes.EpisodeSampler` (the same checks, the same episodes).
+        pools: the :class:`DeviceImagePools` to gather from; their device is the episodes'.
+
+    ``sample(i)`` returns an :class:`~.episodes.Episode` whose images and labels are on
+    ``pools.device``; its oracle (for metrics only) stays on the host, as small tensors.
+    """
+
+    def __init__(
+        self,
+        domain: Domain,
+        ood_sources: Sequence[Domain] = (),
+        *,
+        pools: DeviceImagePools,
+        split: str = "train",
+        config: EpisodeConfig = EpisodeConfig(),  # noqa: B008 (frozen, as EpisodeSampler)
+        seed: int = 0,
+        small_classes: str = "error",
+    ) -> None:
+        super().__init__(
+            domain,
+            ood_sources,
+            split=split,
+            config=config,
+            seed=seed,
+            small_classes=small_classes,
+        )
+        self.pools = pools
+        self.device = pools.device
+        # One pool per source: the domain first, then the OOD sources in order, so that an
+        # unlabeled image of source s (-1 for the domain) lives in pool s + 1.
+        self._images = [pools.images(domain), *(pools.images(s) for s in self.ood_sources)]
+        support_y, query_y = self._labels()
+        self._support_y = torch.from_numpy(support_y).to(self.device)
+        self._query_y = torch.from_numpy(query_y).to(self.device)
+
+    def __repr__(self) -> str:
+        return "Device" + super().__repr__()[:-1] + f", device={self.device})"
+
+    def _gather_unlabeled(self, draw: EpisodeDraw) -> Tensor:
+        u_src = draw.unlabeled_source
+        shape = (u_src.size, *self._images[0].shape[1:])
+        out = torch.empty(shape, dtype=torch.uint8, device=self.device)
+        for s, pool in enumerate(self._images, start=-1):
+            rows = np.flatnonzero(u_src == s)
+            if rows.size:
+                rows_t = torch.from_numpy(rows).to(self.device)
+                idx = torch.from_numpy(draw.unlabeled_index[rows]).to(self.device)
+                out[rows_t] = pool.index_select(0, idx)
+        return out
+
+    def sample(self, index: int) -> Episode:
+        """Episode ``index`` on the device: a pure function of ``(self.seed, index)``."""
+        draw = self.draw(index)
+        domain_images = self._images[0]
+        # Support and query indices cross to the device in one copy.
+        lab = torch.from_numpy(np.concatenate([draw.support_index, draw.query_index]))
+        lab_x = domain_images.index_select(0, lab.to(self.device))
+        n_support = draw.support_index.size
+        return Episode(
+            support_x=lab_x[:n_support],
+            support_y=self._support_y.clone(),
+            query_x=lab_x[n_support:],
+            query_y=self._query_y.clone(),
+            unlabeled_x=self._gather_unlabeled(draw),
+            oracle=self._oracle(draw),
+        )
