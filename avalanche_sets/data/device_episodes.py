@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from .domain import Domain
-from .episodes import Episode, EpisodeConfig, EpisodeDraw, EpisodeSampler
+from .episodes import Episode, EpisodeConfig, EpisodeSampler
 
 __all__ = ["DeviceImagePools", "DeviceEpisodeSampler"]
 
@@ -110,31 +110,36 @@ class DeviceEpisodeSampler(EpisodeSampler):
     def __repr__(self) -> str:
         return "Device" + super().__repr__()[:-1] + f", device={self.device})"
 
-    def _gather_unlabeled(self, draw: EpisodeDraw) -> Tensor:
-        u_src = draw.unlabeled_source
-        shape = (u_src.size, *self._images[0].shape[1:])
-        out = torch.empty(shape, dtype=torch.uint8, device=self.device)
-        for s, pool in enumerate(self._images, start=-1):
-            rows = np.flatnonzero(u_src == s)
-            if rows.size:
-                rows_t = torch.from_numpy(rows).to(self.device)
-                idx = torch.from_numpy(draw.unlabeled_index[rows]).to(self.device)
-                out[rows_t] = pool.index_select(0, idx)
-        return out
-
     def sample(self, index: int) -> Episode:
-        """Episode ``index`` on the device: a pure function of ``(self.seed, index)``."""
+        """Episode ``index`` on the device: a pure function of ``(self.seed, index)``.
+
+        Its indices cross to the device in one copy: the support and query rows, then the
+        unlabeled rows grouped by source (domain first, then each OOD source) with their
+        positions in the episode, so that each pool is read with one gather and the rows are
+        put back in the episode's (shuffled) order with one scatter.
+        """
         draw = self.draw(index)
-        domain_images = self._images[0]
-        # Support and query indices cross to the device in one copy.
-        lab = torch.from_numpy(np.concatenate([draw.support_index, draw.query_index]))
-        lab_x = domain_images.index_select(0, lab.to(self.device))
+        n_lab = draw.support_index.size + draw.query_index.size
+        u_src = draw.unlabeled_source
+        by_source = np.argsort(u_src, kind="stable")
+        counts = np.bincount(u_src + 1, minlength=len(self._images)).tolist()
+        packed = np.concatenate(
+            [draw.support_index, draw.query_index, by_source, draw.unlabeled_index[by_source]]
+        )
+        on_device = torch.from_numpy(packed).to(self.device)
+        lab_idx, positions, u_idx = on_device.split([n_lab, u_src.size, u_src.size])
+        lab_x = self._images[0].index_select(0, lab_idx)
+        grouped = torch.cat(
+            [pool.index_select(0, i) for pool, i in zip(self._images, u_idx.split(counts))]
+        )
+        unlabeled_x = torch.empty_like(grouped)
+        unlabeled_x[positions] = grouped
         n_support = draw.support_index.size
         return Episode(
             support_x=lab_x[:n_support],
             support_y=self._support_y.clone(),
             query_x=lab_x[n_support:],
             query_y=self._query_y.clone(),
-            unlabeled_x=self._gather_unlabeled(draw),
+            unlabeled_x=unlabeled_x,
             oracle=self._oracle(draw),
         )
