@@ -7,6 +7,14 @@ plugin and metric that exposes ``state_dict()``/``load_state_dict()`` (ORDER's m
 variational networks and generators; episode metrics), the global RNG states, and the stream
 position (experience, iteration) plus any results so far.
 
+Loading a checkpoint runs no code: its payload holds only tensors, numbers, strings and plain
+containers (a NumPy array, such as the legacy RNG's state, is stored as its bytes, dtype and
+shape), and it is read with ``torch.load(..., weights_only=True)``, whose unpickler builds
+nothing else. The checksum proves that a file is whole, not where it came from; a checkpoint from
+a collaborator or a paper's artefacts is therefore as safe to resume as one's own. A plugin
+whose ``state_dict()`` holds another type is refused when the checkpoint is written, naming
+where.
+
 A run that is killed at any instant (SIGKILL, power loss) must find a usable checkpoint, so a
 checkpoint file is never written in place:
 
@@ -27,8 +35,10 @@ from __future__ import annotations
 
 import hashlib
 import io
+import pickle
 import random
 import warnings
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +61,9 @@ __all__ = [
     "FORMAT_VERSION",
 ]
 
-FORMAT_VERSION = 2
-"""Version of the checkpoint file layout (2: checksummed header; 1: a bare ``torch.save``)."""
+FORMAT_VERSION = 3
+"""Version of the checkpoint file layout (3: a payload of tensors and plain values, read with
+``weights_only=True``; 2: checksummed header, any pickle; 1: a bare ``torch.save``)."""
 
 _MAGIC = b"AVALANCHE-SETS-CHECKPOINT"
 
@@ -73,6 +84,77 @@ def previous_checkpoint_path(path: str | Path) -> Path:
     """Where the last good checkpoint before ``path`` is kept (``<name>.prev``)."""
     path = Path(path)
     return path.with_name(path.name + ".prev")
+
+
+#: Plain types a checkpoint's payload may hold besides tensors and containers.
+_PLAIN = (str, bytes, int, float, complex, bool, type(None), torch.Size, torch.dtype)
+#: Key of the dict a NumPy array is stored as.
+_NDARRAY = "__numpy_ndarray__"
+#: Key of the dict a NumPy scalar is stored as.
+_NPSCALAR = "__numpy_scalar__"
+
+
+def _to_plain(obj: Any, where: str) -> Any:
+    """``obj`` with NumPy arrays and scalars replaced by plain tagged dicts; ``obj`` itself
+    where nothing changes (so a state dict keeps its ``_metadata``).
+
+    Raises:
+        CheckpointError: ``obj`` holds a type that ``torch.load(weights_only=True)`` would
+            refuse, named with its place ``where``.
+    """
+    if isinstance(obj, torch.Tensor) or type(obj) in _PLAIN:
+        return obj
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.hasobject:
+            raise CheckpointError(
+                f"cannot checkpoint {where}: a NumPy array of Python objects; store numbers"
+            )
+        arr = np.ascontiguousarray(obj)
+        return {_NDARRAY: arr.tobytes(), "dtype": arr.dtype.str, "shape": list(arr.shape)}
+    if isinstance(obj, np.generic):
+        return {_NPSCALAR: obj.item(), "dtype": obj.dtype.str}
+    if type(obj) in (dict, OrderedDict):
+        items = {k: _to_plain(v, f"{where}[{k!r}]") for k, v in obj.items()}
+        if all(items[k] is v for k, v in obj.items()):
+            return obj
+        out = type(obj)(items)
+        if hasattr(obj, "_metadata"):
+            out._metadata = obj._metadata
+        return out
+    if type(obj) in (list, tuple, set):
+        items = [_to_plain(v, f"{where}[{i}]") for i, v in enumerate(obj)]
+        if all(a is b for a, b in zip(items, obj)):
+            return obj
+        return type(obj)(items)
+    raise CheckpointError(
+        f"cannot checkpoint {where}: a {type(obj).__module__}.{type(obj).__qualname__}. A "
+        "checkpoint holds tensors, numbers, strings, NumPy arrays and lists, tuples, sets and "
+        "dicts of them, so that loading it runs no code; fix: return such values from the "
+        "plugin's state_dict() (e.g. a dataclass as a dict of its fields)"
+    )
+
+
+def _from_plain(obj: Any) -> Any:
+    """The inverse of :func:`_to_plain`."""
+    if isinstance(obj, dict):
+        if _NDARRAY in obj:
+            arr = np.frombuffer(obj[_NDARRAY], dtype=np.dtype(obj["dtype"]))
+            return arr.reshape(obj["shape"]).copy()
+        if _NPSCALAR in obj:
+            return np.dtype(obj["dtype"]).type(obj[_NPSCALAR])
+        items = {k: _from_plain(v) for k, v in obj.items()}
+        if all(items[k] is v for k, v in obj.items()):
+            return obj
+        out = type(obj)(items)
+        if hasattr(obj, "_metadata"):
+            out._metadata = obj._metadata
+        return out
+    if isinstance(obj, (list, tuple, set)):
+        items = [_from_plain(v) for v in obj]
+        if all(a is b for a, b in zip(items, obj)):
+            return obj
+        return type(obj)(items)
+    return obj
 
 
 def _stateful(strategy) -> dict[str, Any]:
@@ -125,7 +207,7 @@ def save_checkpoint(
         "extra": extra or {},
     }
     buffer = io.BytesIO()
-    torch.save(state, buffer)
+    torch.save(_to_plain(state, "the checkpoint"), buffer)
     payload = buffer.getvalue()
     header = b"%s %d %s\n" % (_MAGIC, FORMAT_VERSION, hashlib.sha256(payload).hexdigest().encode())
     previous = previous_checkpoint_path(path) if keep_previous else None
@@ -138,7 +220,8 @@ def read_checkpoint(path: str | Path) -> dict:
     Raises:
         FileNotFoundError: no file at ``path``.
         CorruptCheckpointError: the file is truncated or damaged (names the file and why).
-        CheckpointError: the file was written by another version of the package.
+        CheckpointError: the file was written by another version of the package, or its
+            payload holds anything but tensors and plain values (loading it would run code).
     """
     path = Path(path)
     if not path.is_file():
@@ -174,7 +257,16 @@ def read_checkpoint(path: str | Path) -> dict:
             f"checkpoint {path} is corrupt: its checksum does not match ({len(payload)} payload "
             "bytes; the file was truncated or damaged)"
         )
-    return torch.load(io.BytesIO(payload), map_location="cpu", weights_only=False)
+    try:
+        state = torch.load(io.BytesIO(payload), map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        reason = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
+        raise CheckpointError(
+            f"checkpoint {path} holds more than tensors and plain values, so loading it could "
+            f"run code; it was refused ({reason}). avalanche-sets never writes such a file: do "
+            "not resume from it unless you know where it came from"
+        ) from None
+    return _from_plain(state)
 
 
 def load_checkpoint(path: str | Path, strategy) -> dict:

@@ -80,7 +80,7 @@ def test_other_versions_are_refused_not_skipped(tmp_path):
         read_checkpoint(old)
     new = tmp_path / "new.pt"
     save_checkpoint(new, s, position={"experience": 0, "iteration": 1})
-    data = new.read_bytes().replace(b"CHECKPOINT 2 ", b"CHECKPOINT 9 ", 1)
+    data = new.read_bytes().replace(b"CHECKPOINT 3 ", b"CHECKPOINT 9 ", 1)
     new.write_bytes(data)
     with pytest.raises(CheckpointError, match="has format 9"):
         read_checkpoint(new)
@@ -134,3 +134,113 @@ def test_no_warning_when_nothing_is_damaged(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", CheckpointWarning)
         assert load_latest_checkpoint(ckpt, _strategy())["skipped"] == []
+
+
+# ---------------------------------------------------------------------------- no code on load
+class _RunsCode:
+    """Pickles as a call: what a malicious checkpoint holds."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (_touch, (str(self.marker),))
+
+
+def _touch(path: str):
+    from pathlib import Path
+
+    Path(path).write_text("code ran")
+    return "payload"
+
+
+def _forge(path, state) -> None:
+    """A checkpoint file with a valid header and checksum around any pickled ``state``."""
+    import hashlib
+    import io
+
+    from avalanche_sets.training.checkpoint import _MAGIC, FORMAT_VERSION
+
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    payload = buffer.getvalue()
+    header = b"%s %d %s\n" % (_MAGIC, FORMAT_VERSION, hashlib.sha256(payload).hexdigest().encode())
+    path.write_bytes(header + payload)
+
+
+def test_a_checkpoint_whose_pickle_would_run_code_is_refused(tmp_path):
+    s = _strategy()
+    path = tmp_path / "c.pt"
+    save_checkpoint(path, s, position={"experience": 0, "iteration": 2})
+    state = read_checkpoint(path)
+    marker = tmp_path / "ran"
+    state["extra"] = {"note": _RunsCode(marker)}
+    forged = tmp_path / "forged.pt"
+    _forge(forged, state)
+    with pytest.raises(CheckpointError, match="could run code; it was refused"):
+        read_checkpoint(forged)
+    with pytest.raises(CheckpointError, match="could run code"):
+        load_latest_checkpoint(forged, _strategy())
+    assert not marker.exists(), "loading the checkpoint ran its code"
+
+
+def test_numpy_state_survives_the_plain_payload_exactly(tmp_path):
+    import random
+
+    import numpy as np
+
+    np.random.seed(123)
+    np.random.random(7)
+    expected = np.random.get_state()
+    s = _strategy()
+    path = tmp_path / "c.pt"
+    save_checkpoint(
+        path, s, position={"experience": 0, "iteration": 2},
+        extra={"a": np.arange(6, dtype=np.uint16).reshape(2, 3), "n": np.int64(5)},
+    )  # fmt: skip
+    state = read_checkpoint(path)
+    got = state["rng"]["numpy"]
+    assert got[0] == expected[0] and got[2:] == expected[2:]
+    assert got[1].dtype == expected[1].dtype and np.array_equal(got[1], expected[1])
+    a = state["extra"]["a"]
+    assert a.dtype == np.uint16 and a.shape == (2, 3) and a.tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert state["extra"]["n"] == 5 and isinstance(state["extra"]["n"], np.int64)
+    np.random.set_state(expected)
+    after = np.random.random(3)
+    np.random.seed(0)
+    random.seed(0)
+    load_latest_checkpoint(path, _strategy())
+    assert np.array_equal(np.random.random(3), after), "the legacy RNG did not resume exactly"
+
+
+def test_a_plugin_state_that_would_need_code_to_load_is_refused_when_saved(tmp_path):
+    from avalanche.core import SupervisedPlugin
+
+    class Opaque(SupervisedPlugin):
+        def state_dict(self):
+            return {"when": range(3)}
+
+        def load_state_dict(self, state):
+            pass
+
+    s = _strategy()
+    s.plugins.append(Opaque())
+    with pytest.raises(CheckpointError, match=r"cannot checkpoint .*'when'.*builtins.range"):
+        save_checkpoint(tmp_path / "c.pt", s, position={"experience": 0, "iteration": 2})
+    assert not (tmp_path / "c.pt").exists()
+
+
+def test_a_checkpoint_of_the_previous_format_is_refused_by_its_version(tmp_path):
+    """Format 2 payloads were unrestricted pickles: they are refused by version (finish the run
+    with the version that started it), never unpickled."""
+    import hashlib
+
+    from avalanche_sets.training.checkpoint import _MAGIC
+
+    path = tmp_path / "v2.pt"
+    payload = b"anything"
+    path.write_bytes(
+        b"%s 2 %s\n" % (_MAGIC, hashlib.sha256(payload).hexdigest().encode()) + payload
+    )
+    with pytest.raises(CheckpointError, match="has format 2, this version of avalanche-sets reads"):
+        read_checkpoint(path)
