@@ -87,9 +87,7 @@ def test_a_checkpoint_resumes_on_the_other_device(tmp_path, first, second):
     s1 = build_strategy("order", a, seed=0, evaluator=EvaluationPlugin())
     # 6 iterations per domain: the run stops 2 iterations into the second domain, right
     # after a checkpoint (every 2), so the checkpoint holds the weights it stopped with
-    run_sets(
-        s1, build_benchmark(a, seed=0), checkpoint_path=path, checkpoint_every=2, stop_after=8
-    )
+    run_sets(s1, build_benchmark(a, seed=0), checkpoint_path=path, checkpoint_every=2, stop_after=8)
     saved = {k: v.detach().cpu().clone() for k, v in s1.model.state_dict().items()}
 
     b = _preset(second)
