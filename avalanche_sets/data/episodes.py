@@ -519,23 +519,23 @@ class EpisodeSampler:
         labels = np.arange(self.config.n_way, dtype=np.int64)
         return np.repeat(labels, self.config.n_shot), np.repeat(labels, self.config.n_query)
 
-    def _unlabeled_classes(self, draw: EpisodeDraw) -> np.ndarray:
-        """Class id (in its source) of every unlabeled image of ``draw``."""
+    def _unlabeled(self, draw: EpisodeDraw, field: str) -> np.ndarray:
+        """``field`` (``"images"`` or ``"labels"``) of every unlabeled image of ``draw``, each
+        read from its source: the domain (source -1) or OOD source ``s``."""
         u_src, u_idx = draw.unlabeled_source, draw.unlabeled_index
-        u_cls = np.empty(u_idx.size, dtype=np.int64)
-        is_id = u_src < 0
-        u_cls[is_id] = self.domain.labels[u_idx[is_id]]
-        for s, src in enumerate(self.ood_sources):
+        column = getattr(self.domain, field)
+        out = np.empty((u_idx.size, *column.shape[1:]), dtype=column.dtype)
+        for s, src in enumerate((self.domain, *self.ood_sources), start=-1):
             m = u_src == s
             if m.any():
-                u_cls[m] = src.labels[u_idx[m]]
-        return u_cls
+                out[m] = getattr(src, field)[u_idx[m]]
+        return out
 
     def _oracle(self, draw: EpisodeDraw) -> EpisodeOracle:
         return EpisodeOracle(
             unlabeled_is_ood=torch.from_numpy(draw.unlabeled_source >= 0),
             unlabeled_source=torch.from_numpy(draw.unlabeled_source),
-            unlabeled_class=torch.from_numpy(self._unlabeled_classes(draw)),
+            unlabeled_class=torch.from_numpy(self._unlabeled(draw, "labels")),
             unlabeled_index=torch.from_numpy(draw.unlabeled_index),
             support_index=torch.from_numpy(draw.support_index),
             query_index=torch.from_numpy(draw.query_index),
@@ -547,20 +547,12 @@ class EpisodeSampler:
         """Episode ``index``: a pure function of ``(self.seed, index)``."""
         draw = self.draw(index)
         dom = self.domain
-        u_src, u_idx = draw.unlabeled_source, draw.unlabeled_index
-        u_img = np.empty((u_idx.size, *dom.images.shape[1:]), dtype=np.uint8)
-        is_id = u_src < 0
-        u_img[is_id] = dom.images[u_idx[is_id]]
-        for s, src in enumerate(self.ood_sources):
-            m = u_src == s
-            if m.any():
-                u_img[m] = src.images[u_idx[m]]
         support_y, query_y = self._labels()
         return Episode(
             support_x=torch.from_numpy(dom.images[draw.support_index]),
             support_y=torch.from_numpy(support_y),
             query_x=torch.from_numpy(dom.images[draw.query_index]),
             query_y=torch.from_numpy(query_y),
-            unlabeled_x=torch.from_numpy(u_img),
+            unlabeled_x=torch.from_numpy(self._unlabeled(draw, "images")),
             oracle=self._oracle(draw),
         )

@@ -94,9 +94,24 @@ _NDARRAY = "__numpy_ndarray__"
 _NPSCALAR = "__numpy_scalar__"
 
 
+def _rebuilt(obj: Any, items: Any) -> Any:
+    """``obj`` when ``items`` (its converted elements: a dict or a list) are its own, else a
+    container of ``obj``'s type holding them (a state dict keeps its ``_metadata``)."""
+    if isinstance(obj, dict):
+        if all(items[k] is v for k, v in obj.items()):
+            return obj
+        out = type(obj)(items)
+        if hasattr(obj, "_metadata"):
+            out._metadata = obj._metadata
+        return out
+    if all(a is b for a, b in zip(items, obj)):
+        return obj
+    return type(obj)(items)
+
+
 def _to_plain(obj: Any, where: str) -> Any:
     """``obj`` with NumPy arrays and scalars replaced by plain tagged dicts; ``obj`` itself
-    where nothing changes (so a state dict keeps its ``_metadata``).
+    where nothing changes (:func:`_rebuilt`).
 
     Raises:
         CheckpointError: ``obj`` holds a type that ``torch.load(weights_only=True)`` would
@@ -114,18 +129,9 @@ def _to_plain(obj: Any, where: str) -> Any:
     if isinstance(obj, np.generic):
         return {_NPSCALAR: obj.item(), "dtype": obj.dtype.str}
     if type(obj) in (dict, OrderedDict):
-        items = {k: _to_plain(v, f"{where}[{k!r}]") for k, v in obj.items()}
-        if all(items[k] is v for k, v in obj.items()):
-            return obj
-        out = type(obj)(items)
-        if hasattr(obj, "_metadata"):
-            out._metadata = obj._metadata
-        return out
+        return _rebuilt(obj, {k: _to_plain(v, f"{where}[{k!r}]") for k, v in obj.items()})
     if type(obj) in (list, tuple, set):
-        items = [_to_plain(v, f"{where}[{i}]") for i, v in enumerate(obj)]
-        if all(a is b for a, b in zip(items, obj)):
-            return obj
-        return type(obj)(items)
+        return _rebuilt(obj, [_to_plain(v, f"{where}[{i}]") for i, v in enumerate(obj)])
     raise CheckpointError(
         f"cannot checkpoint {where}: a {type(obj).__module__}.{type(obj).__qualname__}. A "
         "checkpoint holds tensors, numbers, strings, NumPy arrays and lists, tuples, sets and "
@@ -142,18 +148,9 @@ def _from_plain(obj: Any) -> Any:
             return arr.reshape(obj["shape"]).copy()
         if _NPSCALAR in obj:
             return np.dtype(obj["dtype"]).type(obj[_NPSCALAR])
-        items = {k: _from_plain(v) for k, v in obj.items()}
-        if all(items[k] is v for k, v in obj.items()):
-            return obj
-        out = type(obj)(items)
-        if hasattr(obj, "_metadata"):
-            out._metadata = obj._metadata
-        return out
+        return _rebuilt(obj, {k: _from_plain(v) for k, v in obj.items()})
     if isinstance(obj, (list, tuple, set)):
-        items = [_from_plain(v) for v in obj]
-        if all(a is b for a, b in zip(items, obj)):
-            return obj
-        return type(obj)(items)
+        return _rebuilt(obj, [_from_plain(v) for v in obj])
     return obj
 
 
