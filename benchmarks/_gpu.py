@@ -49,19 +49,36 @@ def device_clock(device: str):
     return time.perf_counter
 
 
-def check_out(device: str, out: str | None, default: Path) -> Path:
-    """Where results go: ``default`` (the committed results folder) only for a GPU run; a CPU
-    run of a GPU benchmark is a smoke test of the script and must name its own ``--out``, so
-    that no CPU figure is ever filed as a GPU one."""
-    if out is not None:
-        return Path(out)
-    if torch.device(device).type != "cuda":
+def gpu_arguments(ap) -> None:
+    """The options every GPU benchmark takes: ``--device``, ``--out`` and ``--set``."""
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--out", default=None, help="results folder (required off a GPU)")
+    ap.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE",
+        help="override a setting of the paper preset (checked like the CLI's --set)",
+    )  # fmt: skip
+
+
+def results_folder(args, default: Path) -> Path:
+    """Parse ``args.set`` (in place) and return the results folder, created: ``default`` (the
+    committed results folder) only for a GPU run. A CPU run of a GPU benchmark is a smoke test
+    of the script and must name its own ``--out``, so that no CPU figure is ever filed as a GPU
+    one; ``--device cuda`` on a machine without CUDA is refused."""
+    from avalanche_sets.cli import _parse_sets
+
+    args.set = _parse_sets(args.set, grid=False)
+    on_gpu = torch.device(args.device).type == "cuda"
+    if on_gpu and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: this machine has no CUDA device; see the script's help")
+    if args.out is None and not on_gpu:
         raise SystemExit(
-            f"--device {device}: this benchmark measures a GPU; on a CPU it only checks that the "
-            "script runs. Pass --out <folder> for such a run (the committed results are GPU "
-            "measurements)"
+            f"--device {args.device}: this benchmark measures a GPU; on a CPU it only checks "
+            "that the script runs. Pass --out <folder> for such a run (the committed results "
+            "are GPU measurements)"
         )
-    return default
+    out = Path(args.out) if args.out is not None else default
+    out.mkdir(parents=True, exist_ok=True)
+    return out
 
 
 def gpu_line(gpu: dict | None) -> str:

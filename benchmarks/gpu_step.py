@@ -41,7 +41,7 @@ from collections import Counter, defaultdict
 
 import torch
 from _common import RESULTS, header_md, provenance, save_figure, write_json
-from _gpu import check_out, device_clock, gpu_info, gpu_line
+from _gpu import device_clock, gpu_arguments, gpu_info, gpu_line, results_folder
 from _timing import instrument, train_range
 from avalanche.core import SupervisedPlugin
 from step_speed import backbone_flops
@@ -337,8 +337,7 @@ def _plot(rows: list[dict], out) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--out", default=None, help="results folder (required off a GPU)")
+    gpu_arguments(ap)
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     ap.add_argument("--n-ood", nargs="+", type=int, default=[50, 250])
     ap.add_argument("--variants", nargs="+", default=["eager", "compile"], choices=list(VARIANTS))
@@ -347,18 +346,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--warm", type=int, default=10, help="warm-up iterations (fill the memory)")
     ap.add_argument("--round", type=int, default=4, help="iterations per interleaved pass")
     ap.add_argument("--domain", default="shapes", help="the synthetic domain trained on")
-    ap.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE",
-        help="override a setting of the paper preset (checked like the CLI's --set)",
-    )  # fmt: skip
     args = ap.parse_args(argv)
-    from avalanche_sets.cli import _parse_sets
-
-    args.set = _parse_sets(args.set, grid=False)
-    out = check_out(args.device, args.out, RESULTS / "gpu_step")
-    out.mkdir(parents=True, exist_ok=True)
-    if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("--device cuda: this machine has no CUDA device; see the script's help")
+    out = results_folder(args, RESULTS / "gpu_step")
     rows = measure(args)
     ratio_rows = ratios(rows)
     summary = {

@@ -21,9 +21,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-import torch
 from _common import RESULTS, header_md, provenance, save_figure, write_json
-from _gpu import check_out, gpu_info, gpu_line
+from _gpu import gpu_arguments, gpu_info, gpu_line, results_folder
 
 from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs.experiment import run_experiment
@@ -110,23 +109,12 @@ def _plot(rows: list[dict], out) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--out", default=None, help="results folder (required off a GPU)")
+    gpu_arguments(ap)
     ap.add_argument("--methods", nargs="+", default=list(METHODS))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--checkpoint-every", type=int, default=500)
-    ap.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE",
-        help="override a setting of the paper preset (checked like the CLI's --set)",
-    )  # fmt: skip
     args = ap.parse_args(argv)
-    from avalanche_sets.cli import _parse_sets
-
-    args.set = _parse_sets(args.set, grid=False)
-    args.out = check_out(args.device, args.out, RESULTS / "paper_scale")
-    args.out.mkdir(parents=True, exist_ok=True)
-    if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("--device cuda: this machine has no CUDA device; see the script's help")
+    args.out = results_folder(args, RESULTS / "paper_scale")
     rows = run_all(args)
     summary = {
         "provenance": provenance(seeds=[args.seed]),
