@@ -33,13 +33,22 @@ def _parse_value(text: str):
         return text
 
 
-def _parse_sets(items: list[str] | None, *, grid: bool) -> dict:
-    """``key=value`` (or ``key=v1,v2`` for a grid) → dict of values (lists for a grid)."""
+def _parse_sets(items: list[str] | None, *, grid: bool, flag: str = "--set") -> dict:
+    """``key=value`` (or ``key=v1,v2`` for a grid) → dict of values (lists for a grid).
+
+    Raises:
+        ValueError: an item without ``=``, or a key given twice (the later would win unseen).
+    """
     out = {}
     for item in items or []:
         if "=" not in item:
-            raise argparse.ArgumentTypeError(f"--set expects key=value, got {item!r}")
+            raise ValueError(f"{flag} expects key=value, got {item!r}")
         key, value = item.split("=", 1)
+        if key in out:
+            raise ValueError(
+                f"{flag} {key}=... is given twice; fix: give it once (a sweep takes a grid as "
+                f"{flag} {key}=v1,v2)"
+            )
         parsed = _parse_value(value)
         if not grid:
             out[key] = parsed
@@ -76,11 +85,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", required=True)
 
+    methods_help = (
+        f"{', '.join(method_names())}; or a method of your own: package.module:factory "
+        "(see docs/guide/custom-method.md)"
+    )
+
     def add_run_args(sp, many_methods: bool):
         if many_methods:
-            sp.add_argument("--methods", nargs="+", default=["order"], choices=method_names())
+            sp.add_argument(
+                "--methods", nargs="+", default=["order"], metavar="METHOD", help=methods_help
+            )
         else:
-            sp.add_argument("--method", default="order", choices=method_names())
+            sp.add_argument("--method", default="order", help=methods_help)
         sp.add_argument("--preset", default="quick", choices=preset_names())
         sp.add_argument("--source", choices=list(SOURCES))
         sp.add_argument("--root", help="folder of domain packs or of the paper's datasets")
@@ -192,6 +208,31 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: Settings with a flag of their own besides ``--set KEY=VALUE``.
+_FLAG_SETTINGS = ("source", "root", "order", "seeds")
+
+
+def _given(args) -> set[str]:
+    """The preset settings this command line sets: its ``--set`` keys and setting flags.
+
+    Raises:
+        ValueError: a setting given both by its flag and by ``--set`` (one would override the
+            other unseen), or a repeated seed or method.
+    """
+    sets = set(_parse_sets(args.set, grid=True))
+    flags = {k for k in _FLAG_SETTINGS if getattr(args, k, None) is not None}
+    both = sorted(sets & flags)
+    if both:
+        raise ValueError(
+            f"{', '.join(both)} given both as --{both[0]} and as --set {both[0]}=...; fix: give "
+            "each setting once"
+        )
+    for flag, values in (("--seeds", args.seeds), ("--methods", getattr(args, "methods", None))):
+        if values and len(set(values)) < len(values):
+            raise ValueError(f"{flag} names a value twice ({values}); fix: name each once")
+    return sets | flags
+
+
 def _preset_from_args(args, extra: dict | None = None) -> dict:
     from .presets import resolve_preset
 
@@ -204,9 +245,10 @@ def _preset_from_args(args, extra: dict | None = None) -> dict:
 
 
 def _cmd_run(args) -> int:
+    given = _given(args)
     preset = _preset_from_args(args)
     seeds = args.seeds or preset["seeds"]
-    strategy_overrides = _parse_sets(args.strategy_set, grid=False)
+    strategy_overrides = _parse_sets(args.strategy_set, grid=False, flag="--strategy-set")
     from .methods import check_method
     from .runs.experiment import build_benchmark, run_experiment
     from .runs.folder import RUN_FILES, run_folder
@@ -214,7 +256,7 @@ def _cmd_run(args) -> int:
     from .visualize import plot_episodes
 
     # the one check of the method, before any data is loaded
-    check_method(args.method, preset, strategy_overrides)
+    check_method(args.method, preset, strategy_overrides, given=given, eval_stream=args.eval_stream)
     bench = build_benchmark(preset, seed=seeds[0])  # described here, run below: built once
     print(bench.describe(), flush=True)
     picture = plot_episodes(bench, Path(args.out) / "episodes.png")
@@ -260,6 +302,13 @@ def _grid(args) -> list[tuple[str, dict, int]]:
 
 
 def _cmd_sweep(args) -> int:
+    given = _given(args)
+    if args.ray_address and args.jobs != 1:
+        raise ValueError(
+            f"--jobs {args.jobs} and --ray-address both say how to run in parallel, and Ray "
+            "runs every run as its own task (one CPU each); fix: drop --jobs, or drop "
+            "--ray-address to run --jobs local processes"
+        )
     if args.ray_address:
         try:
             import ray  # noqa: F401
@@ -270,7 +319,7 @@ def _cmd_sweep(args) -> int:
                 file=sys.stderr,
             )
             return 2
-    strategy_overrides = _parse_sets(args.strategy_set, grid=False)
+    strategy_overrides = _parse_sets(args.strategy_set, grid=False, flag="--strategy-set")
     grid = _grid(args)
     from .runs.sweep import RunSpec, check_specs, run_sweep
 
@@ -280,9 +329,13 @@ def _cmd_sweep(args) -> int:
                 verbose=args.verbose)
         for m, p, s in grid
     ]  # fmt: skip
-    check_specs(specs)  # every grid point, before the first run starts
+    check_specs(specs, given=given)  # every grid point, before the first run starts
     print(f"sweep: {len(specs)} runs into {args.out}/ (finished runs are skipped)", flush=True)
-    outcomes = run_sweep(specs, jobs=args.jobs, ray_address=args.ray_address, checked=True)
+    # runs in parallel take one thread each unless the command line sets threads
+    outcomes = run_sweep(
+        specs, jobs=args.jobs, ray_address=args.ray_address, checked=True,
+        threads=None if "threads" in given else 1,
+    )  # fmt: skip
     for o in sorted(outcomes, key=lambda o: (o.spec.method, o.spec.seed)):
         print(
             f"{o.spec.method:<24} seed {o.spec.seed}: {100 * o.accuracy:6.2f}%  "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "SOURCES",
+    "FOLDER_SOURCES",
     "PRECISIONS",
     "MEM_SIZE",
     "N_OOD",
@@ -19,6 +20,9 @@ __all__ = [
 SOURCES: tuple[str, ...] = ("synthetic", "packs", "paper")
 """Where the domains of a benchmark come from: the offline synthetic domains, a folder of
 ``.npz`` domain packs, or the paper's datasets."""
+
+FOLDER_SOURCES: tuple[str, ...] = ("packs", "paper")
+"""The sources that read a data folder (``root``); ``synthetic`` generates its images."""
 
 PRECISIONS: tuple[str, ...] = ("auto", "fp32", "bf16")
 """The backbone's precision: ``auto`` is bf16 where the device runs it natively, else fp32."""

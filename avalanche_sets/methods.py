@@ -1,8 +1,19 @@
-"""Registry of runnable methods: ORDER, its ablations and the baselines, by name.
+"""Registry of runnable methods: ORDER, its ablations, the baselines, and methods of your own.
 
 ``build_strategy(name, preset, seed=..., evaluator=...)`` builds the backbone the preset asks
 for and the strategy; the command line, the examples and the benchmark scripts all go through
 it, so a method means the same thing everywhere.
+
+A method of your own is a **factory**, ``factory(preset, *, seed, evaluator, plugins,
+**options) -> strategy``, named wherever a built-in name goes (``--method``, ``run_experiment``,
+sweeps, tables) in one of two ways:
+
+* ``"package.module:factory"``: imported from the Python path (the current folder included);
+* an entry point's name: an installed package declares ``my-method = "my_pkg.methods:build"``
+  in the ``[project.entry-points."avalanche_sets.methods"]`` table of its ``pyproject.toml``.
+
+The factory must hand ``evaluator`` and ``plugins`` to the strategy it builds (checked); it
+usually calls :func:`build_strategy` on a built-in method with its own plugins added.
 """
 
 from __future__ import annotations
@@ -10,7 +21,10 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
-from collections.abc import Callable
+import os
+import sys
+from collections.abc import Callable, Iterable
+from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # torch loads only when a strategy is built (the CLI parses without it)
@@ -20,8 +34,15 @@ __all__ = [
     "METHODS",
     "ORDER_VARIANTS",
     "JOINT_METHODS",
+    "ENTRY_POINT_GROUP",
+    "MethodOptionError",
+    "ORDER_COMPONENT_OPTIONS",
     "build_strategy",
     "check_method",
+    "installed_methods",
+    "is_custom_method",
+    "method_factory",
+    "method_folder_name",
     "method_names",
     "make_backbone",
 ]
@@ -63,8 +84,87 @@ JOINT_METHODS: tuple[str, ...] = ("joint", "joint-matched")
 METHODS: tuple[str, ...] = (*ORDER_VARIANTS, *BASELINES)
 
 
+class MethodOptionError(TypeError, ValueError):
+    """A strategy option the method does not take, or a factory of one's own that does not
+    take or keep what a factory is handed (a ``TypeError``; also a ``ValueError``, as every
+    other bad setting, so the command line reports it as one)."""
+
+
+#: The entry-point group under which installed packages register their methods.
+ENTRY_POINT_GROUP = "avalanche_sets.methods"
+
+
+def installed_methods() -> dict[str, str]:
+    """The methods installed packages register (:data:`ENTRY_POINT_GROUP`): name -> factory
+    (``"module:attribute"``)."""
+    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
 def method_names() -> list[str]:
-    return list(METHODS)
+    """The built-in methods, then the installed ones (a ``module:factory`` is always valid)."""
+    return [*METHODS, *sorted(set(installed_methods()) - set(METHODS))]
+
+
+def is_custom_method(name: str) -> bool:
+    """Whether ``name`` names a method of one's own (an installed entry point or a
+    ``module:factory``) rather than a built-in method."""
+    return name not in METHODS
+
+
+def method_folder_name(name: str) -> str:
+    """The folder a method's runs go to under a run root: its name, with the ``:`` of a
+    ``module:factory`` spelled ``.`` (a ``:`` has other meanings in paths and log-dir lists)."""
+    return name.replace(":", ".")
+
+
+def method_factory(name: str) -> Callable[..., Any]:
+    """The factory of a method of one's own: an installed entry point's or a ``module:factory``.
+
+    The module is imported from the Python path; the current folder is searched last (as for
+    ``python -m``), so a file next to where the command runs needs no installing.
+
+    Raises:
+        ValueError: ``name`` is neither (with the closest built-in name), the module or the
+            attribute is missing, the attribute is not callable, or an installed method takes
+            a built-in method's name.
+    """
+    installed = installed_methods()
+    if name in METHODS:
+        raise ValueError(f"{name!r} is a built-in method, not a factory of one's own")
+    target = installed.get(name, name)
+    module_name, colon, attr = target.partition(":")
+    if not colon or not module_name or not attr:
+        close = difflib.get_close_matches(str(name), method_names(), n=1, cutoff=0.5)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(
+            f"unknown method {name!r}{hint}; choose one of {method_names()}, or name a method "
+            "of your own as 'package.module:factory' (or install it under the entry-point "
+            f"group {ENTRY_POINT_GROUP!r})"
+        )
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.append(os.getcwd())  # searched last: an installed module of the name wins
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        if err.name is None or not module_name.startswith(err.name):
+            raise  # the module exists but imports something that does not
+        raise ValueError(
+            f"method {name!r}: no module {module_name!r} on the Python path or in the current "
+            f"folder {os.getcwd()}; fix: run from the folder that holds {module_name}.py, add "
+            "its folder to PYTHONPATH, or install its package"
+        ) from None
+    factory: Any = module
+    for part in attr.split("."):
+        if not hasattr(factory, part):
+            public = sorted(n for n in vars(module) if not n.startswith("_"))
+            raise ValueError(
+                f"method {name!r}: module {module_name!r} has no attribute {attr!r}; it "
+                f"defines {public}"
+            )
+        factory = getattr(factory, part)
+    if not callable(factory):
+        raise ValueError(f"method {name!r}: {target} is a {type(factory).__name__}, not callable")
+    return factory
 
 
 def make_backbone(preset: dict) -> ConvBackbone:
@@ -129,22 +229,50 @@ def _accepted_options(cls: type) -> set[str]:
     return names
 
 
-def check_method(name: str, preset: dict, overrides: dict[str, Any] | None = None) -> None:
+#: ORDER's options that act only while one of its components is on (``use_*``).
+ORDER_COMPONENT_OPTIONS: dict[str, tuple[str, ...]] = {
+    "use_mi": ("lam", "mi_terms"),
+    "use_ood_split": ("ood_k", "ood_rule", "ood_n_id"),
+    "use_replay": ("mem_size", "replay_batch"),
+    "use_ot": ("beta", "ot_solver", "ot_max_points", "ot_unlabeled"),
+}
+
+#: Preset settings only one evaluation stream reads: the size of the other stream.
+_STREAM_SETTINGS = {"n_val_episodes": "valid", "n_test_episodes": "test"}
+
+
+def check_method(
+    name: str,
+    preset: dict,
+    overrides: dict[str, Any] | None = None,
+    *,
+    given: Iterable[str] = (),
+    eval_stream: str = "test",
+) -> None:
     """Check a method name, the preset it is built for and its strategy options.
 
     :func:`build_strategy` calls it first; call it yourself to fail before loading any data.
+    ``given``: the preset settings the user set explicitly (the command line's ``--set``); each
+    must be read by this run of ``name`` on ``eval_stream``, or it is refused rather than
+    ignored. Strategy options (``overrides``) are always given: an option of an ORDER component
+    that the method turns off (``beta`` of ``order-no-ot``) is refused too.
 
     Raises:
         ValueError: an unknown method (with the closest name), a preset without the settings
             a strategy needs, an override that contradicts the ORDER ablation it is applied to
-            (``build_strategy("order-no-ot", ..., use_ot=True)``), or an OT set-up the
-            ``cvxpylayers`` solver cannot build (more than 100 points per side).
-        TypeError: a strategy option the method does not accept (with the closest name).
+            (``build_strategy("order-no-ot", ..., use_ot=True)``), a setting or option the run
+            would not read, or an OT set-up the ``cvxpylayers`` solver cannot build (more than
+            100 points per side).
+        TypeError: a strategy option the method does not accept (with the closest name), or a
+            factory of one's own that does not take a factory's arguments.
     """
-    if name not in METHODS:
-        close = difflib.get_close_matches(str(name), METHODS, n=1, cutoff=0.5)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ValueError(f"unknown method {name!r}{hint}; choose one of {list(METHODS)}")
+    if name in METHODS and name in installed_methods():
+        raise ValueError(
+            f"an installed package registers a method named {name!r} (entry point "
+            f"{installed_methods()[name]!r}), which is a built-in method's name; fix: rename "
+            f"that entry point in its package's {ENTRY_POINT_GROUP!r} group"
+        )
+    factory = method_factory(name) if is_custom_method(name) else None
     if not isinstance(preset, dict):
         raise TypeError(
             f"preset must be a dict of settings, got {type(preset).__name__}; fix: "
@@ -157,6 +285,11 @@ def check_method(name: str, preset: dict, overrides: dict[str, Any] | None = Non
             "avalanche_sets.presets.resolve_preset(<name>, **overrides)"
         )
     overrides = dict(overrides or {})
+    unread = _unread_stream_settings(set(given), eval_stream)
+    if factory is not None:
+        _check_factory(name, factory, overrides)
+        _refuse_unread(name, unread)
+        return
     cls = _strategy_class(name)
     accepted = _accepted_options(cls)
     unknown = sorted(set(overrides) - accepted)
@@ -166,11 +299,19 @@ def check_method(name: str, preset: dict, overrides: dict[str, Any] | None = Non
             for c in (difflib.get_close_matches(k, sorted(accepted), n=1) for k in unknown[:3])
             if c
         )
-        raise TypeError(
+        raise MethodOptionError(
             f"method {name!r} ({cls.__name__}) does not accept option(s) {unknown}{hints}; "
-            f"valid options: {sorted(accepted)}"
+            f"fix: use its valid options {sorted(accepted)}"
+        )
+    for key in sorted(set(given) & set(_PRESET_OPTIONS) - accepted):
+        unread[key] = f"{name} keeps no memory of tasks"
+    if "lr" in given and name == "semi-gpm":
+        unread["lr"] = (
+            "semi-gpm trains with its own SGD learning rate (GPM's update is orthogonal only "
+            "with it); set it with --strategy-set lr=..."
         )
     if name not in ORDER_VARIANTS:
+        _refuse_unread(name, unread)
         return
     variant = ORDER_VARIANTS[name]
     for key, value in overrides.items():
@@ -188,6 +329,13 @@ def check_method(name: str, preset: dict, overrides: dict[str, Any] | None = Non
     settings.update({k: preset[k] for k in ("ot_solver", "ot_max_points") if k in preset})
     settings.update(variant)
     settings.update(overrides)
+    for switch, options in ORDER_COMPONENT_OPTIONS.items():
+        if settings.get(switch, True):
+            continue
+        for key in options:
+            if key in overrides or key in given:
+                unread[key] = f"{name} runs with {switch}=False"
+    _refuse_unread(name, unread)
     if settings.get("use_replay", True) and settings.get("use_ot", True):
         if settings.get("ot_solver") == "cvxpylayers":
             from .functional.ot import CVXPYLAYERS_MAX_ENTRIES
@@ -203,6 +351,56 @@ def check_method(name: str, preset: dict, overrides: dict[str, Any] | None = Non
                     f"like (n·m)²); fix: pass ot_max_points={side} or less, or "
                     "ot_solver='exact'"
                 )
+
+
+def _unread_stream_settings(given: set[str], eval_stream: str) -> dict[str, str]:
+    return {
+        key: f"a run evaluated on the {eval_stream} stream never draws the {stream} stream"
+        for key, stream in _STREAM_SETTINGS.items()
+        if key in given and stream != eval_stream
+    }
+
+
+def _refuse_unread(name: str, unread: dict[str, str]) -> None:
+    if unread:
+        why = "; ".join(f"{key}: {reason}" for key, reason in sorted(unread.items()))
+        raise ValueError(
+            f"method {name!r} would not read setting(s) {sorted(unread)} ({why}); they would "
+            "change the run's folder name and nothing it computes; fix: drop them, or choose "
+            "the method (or --eval-stream) that uses them"
+        )
+
+
+#: The arguments :func:`build_strategy` hands a factory of one's own besides the preset.
+FACTORY_ARGUMENTS = ("seed", "evaluator", "plugins")
+
+
+def _check_factory(name: str, factory: Callable, overrides: dict[str, Any]) -> None:
+    """A factory takes ``(preset, *, seed, evaluator, plugins, **options)``."""
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return  # a callable without a signature (a C function): its call will tell
+    kinds = {p.kind for p in params.values()}
+    takes_any = inspect.Parameter.VAR_KEYWORD in kinds
+    named = {p.name for p in params.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    lacks = [a for a in FACTORY_ARGUMENTS if a not in named and not takes_any]
+    positional = [
+        p for p in params.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    if lacks or not (positional or inspect.Parameter.VAR_POSITIONAL in kinds):
+        raise MethodOptionError(
+            f"method {name!r}: a method factory is called as factory(preset, *, seed, "
+            f"evaluator, plugins, **options), but {factory.__qualname__} "
+            f"{f'lacks {lacks}' if lacks else 'takes no preset'}; fix: def "
+            f"{factory.__name__}(preset, *, seed, evaluator, plugins, **options)"
+        )
+    unknown = sorted(set(overrides) - named) if not takes_any else []
+    if unknown:
+        raise MethodOptionError(
+            f"method {name!r} ({factory.__qualname__}) does not accept option(s) {unknown}; "
+            f"fix: use its valid options {sorted(named - set(FACTORY_ARGUMENTS) - {'preset'})}"
+        )
 
 
 def _normal(value: Any) -> Any:
@@ -236,24 +434,58 @@ def build_strategy(
 ):
     """Build method ``name`` for ``preset``; ``overrides`` go to the strategy constructor.
 
-    The model is initialised from ``torch.manual_seed(seed)``. A strategy whose constructor
-    takes ``seed``, ``mem_size`` or ``replay_batch`` receives the seed and the preset's values.
-    ``check=False`` skips :func:`check_method` when the caller has run it on these arguments
-    already (a run checks its method once, before loading any data).
+    ``plugins`` are added after the method's own plugins, so their callbacks run after them
+    in every event. The model is initialised from ``torch.manual_seed(seed)``. A strategy
+    whose constructor takes ``seed``, ``mem_size`` or ``replay_batch`` receives the seed and the
+    preset's values. ``check=False`` skips :func:`check_method` when the caller has run it on
+    these arguments already (a run checks its method once, before loading any data).
+
+    A method of one's own (see the module's docstring) is built by its factory, called as
+    ``factory(preset, seed=seed, evaluator=evaluator, plugins=plugins, **overrides)``.
+
+    Raises:
+        ValueError, TypeError: as :func:`check_method`; a factory that returns no Avalanche
+            strategy, or one without the evaluator or the plugins it was handed.
     """
     if check:
         check_method(name, preset, overrides)
     import torch
+    from avalanche.training.templates import BaseTemplate
 
     from .models.episodic import PrototypicalModel
     from .training.template import silent_evaluator
 
     evaluator = evaluator if evaluator is not None else silent_evaluator()
+    plugins = list(plugins or [])
+    if is_custom_method(name):
+        torch.manual_seed(seed)
+        strategy = method_factory(name)(
+            preset, seed=seed, evaluator=evaluator, plugins=plugins, **overrides
+        )
+        dropped = [type(p).__name__ for p in plugins if p not in strategy.plugins]
+        if not isinstance(strategy, BaseTemplate) or strategy.evaluator is not evaluator:
+            what = (
+                f"a {type(strategy).__name__}, not an Avalanche strategy"
+                if not isinstance(strategy, BaseTemplate)
+                else "a strategy without the evaluator it was handed (its metrics and run "
+                "folder logs would be lost)"
+            )
+            raise MethodOptionError(
+                f"method {name!r}: the factory returned {what}; fix: return build_strategy("
+                "<method>, preset, seed=seed, evaluator=evaluator, plugins=[*yours, "
+                "*plugins], **options) or a strategy built with evaluator=evaluator"
+            )
+        if dropped:
+            raise MethodOptionError(
+                f"method {name!r}: the factory dropped the plugin(s) {dropped} it was handed; "
+                "fix: pass plugins=[*yours, *plugins] to the strategy it builds"
+            )
+        return strategy
     cls: Callable = _strategy_class(name)
     accepted = _accepted_options(cls)
     torch.manual_seed(seed)
     backbone = make_backbone(preset)
-    kwargs: dict[str, Any] = _common(preset, evaluator, plugins)
+    kwargs: dict[str, Any] = _common(preset, evaluator, plugins or None)
     if name in ORDER_VARIANTS:
         kwargs.update(model=PrototypicalModel(backbone, refine="soft_kmeans"), lr=preset["lr"])
         kwargs.update(ORDER_VARIANTS[name])

@@ -34,7 +34,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from .defaults import MEM_SIZE, N_OOD, PRECISIONS, REPLAY_BATCH, SOURCES
+from .defaults import FOLDER_SOURCES, MEM_SIZE, N_OOD, PRECISIONS, REPLAY_BATCH, SOURCES
 
 __all__ = ["PRESETS", "PRESET_SCHEMA", "resolve_preset", "check_preset", "preset_names"]
 
@@ -196,7 +196,8 @@ def check_preset(preset: dict[str, Any], *, name: str = "preset") -> dict[str, A
     """Check every setting of a (resolved) preset; raise ValueError naming the first bad one.
 
     Also refuses combinations that cannot work (``order`` together with ``domains``,
-    ``n_ood > 0`` with ``ood=[]``) and builds the :class:`EpisodeConfig` so that an impossible
+    ``n_ood > 0`` with ``ood=[]``) or that would be ignored (a ``root`` for a source that reads
+    no folder) and builds the :class:`EpisodeConfig` so that an impossible
     episode shape fails here, before any data is loaded.
     """
     for key, value in preset.items():
@@ -218,6 +219,13 @@ def check_preset(preset: dict[str, Any], *, name: str = "preset") -> dict[str, A
         raise ValueError(
             f"{name}: order={preset['order']!r} and domains={preset['domains']!r} both set the "
             "domain order; fix: pass only one of them"
+        )
+    if preset.get("root") is not None and preset.get("source") not in FOLDER_SOURCES:
+        raise ValueError(
+            f"{name}: root={str(preset['root'])!r} is set, but source {preset.get('source')!r} "
+            "reads no data folder (it generates its images), so the folder would be ignored; "
+            "fix: add --set source=packs (a folder of .npz domain packs) or --set source=paper "
+            "(the paper's datasets), or drop --root"
         )
     if preset.get("n_ood", 0) > 0 and preset.get("ood") is not None and not preset["ood"]:
         raise ValueError(

@@ -86,10 +86,12 @@ def planned(args) -> list[tuple[int, tuple[str, int, str]]]:
 
 
 def preset_for(args, source: str, shot: int, variant: str) -> dict:
+    from avalanche_sets.defaults import FOLDER_SOURCES
     from avalanche_sets.presets import resolve_preset
 
+    root = args.root if source in FOLDER_SOURCES else None  # a generated source reads none
     return resolve_preset(
-        "cpu", source=source, n_shot=shot, root=args.root, threads=1, **VARIANTS[variant]
+        "cpu", source=source, n_shot=shot, root=root, threads=1, **VARIANTS[variant]
     )
 
 

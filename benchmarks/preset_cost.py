@@ -23,9 +23,10 @@ import torch
 from _common import SHARED_PACKS, header_md, out_dir, provenance, write_json
 from avalanche.core import SupervisedPlugin
 
+from avalanche_sets.defaults import FOLDER_SOURCES
 from avalanche_sets.experiment import build_benchmark
 from avalanche_sets.methods import build_strategy
-from avalanche_sets.presets import resolve_preset
+from avalanche_sets.presets import PRESETS, resolve_preset
 
 
 class _Times(SupervisedPlugin):
@@ -57,7 +58,8 @@ def main() -> None:
     torch.set_num_threads(1)
     rows = []
     for shot in args.n_shot:
-        preset = resolve_preset(args.preset, root=args.root, n_shot=shot)
+        reads_root = PRESETS[args.preset]["source"] in FOLDER_SOURCES  # synthetic reads none
+        preset = resolve_preset(args.preset, root=args.root if reads_root else None, n_shot=shot)
         full_iters = preset["tasks_per_domain"] // preset["meta_batch"]
         n_test = preset["n_test_episodes"]
         bench = build_benchmark(

@@ -115,7 +115,8 @@ def main() -> None:
     )  # fmt: skip
     args = ap.parse_args()
 
-    from avalanche_sets.presets import resolve_preset
+    from avalanche_sets.defaults import FOLDER_SOURCES
+    from avalanche_sets.presets import PRESETS, resolve_preset
     from avalanche_sets.runs.folder import record_identity, run_identity, run_precision
     from avalanche_sets.runs.report import (
         aggregate_results,
@@ -144,9 +145,11 @@ def main() -> None:
 
     def preset_for(shot: int, value) -> dict:
         """The preset of one grid point: this shot and this value of the swept setting."""
-        setting = {"n_shot": shot, "root": args.root, "precision": args.precision}
+        setting = {"n_shot": shot, "precision": args.precision}
         if args.source:
             setting["source"] = args.source
+        if setting.get("source", PRESETS[args.preset]["source"]) in FOLDER_SOURCES:
+            setting["root"] = args.root  # a generated source reads no folder (refused)
         if key is not None:
             setting[key] = value
         return resolve_preset(args.preset, **setting)

@@ -400,7 +400,7 @@ CASES = [
          r"unknown method 'ordr' \(did you mean 'order'\?\); choose one of \['order', "),
     Case("method-unknown-option", lambda t: build_strategy("order", _quick(), lamda=1e-4),
          TypeError, r"method 'order' \(OrderStrategy\) does not accept option\(s\) \['lamda'\] "
-         r"\(did you mean 'lam'\?\); valid options: "),
+         r"\(did you mean 'lam'\?\); fix: use its valid options "),
     Case("method-preset-incomplete", lambda t: build_strategy("mskm", {"lr": 1e-3}),
          ValueError, r"the preset lacks setting\(s\) \['n_blocks', .*\] that method 'mskm' "
          r"needs; fix: start from avalanche_sets\.presets\.resolve_preset"),

@@ -186,7 +186,7 @@ def load_source(
     Args:
         source: ``"synthetic"`` (generated offline), ``"packs"`` (a folder of ``.npz`` domain
             packs) or ``"paper"`` (the paper's nine datasets from a local root).
-        root: folder of the packs or of the paper's datasets (not used by ``"synthetic"``).
+        root: folder of the packs or of the paper's datasets (refused with ``"synthetic"``).
         domains: custom domain order (names); defaults to the source's order ``order``.
         ood: OOD source names; defaults to the source's three OOD sources.
         order: the paper's order 1, 2 or 3; leave it at 1 when ``domains`` is given (a custom
@@ -212,6 +212,12 @@ def load_source(
         return [default[i] for i in ORDER_PERMUTATIONS[order]]
 
     if source == "synthetic":
+        if root is not None:
+            raise ValueError(
+                f"root={str(root)!r} was given, but source 'synthetic' reads no folder (it "
+                "generates its images); fix: source='packs' for a folder of .npz domain packs, "
+                "source='paper' for the paper's datasets, or no root"
+            )
         id_names = ordered(SYNTHETIC_ID_DOMAINS)
         ood_names = list(SYNTHETIC_OOD_SOURCES if ood is None else ood)
         valid = set(SYNTHETIC_ID_DOMAINS) | set(SYNTHETIC_OOD_SOURCES)

@@ -13,10 +13,12 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
 import torch
+from avalanche.core import SupervisedPlugin
 from avalanche.evaluation.metrics import (
     accuracy_metrics,
     bwt_metrics,
@@ -44,6 +46,7 @@ from .folder import (
     check_finished,
     command_line,
     is_finished,
+    plugin_description,
     portable_preset,
     provenance,
     read_record,
@@ -165,6 +168,7 @@ def run_experiment(
     checkpoint_every: int | None = 50,
     eval_stream: str = "test",
     strategy_overrides: dict | None = None,
+    plugins: Sequence[SupervisedPlugin] = (),
     tag: str = "",
     wait: bool = False,
     benchmark: SETSBenchmark | None = None,
@@ -182,6 +186,12 @@ def run_experiment(
     Every metric value goes to the run folder's ``log.txt`` (appended to on resume);
     ``loggers`` adds terminal or file loggers (:data:`~.folder.LOGGERS`; ``progress`` draws
     one bar per domain), and ``verbose=True`` prints the metric values on the terminal too.
+
+    ``method``: a built-in method's name or a method of one's own (an installed entry point
+    or ``"package.module:factory"``: :mod:`avalanche_sets.methods`). ``plugins``: plugins added
+    to the method (after its own); they are part of the run's identity
+    (:func:`~.folder.plugin_description`: class and public settings) and of its folder's name
+    (``mskm+MyPlugin/...``). Pass new plugin objects to every run: a plugin keeps state.
 
     ``benchmark``: the :func:`build_benchmark` of this ``preset`` and ``seed`` when the caller
     has built it already (the command line, which describes it first), so it is not built
@@ -205,7 +215,9 @@ def run_experiment(
             f"run_experiment(seed={seed}) was handed the benchmark of seed {benchmark.seed}; "
             "fix: pass build_benchmark(preset, seed=seed), or no benchmark"
         )
+    added = [plugin_description(p) for p in plugins]
     where = {"eval_stream": eval_stream, "strategy_overrides": strategy_overrides}
+    where["plugins"] = added
     out = run_folder(out_root, method, preset, seed, tag=tag, **where)
     asked = run_identity(method, preset, **where)
     if is_finished(out):
@@ -228,6 +240,7 @@ def run_experiment(
             preset,
             seed=seed,
             evaluator=evaluator(loggers, out, verbose=verbose, log_file=log),
+            plugins=list(plugins),
             check=False,  # checked above (or by the caller)
             **(strategy_overrides or {}),
         )
@@ -284,6 +297,7 @@ def run_experiment(
             ),
             "eval_stream": eval_stream,
             "strategy_overrides": strategy_overrides or {},
+            **({"plugins": added} if added else {}),
             "result": result.to_dict(),
         }
         run = {

@@ -36,11 +36,13 @@ import json
 import os
 import platform
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from .. import __version__
 from ..files import atomic_write
+from ..methods import method_folder_name
 from ..presets import NAMING_PRESETS, PRESETS
 
 __all__ = [
@@ -68,6 +70,7 @@ __all__ = [
     "run_folder",
     "run_identity",
     "record_identity",
+    "plugin_description",
     "run_precision",
     "portable_preset",
     "machine_info",
@@ -224,11 +227,13 @@ def run_identity(
     *,
     eval_stream: str = "test",
     strategy_overrides: dict | None = None,
+    plugins: Sequence[str] = (),
 ) -> dict:
     """Everything that decides what a run computes, except its seed (JSON-normalised).
 
     The precision enters resolved (``"fp32"`` or ``"bf16"``, :func:`run_precision`): bf16
     changes the numbers, and ``"auto"`` means different things on different machines.
+    ``plugins``: the :func:`plugin_description` of every plugin added to the method.
     """
     ident = {
         "method": method,
@@ -236,6 +241,8 @@ def run_identity(
         "eval_stream": eval_stream,
         "strategy_overrides": dict(strategy_overrides or {}),
     }
+    if plugins:  # a plain method's identity (and every record of one) has no such key
+        ident["plugins"] = list(plugins)
     return json.loads(json.dumps(ident, sort_keys=True, default=str))
 
 
@@ -243,8 +250,25 @@ def record_identity(record: dict) -> dict:
     """:func:`run_identity` of a finished run's record (``result.json``, any readable format)."""
     return run_identity(
         record["method"], record["preset"], eval_stream=record.get("eval_stream", "test"),
-        strategy_overrides=record.get("strategy_overrides"),
+        strategy_overrides=record.get("strategy_overrides"), plugins=record.get("plugins", ()),
     )  # fmt: skip
+
+
+def plugin_description(plugin: object) -> str:
+    """A plugin as a run's identity names it: its class and its public settings,
+    ``"PrototypeSpreadPlugin(weight=0.1)"`` (attributes holding numbers, strings, booleans,
+    ``None`` or tuples of them, read when the run starts)."""
+    plain = (int, float, str, bool, type(None))
+    settings = {
+        k: v
+        for k, v in sorted(vars(plugin).items())
+        if not k.startswith("_")
+        and (
+            isinstance(v, plain) or (isinstance(v, tuple) and all(isinstance(x, plain) for x in v))
+        )
+    }
+    inner = ", ".join(f"{k}={v!r}" for k, v in settings.items())
+    return f"{type(plugin).__qualname__}({inner})"
 
 
 def _name_part(value) -> str:
@@ -259,8 +283,12 @@ def run_dir_name(
     *,
     eval_stream: str = "test",
     strategy_overrides: dict | None = None,
+    plugins: Sequence[str] = (),
 ) -> str:
     """``<method>/<source>-o<order>-<N>w<K>s-R<R>-seed<s>`` plus what else sets the run apart.
+
+    The method's folder is :func:`~avalanche_sets.methods.method_folder_name`, followed by
+    ``+<Plugin>`` for every plugin added to it (``mskm+PrototypeSpreadPlugin``).
 
     Appended, in this order: every preset setting that differs from the closest of
     :data:`~avalanche_sets.presets.NAMING_PRESETS` (``-mem_size50``; a ``converged`` run is
@@ -271,8 +299,9 @@ def run_dir_name(
     """
     src = preset["source"]
     order = preset.get("order", 1)
+    added = "".join(f"+{p.split('(')[0]}" for p in plugins)
     name = (
-        f"{method}/{src}-o{order}-{preset['n_way']}w{preset['n_shot']}s-R{preset['n_ood']}"
+        f"{method_folder_name(method)}{added}/{src}-o{order}-{preset['n_way']}w{preset['n_shot']}s-R{preset['n_ood']}"
         f"-seed{seed}"
     )
     rest = {k: v for k, v in preset.items() if k not in _IN_BASE_NAME + _NOT_IDENTITY}
@@ -297,10 +326,12 @@ def run_folder(
     *,
     eval_stream: str = "test",
     strategy_overrides: dict | None = None,
+    plugins: Sequence[str] = (),
     tag: str = "",
 ) -> Path:
     """The folder of one run under ``out_root``: :func:`run_dir_name` followed by ``tag``."""
     where = {"eval_stream": eval_stream, "strategy_overrides": strategy_overrides}
+    where["plugins"] = plugins
     return Path(out_root) / (run_dir_name(method, preset, seed, **where) + tag)
 
 
@@ -317,9 +348,9 @@ def check_finished(folder: str | Path, asked: dict, seed: int) -> dict:
     have = record_identity(rec)
     if have != asked or rec["seed"] != seed:
         diff = [f"seed: {rec['seed']} there, {seed} asked"] if rec["seed"] != seed else []
-        for part in ("method", "eval_stream", "strategy_overrides"):
-            if have[part] != asked[part]:
-                diff.append(f"{part}: {have[part]!r} there, {asked[part]!r} asked")
+        for part in ("method", "eval_stream", "strategy_overrides", "plugins"):
+            if have.get(part) != asked.get(part):
+                diff.append(f"{part}: {have.get(part)!r} there, {asked.get(part)!r} asked")
         for k in sorted(set(have["preset"]) | set(asked["preset"])):
             a, b = have["preset"].get(k, "(absent)"), asked["preset"].get(k, "(absent)")
             if a != b:

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import multiprocessing as mp
+import os
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,14 +83,18 @@ class RunOutcome:
         return float("nan") if self.record is None else self.record["seconds"]
 
 
-def check_specs(specs: Sequence[RunSpec]) -> None:
-    """Check the method, preset and strategy options of every run (before any starts).
+def check_specs(specs: Sequence[RunSpec], *, given: Iterable[str] = ()) -> None:
+    """Check the method, preset and strategy options of every run (before any starts);
+    ``given``: the preset settings the user set, each of which every run must read.
 
     Raises:
         ValueError, TypeError: as :func:`~avalanche_sets.methods.check_method`.
     """
     for spec in specs:
-        check_method(spec.method, spec.preset, spec.strategy_overrides)
+        check_method(
+            spec.method, spec.preset, spec.strategy_overrides, given=given,
+            eval_stream=spec.eval_stream,
+        )  # fmt: skip
 
 
 def run_one(
@@ -121,9 +126,11 @@ def _task(item: tuple[int, RunSpec, bool, bool]) -> tuple[int, RunOutcome]:
     return i, run_one(spec, wait=wait, keep_going=keep_going, checked=True)
 
 
-def _one_core(spec: RunSpec, **changes: Any) -> RunSpec:
-    """The spec for a worker that shares the machine with others: one thread per run."""
-    return dataclasses.replace(spec, preset={**spec.preset, "threads": 1}, **changes)
+def _parallel(spec: RunSpec, threads: int | None, **changes: Any) -> RunSpec:
+    """The spec for a worker that shares the machine with others: ``threads`` per run
+    (``None``: the preset's)."""
+    preset = spec.preset if threads is None else {**spec.preset, "threads": threads}
+    return dataclasses.replace(spec, preset=preset, **changes)
 
 
 def run_sweep(
@@ -135,22 +142,26 @@ def run_sweep(
     on_done: Callable[[RunOutcome], None] | None = None,
     progress: bool = True,
     checked: bool = False,
+    threads: int | None = 1,
 ) -> list[RunOutcome]:
     """Run every spec; the outcomes in the order of ``specs``.
 
     Args:
         specs: the runs. Every one is checked (:func:`check_specs`) before the first starts,
             unless ``checked`` says the caller has done so.
-        jobs: runs at a time in local processes (``spawn``, one thread each); 1 runs them
-            here, one after the other.
+        jobs: runs at a time in local processes (``spawn``, ``threads`` threads each); 1 runs
+            them here, one after the other, with their presets' threads.
         ray_address: run every unfinished run as a Ray task (one CPU each, plus one GPU when
-            its preset runs on CUDA): ``local`` starts a cluster on this machine, ``auto``
+            its preset runs on CUDA; ``threads`` CPUs with as many threads when ``threads`` is
+            set, else the preset's): ``local`` starts a cluster on this machine, ``auto``
             joins the one ``ray start`` started, or ``ray://host:10001``. Finished runs are
             read here, without a task.
         keep_going: a failing run is reported (status ``"failed"``) instead of stopping the
             sweep.
         on_done: called here with each outcome as its run ends (in the order they end).
         progress: show a progress bar (stderr).
+        threads: torch threads of every run that runs beside others (``jobs > 1`` or Ray);
+            ``None`` keeps each preset's ``threads``.
 
     Runs another process holds (status ``"locked"`` in the first pass) are waited for once
     this sweep's own runs are done, and their results reported, never run a second time.
@@ -159,18 +170,22 @@ def run_sweep(
         raise ValueError(f"jobs must be a positive number of parallel runs, got {jobs!r}")
     if not checked:
         check_specs(specs)
-    outcomes = _pass(specs, False, jobs, ray_address, keep_going, on_done, progress)
+    if threads is not None and (not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"threads must be a positive number or None, got {threads!r}")
+    how = (jobs, ray_address, threads, keep_going, on_done, progress)
+    outcomes = _pass(specs, False, *how)
     locked = [i for i, o in enumerate(outcomes) if o.status == "locked"]
     if locked:
         print(f"waiting for {len(locked)} run(s) held by another process", flush=True)
-        again = _pass([specs[i] for i in locked], True, jobs, ray_address, keep_going, on_done,
-                      progress)  # fmt: skip
+        again = _pass([specs[i] for i in locked], True, *how)
         for i, outcome in zip(locked, again):
             outcomes[i] = outcome
     return outcomes
 
 
-def _pass(specs, wait, jobs, ray_address, keep_going, on_done, progress) -> list[RunOutcome]:
+def _pass(
+    specs, wait, jobs, ray_address, threads, keep_going, on_done, progress
+) -> list[RunOutcome]:
     items = [(i, spec, wait, keep_going) for i, spec in enumerate(specs)]
     if not items:  # nothing to run: no pool, no cluster
         return []
@@ -185,9 +200,9 @@ def _pass(specs, wait, jobs, ray_address, keep_going, on_done, progress) -> list
 
     with bar:
         if ray_address:
-            _ray_pass(ray_address, items, done)
+            _ray_pass(ray_address, items, done, threads)
         elif jobs > 1:
-            items = [(i, _one_core(s), w, k) for i, s, w, k in items]
+            items = [(i, _parallel(s, threads), w, k) for i, s, w, k in items]
             with mp.get_context("spawn").Pool(jobs) as pool:
                 for i, outcome in pool.imap_unordered(_task, items, chunksize=1):
                     done(i, outcome)
@@ -197,9 +212,12 @@ def _pass(specs, wait, jobs, ray_address, keep_going, on_done, progress) -> list
     return results  # type: ignore[return-value]
 
 
-def _ray_pass(address: str, items: list, done: Callable[[int, RunOutcome], None]) -> None:
+def _ray_pass(
+    address: str, items: list, done: Callable[[int, RunOutcome], None], threads: int | None
+) -> None:
     """The unfinished runs as Ray tasks; connects to ``address`` unless this process already
-    is connected (and then leaves the connection open)."""
+    is connected (and then leaves the connection open). A worker imports a method of one's
+    own as the driver does: the driver's working folder and Python path go with the job."""
     import ray  # an optional dependency (pip install 'avalanche-sets[ray]')
 
     todo = []
@@ -209,17 +227,24 @@ def _ray_pass(address: str, items: list, done: Callable[[int, RunOutcome], None]
         else:
             # one core per task; the folder as an absolute path, the same on every worker of
             # one machine (on a cluster: a folder every node mounts at that path)
-            job = _one_core(spec, out_root=str(Path(spec.out_root).resolve()))
+            job = _parallel(spec, threads, out_root=str(Path(spec.out_root).resolve()))
             gpu = str(spec.preset.get("device", "cpu")).startswith("cuda")
-            todo.append(((i, job, wait, keep_going), gpu))
+            todo.append(((i, job, wait, keep_going), gpu, int(job.preset.get("threads", 1))))
     if not todo:
         return
     connected_here = not ray.is_initialized()
     if connected_here:
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+        search = [os.getcwd(), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+        ray.init(
+            address=address,
+            include_dashboard=False,
+            log_to_driver=any(item[1].verbose for item, _, _ in todo),  # -v prints values
+            runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(search)}},
+        )
     try:
         pending = [
-            ray.remote(num_cpus=1, num_gpus=int(gpu))(_task).remote(item) for item, gpu in todo
+            ray.remote(num_cpus=cpus, num_gpus=int(gpu))(_task).remote(item)
+            for item, gpu, cpus in todo
         ]
         while pending:  # report runs as they finish, in any order
             finished, pending = ray.wait(pending, num_returns=1)
