@@ -462,7 +462,6 @@ def build_strategy(
         strategy = method_factory(name)(
             preset, seed=seed, evaluator=evaluator, plugins=plugins, **overrides
         )
-        dropped = [type(p).__name__ for p in plugins if p not in strategy.plugins]
         if not isinstance(strategy, BaseTemplate) or strategy.evaluator is not evaluator:
             what = (
                 f"a {type(strategy).__name__}, not an Avalanche strategy"
@@ -475,6 +474,7 @@ def build_strategy(
                 "<method>, preset, seed=seed, evaluator=evaluator, plugins=[*yours, "
                 "*plugins], **options) or a strategy built with evaluator=evaluator"
             )
+        dropped = [type(p).__name__ for p in plugins if p not in strategy.plugins]
         if dropped:
             raise MethodOptionError(
                 f"method {name!r}: the factory dropped the plugin(s) {dropped} it was handed; "

@@ -103,7 +103,7 @@ def test_lock_excludes_a_second_holder_and_dies_with_its_process(tmp_path):
 # --- Run folder names: runs that compute different things never share a folder ---------------
 
 TINY = dict(
-    tasks_per_domain=4, n_test_episodes=2, n_val_episodes=2, n_query=2, n_unlabeled=2, n_ood=4,
+    tasks_per_domain=4, n_test_episodes=2, n_query=2, n_unlabeled=2, n_ood=4,
     width=4, domains=["shapes", "strokes"], eval_mb_size=2, interim_test_episodes=2,
 )  # fmt: skip
 

@@ -268,7 +268,7 @@ def plugin_description(plugin: object) -> str:
         )
     }
     inner = ", ".join(f"{k}={v!r}" for k, v in settings.items())
-    return f"{type(plugin).__qualname__}({inner})"
+    return f"{type(plugin).__name__}({inner})"
 
 
 def _name_part(value) -> str:

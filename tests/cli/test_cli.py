@@ -16,7 +16,7 @@ from avalanche_sets.run_folder import read_record
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = [
-    "--set", "tasks_per_domain=4", "--set", "n_test_episodes=2", "--set", "n_val_episodes=2",
+    "--set", "tasks_per_domain=4", "--set", "n_test_episodes=2",
     "--set", "n_query=2", "--set", "n_unlabeled=2", "--set", "n_ood=4", "--set", "width=4",
     "--set", "domains=['shapes','strokes']", "--set", "eval_mb_size=2",
 ]  # fmt: skip

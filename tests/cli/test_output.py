@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # two domains, 2 training iterations each, 2 test episodes per domain
 TINY = [
-    "--set", "tasks_per_domain=4", "--set", "n_test_episodes=2", "--set", "n_val_episodes=2",
+    "--set", "tasks_per_domain=4", "--set", "n_test_episodes=2",
     "--set", "n_query=2", "--set", "n_unlabeled=2", "--set", "n_ood=4", "--set", "width=4",
     "--set", "domains=['shapes','strokes']", "--set", "eval_mb_size=2",
 ]  # fmt: skip
@@ -106,11 +106,17 @@ def test_quick_start_example_writes_its_heatmap_where_it_says_not_in_the_cwd(tmp
 def test_result_files_store_the_data_folder_as_given_not_this_machines_absolute_path(
     tmp_path, monkeypatch, capsys
 ):
+    from avalanche_sets.data.packs import save_pack
+    from avalanche_sets.data.synthetic import make_synthetic_domain
+
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "data").mkdir()
+    for name in ("shapes", "strokes", "ood_rings"):  # a folder of packs: a source with a root
+        save_pack(
+            make_synthetic_domain(name.removeprefix("ood_")), tmp_path / "data" / f"{name}.npz"
+        )
     for given, stored in [(str(tmp_path / "data"), "data"), ("data", "data")]:
         out = tmp_path / f"out-{len(given)}"
-        _run(capsys, "--out", str(out), "--root", given)
+        _run(capsys, "--out", str(out), "--root", given, "--set", "source=packs")
         record = json.loads(next(out.rglob("result.json")).read_text())
         assert record["preset"]["root"] == stored
         assert str(tmp_path) not in json.dumps(record)

@@ -16,7 +16,7 @@ pytest.importorskip("ray", reason="ray is not installed: pip install 'avalanche-
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = [
-    "--set", "tasks_per_domain=4", "--set", "n_test_episodes=2", "--set", "n_val_episodes=2",
+    "--set", "tasks_per_domain=4", "--set", "n_test_episodes=2",
     "--set", "n_query=2", "--set", "n_unlabeled=2", "--set", "n_ood=4", "--set", "width=4",
     "--set", "domains=['shapes','strokes']", "--set", "eval_mb_size=2",
 ]  # fmt: skip
@@ -62,3 +62,24 @@ def test_sweep_on_a_local_ray_cluster_runs_each_run_once_on_separate_workers(tmp
     assert (folders[0] / "result.json").stat().st_mtime_ns == stamp
     assert read_record(folders[0])["pid"] == records[0]["pid"]
     assert read_record(folders[1])["result"] == records[1]["result"]  # same seed, same numbers
+
+
+@pytest.mark.slow
+def test_a_method_of_ones_own_runs_as_ray_tasks(tmp_path):
+    """``--method module:factory`` from the folder that holds the module: the workers import
+    it as the driver does."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "avalanche_sets", "sweep", "--methods",
+         "custom_method:mskm_spread", "--seeds", "0", "1", "--out", str(tmp_path),
+         "--ray-address", "local", *TINY],
+        cwd=ROOT / "examples", env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    records = [read_record(p.parent) for p in tmp_path.rglob("result.json")]
+    assert sorted(r["seed"] for r in records) == [0, 1]
+    assert {r["method"] for r in records} == {"custom_method:mskm_spread"}
+    assert os.getpid() not in {r["pid"] for r in records}  # run by Ray workers

@@ -24,11 +24,22 @@ ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = [
     "--preset", "quick", "--set", "image_size=16", "--set", "n_blocks=2", "--set", "width=4",
     "--set", "n_way=3", "--set", "n_query=2", "--set", "n_unlabeled=2", "--set", "n_ood=3",
-    "--set", "tasks_per_domain=120", "--set", "n_test_episodes=6", "--set", "n_val_episodes=2",
+    "--set", "tasks_per_domain=120", "--set", "n_test_episodes=6",
     "--set", "domains=['shapes','strokes']", "--set", "ood=['rings']",
     "--set", "eval_mb_size=6", "--set", "mem_size=6", "--set", "threads=1",
 ]  # fmt: skip
 RUN_FILES = ("result.json", "table.md", "accuracy_matrix.png")
+
+
+def _without(args: list[str], *items: str) -> list[str]:
+    """``args`` without the ``--set ITEM`` of each item."""
+    out: list[str] = []
+    for a in args:
+        if a in items and out[-1:] == ["--set"]:
+            out.pop()
+        elif a not in items:
+            out.append(a)
+    return out
 
 
 def _cmd(out: Path, seed: int, *extra: str) -> list[str]:
@@ -130,7 +141,9 @@ def test_two_sweeps_on_one_folder_run_each_run_once(tmp_path):
     out = tmp_path / "shared"
     cmd = [
         sys.executable, "-m", "avalanche_sets", "sweep", "--methods", "protonet", "mskm",
-        "--seeds", "0", "1", "--out", str(out), *SETTINGS, "--set", "tasks_per_domain=20",
+        "--seeds", "0", "1", "--out", str(out),
+        *_without(SETTINGS, "mem_size=6", "tasks_per_domain=120"),
+        "--set", "tasks_per_domain=20",
     ]  # fmt: skip
     procs = [
         subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

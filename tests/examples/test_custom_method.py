@@ -1,0 +1,73 @@
+"""``examples/custom_method.py``, the code of the "Writing your own method" guide: its plugin
+adds its term every iteration, and its method runs through ``run``, ``sweep`` and ``table``
+beside a built-in method, as a built-in method does."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _example():
+    spec = importlib.util.spec_from_file_location(
+        "custom_method", ROOT / "examples" / "custom_method.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+def test_the_method_runs_through_run_sweep_and_table_beside_mskm(tmp_path, capsys):
+    table = _example().main(["--tiny", "--out", str(tmp_path)])
+    said = capsys.readouterr().out
+    records = {
+        (r["method"], r["seed"]): r
+        for r in (json.loads(p.read_text()) for p in tmp_path.rglob("result.json"))
+    }
+    assert set(records) == {(m, s) for m in ("mskm", "custom_method:mskm_spread") for s in (0, 1)}
+    ours = [p.parent for p in tmp_path.glob("custom_method.mskm_spread/*/result.json")]
+    assert len(ours) == 2  # its own folder, as a built-in method's
+    for folder in ours:
+        assert {"run.json", "table.md", "log.txt", "accuracy_matrix.png"} <= {
+            p.name for p in folder.iterdir()
+        }
+    # the same stream (the same test episodes), another method: other numbers
+    mskm, spread = records["mskm", 0]["result"], records["custom_method:mskm_spread", 0]["result"]
+    assert mskm["domains"] == spread["domains"] and mskm["matrix"] != spread["matrix"]
+    # the sweep found seed 0 of both finished (run above) and ran seed 1 of both
+    rows = [line for line in table.splitlines() if line.startswith("| ")]
+    assert any(r.startswith("| custom_method:mskm_spread |") and "| 2 |" in r for r in rows)
+    assert any(r.startswith("| mskm |") and "| 2 |" in r for r in rows)
+    assert "$ avalanche-sets sweep --methods mskm custom_method:mskm_spread" in said
+
+
+def test_the_plugin_adds_its_named_term_every_iteration():
+    ex = _example()
+    from avalanche_sets import run_sets, sets_benchmark
+    from avalanche_sets.methods import build_strategy
+    from avalanche_sets.presets import resolve_preset
+
+    preset = resolve_preset("quick", width=4, tasks_per_domain=6, n_test_episodes=2)
+    bench = sets_benchmark(
+        "synthetic", domains=["shapes"], n_query=2, n_unlabeled=2, n_ood=4, tasks_per_domain=6,
+        n_test_episodes=2,
+    )  # fmt: skip
+    strategy = ex.mskm_spread(preset, seed=0, evaluator=None, plugins=[], weight=0.5)
+    (plugin,) = [p for p in strategy.plugins if isinstance(p, ex.PrototypeSpreadPlugin)]
+    run_sets(strategy, bench)
+    assert plugin.calls == 6 // preset["meta_batch"]  # one call per training iteration
+    spread = strategy.loss_terms["spread"]
+    assert torch.isfinite(spread) and 0 < float(spread) <= 0.5
+    with pytest.raises(ValueError, match="weight must be >= 0"):
+        ex.PrototypeSpreadPlugin(weight=-1)
+    # the term reaches the gradient: the same seed without it ends with other weights
+    plain = build_strategy("mskm", preset, seed=0)
+    run_sets(plain, bench)
+    assert not torch.equal(next(plain.model.parameters()), next(strategy.model.parameters()))
