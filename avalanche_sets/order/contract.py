@@ -38,6 +38,11 @@ A plugin that reads what another writes names that partner in ``PARTNERS``; the
 list when it is constructed, so a missing partner fails there with a clear error, not mid-run.
 The partner is matched by class: a plugin that merely looks alike (DER's and MER's plugins also
 keep a ``reservoir``) is not a partner.
+
+A plugin of one's own keeps data with ORDER's stored tasks through
+:attr:`MemoryTask.payload` (see :class:`FeatureReservoirReplayPlugin`: the
+``on_memory_store`` event and :class:`StoredTask`), and reads it back on replay from
+:class:`ReplayInfo`.
 """
 
 from __future__ import annotations
@@ -45,15 +50,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from .ood_split import OOD_SPLIT_KEY, OODSplitResult
-from .replay import MemoryTask, ReplayInfo
+from .replay import MEMORY_STORE_EVENT, MemoryTask, ReplayInfo, StoredTask
 
 __all__ = [
     "OOD_SPLIT_KEY",
     "OODSplitResult",
     "ReplayInfo",
     "MemoryTask",
+    "StoredTask",
+    "MEMORY_STORE_EVENT",
     "ood_split_of",
     "replay_info_of",
+    "current_rows",
     "check_partners",
 ]
 
@@ -66,6 +74,21 @@ def ood_split_of(state) -> OODSplitResult | None:
 def replay_info_of(strategy) -> ReplayInfo | None:
     """Where this meta-batch's replayed memory tasks are (``None`` when none are replayed)."""
     return getattr(strategy, "replay_info", None)
+
+
+def current_rows(strategy) -> range:
+    """The rows of ``strategy.mb_x`` that are this training iteration's current tasks.
+
+    Replayed memory tasks are appended after them (:class:`ReplayInfo`), so the current tasks
+    are always a prefix: ``range(ReplayInfo.n_current)``, or every row when nothing is replayed.
+    Valid in every callback of a training iteration up to ``FeatureReservoirReplayPlugin``'s
+    ``after_training_iteration``, which clears ``strategy.replay_info``; in particular in
+    ``before_training_iteration`` whatever the plugin order (before the replay plugin has run,
+    the meta-batch holds only current tasks). A plugin that stores current tasks in its
+    ``after_training_iteration`` therefore counts them in its ``before_training_iteration``.
+    """
+    info = replay_info_of(strategy)
+    return range(len(strategy.mb_x) if info is None else info.n_current)
 
 
 def check_partners(plugin, plugins: Iterable) -> None:
