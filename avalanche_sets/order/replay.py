@@ -148,10 +148,12 @@ class FeatureReservoirReplayPlugin(SupervisedPlugin):
     the current tasks of an iteration, this plugin calls it on every plugin of the strategy
     that has it, whatever their order, with ``stored``, a list of :class:`StoredTask`
     ``(row, slot, task)``, one per current task kept in the memory (its row of the meta-batch,
-    the memory slot it went to, the task). So the payload is in place before any plugin after
-    this one runs its ``after_training_iteration`` (a checkpoint saved then holds it). The
-    name has no ``after_`` prefix because Avalanche warns about plugin methods named like
-    callbacks its template does not fire. When the task is replayed,
+    the memory slot it went to, the task); it runs under ``torch.no_grad()``, after the
+    optimiser step, so ``strategy.mb_output`` still holds the logits of the forward pass that
+    trained on the tasks. The payload is thus in place before any plugin after this one runs
+    its ``after_training_iteration`` (a checkpoint saved then holds it). The name has no
+    ``after_`` prefix because Avalanche warns about plugin methods named like callbacks its
+    template does not fire. When the task is replayed,
     :func:`~avalanche_sets.order.replay_info_of` gives its row, slot and payload; the rows
     before ``ReplayInfo.n_current`` (:func:`~avalanche_sets.order.current_rows`) are the
     current tasks.
