@@ -2,29 +2,47 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 from avalanche.core import SupervisedPlugin
+from avalanche.training.utils import trigger_plugins
 from torch import Tensor
 
 from ..data.episodes import EpisodeBatch
 from ..defaults import MEM_SIZE, REPLAY_BATCH, check_mem_size
 from ..functional.reservoir import Reservoir
 
-__all__ = ["FeatureReservoirReplayPlugin", "MemoryTask", "ReplayInfo"]
+__all__ = [
+    "FeatureReservoirReplayPlugin",
+    "MemoryTask",
+    "ReplayInfo",
+    "StoredTask",
+    "MEMORY_STORE_EVENT",
+]
+
+MEMORY_STORE_EVENT = "on_memory_store"
+"""The plugin event :class:`FeatureReservoirReplayPlugin` fires after storing a meta-batch's
+current tasks: ``plugin.on_memory_store(strategy, stored=[StoredTask, ...])``."""
 
 
 @dataclass
 class MemoryTask:
-    """One stored task: its raw uint8 episode and the features of ``S ∪ U_id`` at storage time.
+    """One stored task: its raw uint8 episode, the features of ``S ∪ U_id`` at storage time,
+    and what other plugins attach to it.
 
     Attributes:
         support_x, support_y, query_x, query_y, unlabeled_x: the episode (no ground truth).
         unlabeled_id: bool ``[U]``, the ``U_id`` mask decided when the task was stored.
         features: float32 ``[|S| + |U_id|, d]``, ``h_θ`` of the support images followed by the
             ``U_id`` images, computed when the task was stored (the OT targets ``g_i``).
+        payload: tensors other plugins keep with the task, by name (e.g. its query logits at
+            storage time), attached when it is stored (see :class:`StoredTask`) and read when
+            it is replayed (:attr:`ReplayInfo.tasks`). Saved in checkpoints with the task and
+            moved with it by :meth:`to`. Put them on the task's device
+            (``task.features.device``) and keep names unique to the plugin.
     """
 
     support_x: Tensor
@@ -34,27 +52,71 @@ class MemoryTask:
     unlabeled_x: Tensor
     unlabeled_id: Tensor
     features: Tensor
+    payload: dict[str, Tensor] = field(default_factory=dict)
+
+    def _tensors(self) -> dict[str, Tensor]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "payload"}
 
     @property
     def nbytes(self) -> int:
-        return sum(getattr(self, f.name).nbytes for f in fields(self))
+        """Bytes of every tensor of the task, its payload included."""
+        tensors = [*self._tensors().values(), *self.payload.values()]
+        return sum(t.nbytes for t in tensors)
 
-    def to_dict(self) -> dict[str, Tensor]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+    def to_dict(self) -> dict[str, Any]:
+        """The task as a plain dict of tensors (``payload`` a nested dict); the inverse is
+        ``MemoryTask(**d)``. What a checkpoint stores."""
+        return {**self._tensors(), "payload": dict(self.payload)}
 
     def to(self, device: torch.device) -> MemoryTask:
-        """This task with every tensor on ``device`` (itself when they are there already)."""
-        if self.features.device == device:
+        """This task with every tensor, payload included, on ``device`` (itself when they are
+        there already)."""
+        if self.features.device == device and all(
+            t.device == device for t in self.payload.values()
+        ):
             return self
-        return MemoryTask(**{name: t.to(device) for name, t in self.to_dict().items()})
+        return MemoryTask(
+            **{name: t.to(device) for name, t in self._tensors().items()},
+            payload={name: t.to(device) for name, t in self.payload.items()},
+        )
+
+
+class StoredTask(NamedTuple):
+    """A current task of the meta-batch that the memory kept in this iteration.
+
+    ``row`` is its row in ``strategy.mb_x`` (and in the query logits ``strategy.mb_output``
+    reshaped to ``[len(mb_x), N*Q, N]``), ``slot`` the memory slot it now occupies
+    (``replay_plugin.tasks[slot] is task``), ``task`` the stored :class:`MemoryTask`, whose
+    :attr:`~MemoryTask.payload` a plugin may fill.
+    """
+
+    row: int
+    slot: int
+    task: MemoryTask
 
 
 @dataclass
 class ReplayInfo:
-    """Which rows of the current meta-batch are replayed memory tasks (for the OT plugin)."""
+    """Which rows of the current meta-batch are replayed memory tasks, and which are current.
+
+    ``strategy.replay_info`` holds it from :class:`FeatureReservoirReplayPlugin`'s
+    ``before_training_iteration`` to the end of its ``after_training_iteration`` (the
+    ``on_memory_store`` event included); it is ``None`` in iterations that replay nothing
+    and outside training iterations. A plugin that needs it in its own
+    ``after_training_iteration`` reads it earlier (``before_training_iteration`` works in any
+    plugin order: see :func:`~avalanche_sets.order.current_rows`).
+
+    Attributes:
+        rows: rows of ``strategy.mb_x`` holding the replayed tasks (after the current ones).
+        tasks: the replayed :class:`MemoryTask` of each row (with their payloads).
+        slots: the memory slot each replayed task was drawn from.
+        n_current: number of current tasks: rows ``0 .. n_current - 1`` of the meta-batch.
+    """
 
     rows: range
     tasks: list[MemoryTask]
+    slots: list[int]
+    n_current: int
 
 
 class FeatureReservoirReplayPlugin(SupervisedPlugin):
@@ -79,6 +141,22 @@ class FeatureReservoirReplayPlugin(SupervisedPlugin):
       ``strategy.replay_info`` tells the OT plugin where they are.
 
     The memory never holds ground truth: the episode's oracle is dropped before storage.
+
+    **Other plugins' data on the stored tasks.** Each :class:`MemoryTask` has a ``payload``
+    dict of tensors that travels with it (checkpoints included). A plugin attaches its own by
+    defining the method ``on_memory_store(self, strategy, *, stored, **kwargs)``: after storing
+    the current tasks of an iteration, this plugin calls it on every plugin of the strategy
+    that has it, whatever their order, with ``stored``, a list of :class:`StoredTask`
+    ``(row, slot, task)``, one per current task kept in the memory (its row of the meta-batch,
+    the memory slot it went to, the task); it runs under ``torch.no_grad()``, after the
+    optimiser step, so ``strategy.mb_output`` still holds the logits of the forward pass that
+    trained on the tasks. The payload is thus in place before any plugin after this one runs
+    its ``after_training_iteration`` (a checkpoint saved then holds it). The name has no
+    ``after_`` prefix because Avalanche warns about plugin methods named like callbacks its
+    template does not fire. When the task is replayed,
+    :func:`~avalanche_sets.order.replay_info_of` gives its row, slot and payload; the rows
+    before ``ReplayInfo.n_current`` (:func:`~avalanche_sets.order.current_rows`) are the
+    current tasks.
 
     Args:
         mem_size: capacity ``M`` in tasks (paper: 200).
@@ -112,6 +190,7 @@ class FeatureReservoirReplayPlugin(SupervisedPlugin):
 
     @property
     def tasks(self) -> list[MemoryTask]:
+        """The stored tasks, by slot (a shallow copy of the list: the tasks themselves)."""
         return list(self.reservoir.items)
 
     def memory_bytes(self) -> int:
@@ -138,7 +217,8 @@ class FeatureReservoirReplayPlugin(SupervisedPlugin):
         device = current.support_x.device
         if self.reservoir[0].features.device != device:  # restored from a checkpoint
             self.reservoir.map_items(lambda task: task.to(device))
-        tasks = [self.reservoir[int(i)] for i in pick]
+        slots = [int(i) for i in pick]
+        tasks = [self.reservoir[i] for i in slots]
         memory = self._batch_of(tasks)
         learner = current.without_oracle()
         merged = EpisodeBatch(
@@ -150,7 +230,10 @@ class FeatureReservoirReplayPlugin(SupervisedPlugin):
         )
         strategy.replace_batch(merged, merged.query_y.reshape(-1))
         strategy.replay_info = ReplayInfo(
-            rows=range(self._n_current, self._n_current + n), tasks=tasks
+            rows=range(self._n_current, self._n_current + n),
+            tasks=tasks,
+            slots=slots,
+            n_current=self._n_current,
         )
 
     @torch.no_grad()
@@ -162,6 +245,7 @@ class FeatureReservoirReplayPlugin(SupervisedPlugin):
                 "FeatureReservoirReplayPlugin needs a model with encode()/classify() "
                 "(e.g. PrototypicalModel) to store features"
             )
+        kept: dict[int, StoredTask] = {}  # by slot: a later task of the batch may replace one
         for b in range(self._n_current):
             if self.store_unlabeled_features:
                 u_id = state.unlabeled_weight[b] > 0.5
@@ -177,7 +261,11 @@ class FeatureReservoirReplayPlugin(SupervisedPlugin):
                 unlabeled_id=u_id.clone(),
                 features=features.detach().float().clone(),
             )
-            self.reservoir.offer(task)
+            slot = self.reservoir.offer(task)
+            if slot is not None:
+                kept[slot] = StoredTask(row=b, slot=slot, task=task)
+        stored = sorted(kept.values(), key=lambda s: s.row)
+        trigger_plugins(strategy, MEMORY_STORE_EVENT, stored=stored)
         strategy.replay_info = None
 
     # ------------------------------------------------------------------ checkpoint

@@ -12,7 +12,7 @@ episode at 84 px) and :func:`load_storage_state_dict` rebuilds the same buffer f
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, fields
 
 import numpy as np
@@ -88,11 +88,12 @@ def learner_batch(episodes: Sequence[Episode], device=None) -> tuple[EpisodeBatc
     return batch, y
 
 
-def stored_episodes(batch: EpisodeBatch) -> list[Episode]:
-    """Compact CPU copies of a meta-batch's episodes, without the oracle (what memories keep)."""
+def stored_episodes(batch: EpisodeBatch, rows: Iterable[int] | None = None) -> list[Episode]:
+    """Compact CPU copies of a meta-batch's episodes (those of ``rows``, default all), without
+    the oracle (what memories keep)."""
     names = [f.name for f in fields(Episode) if f.name != "oracle"]
     out = []
-    for b in range(len(batch)):
+    for b in range(len(batch)) if rows is None else rows:
         ep = batch.episode(b)
         out.append(Episode(**{n: getattr(ep, n).detach().cpu().clone() for n in names}))
     return out

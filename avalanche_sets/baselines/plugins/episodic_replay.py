@@ -11,6 +11,8 @@ from avalanche.training.storage_policy import ExemplarsBuffer, ReservoirSampling
 
 from ...data.episodes import collate_episodes
 from ...defaults import MEM_SIZE, check_mem_size
+from ...order.contract import check_partners
+from ...order.replay import FeatureReservoirReplayPlugin
 from ._memory import load_storage_state_dict, seeded_torch, storage_state_dict
 
 __all__ = ["EpisodicReplayPlugin"]
@@ -48,12 +50,25 @@ class EpisodicReplayPlugin(ReplayPlugin):
     are simply not replayed before the domain ends. Pass ``storage_policy=
     ExperienceBalancedBuffer(mem_size)`` for Avalanche's default (equal share per domain).
 
+    Not combinable with ORDER's memory (:attr:`CONFLICTS`, checked when the strategy is
+    built): see there why.
+
     Args:
         mem_size: memory capacity in tasks (paper: 200).
         batch_size_mem: memory episodes per meta-batch (default: ``train_mb_size``).
         storage_policy: an Avalanche storage policy over episodes (default: reservoir).
         seed: seed of the replay order.
     """
+
+    #: Plugins it cannot share a strategy with, and why (checked at construction: order/contract.py).
+    CONFLICTS = {
+        FeatureReservoirReplayPlugin: (
+            "this plugin's loader puts its memory episodes into the meta-batch, where ORDER's "
+            "replay would take them for current tasks and store them in its own memory again "
+            "(and OrderStrategy replays its own memory already); fix: drop EpisodicReplayPlugin "
+            "and use ORDER's memory (mem_size, replay_batch), or use method semi-er without ORDER"
+        )
+    }
 
     def __init__(
         self,
@@ -75,6 +90,10 @@ class EpisodicReplayPlugin(ReplayPlugin):
         )
         self.seed = int(seed)
         self.n_updates = 0
+
+    def check_partners(self, plugins) -> None:
+        """Raise ``ValueError`` when ``plugins`` hold one of :attr:`CONFLICTS` (at construction)."""
+        check_partners(self, plugins)
 
     def replay_order(self, n_items: int) -> np.ndarray:
         """Memory positions to replay, ``n_items`` long: fresh permutations of the memory, in

@@ -12,6 +12,8 @@ from torch import Tensor
 from ...data.episodes import Episode
 from ...defaults import MEM_SIZE, REPLAY_BATCH, check_mem_size
 from ...functional.reservoir import Reservoir
+from ...order.contract import check_partners
+from ...order.replay import FeatureReservoirReplayPlugin
 from ._memory import episode_from_dict, episode_to_dict, learner_batch, stored_episodes
 
 __all__ = ["MERPlugin", "mer_update"]
@@ -91,6 +93,9 @@ class MERPlugin(SupervisedPlugin):
     ``β`` (MER used 0.03 with α = 0.03 on MNIST) defaults to 0.3 here — a setting for the
     SETS presets, untuned in the paper.
 
+    Not combinable with ORDER's memory (:attr:`CONFLICTS`, checked when the strategy is
+    built): see there why.
+
     Args:
         mem_size: memory capacity in tasks (paper: 200).
         replay_batch: memory tasks per inner batch (MER's ``s − 1``).
@@ -99,6 +104,16 @@ class MERPlugin(SupervisedPlugin):
         gamma: across-batch Reptile rate γ.
         seed: seed of the reservoir and of memory sampling.
     """
+
+    #: Plugins it cannot share a strategy with, and why (checked at construction: order/contract.py).
+    CONFLICTS = {
+        FeatureReservoirReplayPlugin: (
+            "MER's update runs in SemiMER's own training loop, which OrderStrategy does not run, "
+            "so this plugin would only store tasks, ORDER's replayed ones among them, and never "
+            "replay them; fix: use method semi-mer for MER, or keep your own data with ORDER's "
+            "stored tasks through MemoryTask.payload (see FeatureReservoirReplayPlugin)"
+        )
+    }
 
     def __init__(
         self,
@@ -129,6 +144,10 @@ class MERPlugin(SupervisedPlugin):
 
     def __len__(self) -> int:
         return len(self.reservoir)
+
+    def check_partners(self, plugins) -> None:
+        """Raise ``ValueError`` when ``plugins`` hold one of :attr:`CONFLICTS` (at construction)."""
+        check_partners(self, plugins)
 
     def train_iteration(self, strategy, **kwargs) -> None:
         """MER's update for the current meta-batch ``strategy.mbatch`` (see the class doc)."""
