@@ -143,11 +143,29 @@ def build_parser() -> argparse.ArgumentParser:
 
     prep = sub.add_parser("prepare", help="build domain packs or cache the paper's datasets")
     psub = prep.add_subparsers(dest="what", required=True)
-    pack = psub.add_parser("pack", help="build a .npz domain pack from an image folder")
+    pack = psub.add_parser(
+        "pack",
+        help="build a .npz domain pack from an image folder",
+        description="Build one .npz domain pack from an image folder with one sub-folder per "
+        "class. N-way episodes draw N classes from each of train, val and test, so a stream "
+        "domain needs at least 3N classes (15 for the default 5-way) and the split must leave N "
+        "in every part: refused before any image is decoded otherwise. Classes with fewer "
+        "images than the cpu preset's episodes need (16) are named in a warning.",
+    )
     pack.add_argument("--folder", required=True, help="one sub-folder of images per class")
     pack.add_argument("--out", required=True, help="output .npz file")
-    pack.add_argument("--size", type=int, default=32)
-    pack.add_argument("--seed", type=int, default=0)
+    pack.add_argument("--size", type=_positive_int, default=32, help="image side (default 32)")
+    pack.add_argument("--seed", type=int, default=0, help="seed of the class split")
+    pack.add_argument(
+        "--split", default="0.6,0.2,0.2", metavar="TRAIN,VAL,TEST",
+        help="class split: fractions of the classes adding up to 1 (default 0.6,0.2,0.2) or "
+        "class counts adding up to the number of classes (e.g. 12,4,4)",
+    )  # fmt: skip
+    pack.add_argument(
+        "--n-way", type=_positive_int, default=5, metavar="N",
+        help="episode width the pack must support: at least N classes in each of train, val "
+        "and test, 3N in all (default 5: 15 classes); 1 for a pack used only as an OOD source",
+    )  # fmt: skip
     paper = psub.add_parser("paper", help="resize and cache the paper's datasets")
     paper.add_argument("--root", required=True)
     paper.add_argument("--size", type=int, default=84)
@@ -319,9 +337,18 @@ def _cmd_heatmap(args) -> int:
 def _cmd_prepare(args) -> int:
     if args.what == "pack":
         from .data.packs import build_pack_from_folder, load_pack
+        from .data.splits import parse_split
 
-        path = build_pack_from_folder(args.folder, args.out, image_size=args.size, seed=args.seed)
-        print(f"wrote {path}: {load_pack(path)!r}")
+        path = build_pack_from_folder(
+            args.folder, args.out, image_size=args.size, seed=args.seed,
+            split=parse_split(args.split), n_way=args.n_way,
+        )  # fmt: skip
+        dom = load_pack(path)
+        sizes = "/".join(str(dom.classes(s).size) for s in ("train", "val", "test"))
+        use = (
+            "an OOD source" if args.n_way == 1 else f"a stream domain of {args.n_way}-way episodes"
+        )
+        print(f"wrote {path}: {dom!r}\nclass split {sizes} (train/val/test): usable as {use}")
         return 0
     if args.what == "torchvision":
         from .data.prepare import DEFAULT_DOMAINS, DEFAULT_OOD, prepare_torchvision_stream
