@@ -3,27 +3,17 @@ number of classes an ``n_way``-way episode needs, refused before any image is de
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
 
 from avalanche_sets.data.packs import build_pack_from_folder, load_pack
 from avalanche_sets.data.splits import class_split, min_class_images, min_classes, parse_split
 
-
-def image_folder(root: Path, n_classes: int, per_class: int = 16, seed: int = 0) -> Path:
-    """``root/class_XX/i.png``: one flat colour (plus noise) per class."""
-    rng = np.random.default_rng(seed)
-    for c in range(n_classes):
-        d = root / f"class_{c:02d}"
-        d.mkdir(parents=True)
-        colour = rng.integers(0, 256, 3)
-        for i in range(per_class):
-            img = np.clip(colour + rng.normal(0, 20, (10, 12, 3)), 0, 255).astype(np.uint8)
-            Image.fromarray(img).save(d / f"{i}.png")
-    return root
+sys.path.insert(0, str(Path(__file__).parent))
+from image_folders import image_folder  # noqa: E402
 
 
 def _sizes(path: Path) -> list[int]:
@@ -91,20 +81,3 @@ def test_minimums_and_the_small_class_warning(tmp_path):
             f.unlink()
     with pytest.warns(UserWarning, match=r"3 of 15 classes have fewer than 16 images.*cpu"):
         build_pack_from_folder(folder, tmp_path / "p.npz", image_size=8, split=(5, 5, 5))
-
-
-def test_cli_pack_split_and_refusal(tmp_path, capsys):
-    from avalanche_sets.cli import main
-
-    folder = image_folder(tmp_path / "imgs", 6, per_class=2)
-    code = main(["prepare", "pack", "--folder", str(folder), "--out", str(tmp_path / "p.npz")])
-    err = capsys.readouterr().err
-    assert code == 2 and "6 classes split 4/1/1" in err and "at least 15 classes" in err
-    argv = ["prepare", "pack", "--folder", str(folder), "--out", str(tmp_path / "p.npz"),
-            "--size", "8", "--split", "2,2,2", "--n-way", "2"]  # fmt: skip
-    with pytest.warns(UserWarning, match="fewer than 16 images"):
-        assert main(argv) == 0
-    assert "class split 2/2/2" in capsys.readouterr().out
-    assert _sizes(tmp_path / "p.npz") == [2, 2, 2]
-    code = main([*argv[:-4], "--split", "0.5,0.5", "--n-way", "2"])
-    assert code == 2 and "three comma-separated numbers" in capsys.readouterr().err
