@@ -159,11 +159,66 @@ def build_parser() -> argparse.ArgumentParser:
 
     prep = sub.add_parser("prepare", help="build domain packs or cache the paper's datasets")
     psub = prep.add_subparsers(dest="what", required=True)
-    pack = psub.add_parser("pack", help="build a .npz domain pack from an image folder")
+    pack = psub.add_parser(
+        "pack",
+        help="build a .npz domain pack from an image folder",
+        description="Build one .npz domain pack from an image folder with one sub-folder per "
+        "class. N-way episodes draw N classes from each of train, val and test, so a stream "
+        "domain needs at least 3N classes (15 for the default 5-way) and the split must leave N "
+        "in every part: refused before any image is decoded otherwise. Classes with fewer "
+        "images than the cpu preset's episodes need (16) are named in a warning.",
+    )
     pack.add_argument("--folder", required=True, help="one sub-folder of images per class")
     pack.add_argument("--out", required=True, help="output .npz file")
-    pack.add_argument("--size", type=int, default=32)
-    pack.add_argument("--seed", type=int, default=0)
+    pack.add_argument("--size", type=_positive_int, default=32, help="image side (default 32)")
+    pack.add_argument("--seed", type=int, default=0, help="seed of the class split")
+    pack.add_argument(
+        "--split", default="0.6,0.2,0.2", metavar="TRAIN,VAL,TEST",
+        help="class split: fractions of the classes adding up to 1 (default 0.6,0.2,0.2) or "
+        "class counts adding up to the number of classes (e.g. 12,4,4)",
+    )  # fmt: skip
+    pack.add_argument(
+        "--n-way", type=_positive_int, default=5, metavar="N",
+        help="episode width the pack must support: at least N classes in each of train, val "
+        "and test, 3N in all (default 5: 15 classes); 1 for a pack used only as an OOD source",
+    )  # fmt: skip
+    st = psub.add_parser(
+        "stream",
+        help="build a stream folder from your image folders and packs, the synthetic domains "
+        "and OOD sources",
+        description="Write one .npz pack per item into --out, with manifest.json (the stream's "
+        "names, roles and order) and README.md; then: avalanche-sets run --preset cpu --root "
+        "OUT. An ITEM is an image folder (one sub-folder per class, built as `prepare pack` "
+        "does), a .npz domain pack, or synthetic:NAME with NAME one of shapes, strokes, "
+        "gratings, blobs, tilings, textures, rings, lattices, spirals; NAME=ITEM names it in the "
+        "stream (default: the folder, the pack's file name without ood_, the synthetic name). "
+        "Every item is checked before anything is written.",
+    )
+    st.add_argument("--out", required=True, help="output folder (holding no other packs)")
+    st.add_argument(
+        "--domains", nargs="+", required=True, metavar="ITEM",
+        help="stream domains, in stream order (each needs N classes in train, val and test)",
+    )  # fmt: skip
+    st.add_argument(
+        "--ood", nargs="*", metavar="ITEM",
+        help="OOD sources (default: synthetic:rings synthetic:lattices synthetic:spirals; "
+        "none: --ood alone, then run with --set n_ood=0)",
+    )  # fmt: skip
+    st.add_argument("--size", type=_positive_int, default=32, help="image side (default 32)")
+    st.add_argument(
+        "--seed", type=int, metavar="S",
+        help="seed of the image folders' class split and of the synthetic domains (default 0)",
+    )  # fmt: skip
+    st.add_argument(
+        "--split", metavar="TRAIN,VAL,TEST",
+        help="class split of the image folders: fractions (default 0.6,0.2,0.2) or class counts "
+        "(e.g. 12,4,4); packs and synthetic domains keep their own",
+    )  # fmt: skip
+    st.add_argument(
+        "--n-way", type=_positive_int, default=5, metavar="N",
+        help="episode width: every stream domain needs N classes in each of train, val and test "
+        "(3N in all; default 5), every OOD source one",
+    )  # fmt: skip
     paper = psub.add_parser("paper", help="resize and cache the paper's datasets")
     paper.add_argument("--root", required=True)
     paper.add_argument("--size", type=int, default=84)
@@ -372,10 +427,21 @@ def _cmd_heatmap(args) -> int:
 def _cmd_prepare(args) -> int:
     if args.what == "pack":
         from .data.packs import build_pack_from_folder, load_pack
+        from .data.splits import parse_split
 
-        path = build_pack_from_folder(args.folder, args.out, image_size=args.size, seed=args.seed)
-        print(f"wrote {path}: {load_pack(path)!r}")
+        path = build_pack_from_folder(
+            args.folder, args.out, image_size=args.size, seed=args.seed,
+            split=parse_split(args.split), n_way=args.n_way,
+        )  # fmt: skip
+        dom = load_pack(path)
+        sizes = "/".join(str(dom.classes(s).size) for s in ("train", "val", "test"))
+        use = (
+            "an OOD source" if args.n_way == 1 else f"a stream domain of {args.n_way}-way episodes"
+        )
+        print(f"wrote {path}: {dom!r}\nclass split {sizes} (train/val/test): usable as {use}")
         return 0
+    if args.what == "stream":
+        return _prepare_stream(args)
     if args.what == "torchvision":
         from .data.prepare import DEFAULT_DOMAINS, DEFAULT_OOD, prepare_torchvision_stream
 
@@ -407,6 +473,46 @@ def _cmd_prepare(args) -> int:
     for name in args.names or list(PAPER_DATASETS):
         dom = load_paper_domain(name, args.root, image_size=args.size)
         print(f"cached {name}: {dom!r}")
+    return 0
+
+
+def _prepare_stream(args) -> int:
+    import shlex
+
+    from .data.splits import parse_split
+    from .data.stream_folder import DEFAULT_STREAM_OOD, parse_stream_item, prepare_stream
+
+    domains = [parse_stream_item(t) for t in args.domains]
+    ood = [parse_stream_item(t) for t in (DEFAULT_STREAM_OOD if args.ood is None else args.ood)]
+    kinds = {i.kind for i in domains + ood}
+    if args.split is not None and "folder" not in kinds:
+        raise ValueError(
+            "--split sets the class split of image folders, and no item is one (packs and "
+            "synthetic domains keep their own split); fix: drop --split"
+        )
+    if args.seed is not None and not kinds & {"folder", "synthetic"}:
+        raise ValueError(
+            "--seed draws the class split of image folders and the synthetic domains, and no "
+            "item is either (packs keep their own split); fix: drop --seed"
+        )
+    split = parse_split(args.split or "0.6,0.2,0.2")
+    seed = 0 if args.seed is None else args.seed
+    command = shlex.join(
+        ["avalanche-sets", "prepare", "stream", "--out", args.out, "--domains", *args.domains,
+         "--ood", *(i.text for i in ood), "--size", str(args.size), "--n-way", str(args.n_way)]
+        + (["--seed", str(args.seed)] if args.seed is not None else [])
+        + (["--split", args.split] if args.split is not None else [])
+    )  # fmt: skip
+    out = prepare_stream(
+        args.out, domains, ood, image_size=args.size, split=split, seed=seed,
+        n_way=args.n_way, command=command,
+    )  # fmt: skip
+    manifest = json.loads((out / "manifest.json").read_text())
+    for e in manifest["packs"]:
+        sp = "/".join(str(v) for v in e["split"].values())
+        print(f"wrote {out / e['pack']}: {e['role']} {e['name']!r} from {e['item']}, "
+              f"{e['classes']} classes ({sp} train/val/test), {e['images']} images")  # fmt: skip
+    print(f"manifest: {out / 'manifest.json'}\nrun on it: {manifest['run_command']}")
     return 0
 
 

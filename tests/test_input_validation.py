@@ -117,7 +117,7 @@ def _paper_corrupt_image(tmp: Path):
 def _folder_corrupt_image(tmp: Path):
     folder = _image_folder(tmp / "imgs", {"cat": 2, "dog": 2})
     (folder / "dog" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\nnot a png")
-    return build_pack_from_folder(folder, tmp / "out.npz", image_size=8)
+    return build_pack_from_folder(folder, tmp / "out.npz", image_size=8, n_way=None)
 
 
 def _pack_class_too_small(tmp: Path):
@@ -493,13 +493,13 @@ class WarnCase:
 
 def _folder_with_empty_class(tmp: Path):
     folder = _image_folder(tmp / "imgs", {"cat": 2, "dog": 2, "emu": 0})
-    return build_pack_from_folder(folder, tmp / "out.npz", image_size=8)
+    return build_pack_from_folder(folder, tmp / "out.npz", image_size=8, n_way=None)
 
 
 def _folder_with_text_file(tmp: Path):
     folder = _image_folder(tmp / "imgs", {"cat": 2, "dog": 2})
     (folder / "cat" / "notes.txt").write_text("not an image")
-    return build_pack_from_folder(folder, tmp / "out.npz", image_size=8)
+    return build_pack_from_folder(folder, tmp / "out.npz", image_size=8, n_way=None)
 
 
 def _paper_split_leaves_out(tmp: Path):

@@ -18,6 +18,7 @@ when the benchmark is built.
 from __future__ import annotations
 
 import difflib
+import warnings
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,6 +34,7 @@ from .domain import Domain
 from .episodes import SMALL_CLASSES, EpisodeConfig, EpisodeSampler, collate_episodes
 from .packs import list_packs, load_pack
 from .paper import PAPER_DATASETS, PAPER_OOD, PAPER_ORDERS, load_paper_domain
+from .stream_folder import MANIFEST, read_stream_manifest
 from .synthetic import SYNTHETIC_ID_DOMAINS, SYNTHETIC_OOD_SOURCES, make_synthetic_domain
 
 __all__ = [
@@ -227,10 +229,18 @@ def load_source(
     elif source == "packs":
         if root is None:
             raise ValueError("source='packs' needs root=<folder of .npz domain packs>")
-        available = list_packs(root)
-        default_id = [n for n in SETS_MINI_ORDER if n in available]
-        if len(default_id) != 6:
-            default_id = [n for n in available if not n.startswith("ood_")]
+        stream = read_stream_manifest(root)  # prepare stream: names and roles, in order
+        if stream is not None:
+            files = {**stream[0], **stream[1]}
+            available, default_id, default_ood = list(files), list(stream[0]), list(stream[1])
+            _warn_unlisted(root, set(files.values()))
+        else:  # the file names decide: ood_*.npz are the OOD sources
+            available = list_packs(root)
+            files = {n: f"{n}.npz" for n in available}
+            default_ood = [n for n in available if n.startswith("ood_")]
+            default_id = [n for n in SETS_MINI_ORDER if n in available]
+            if len(default_id) != 6:
+                default_id = [n for n in available if not n.startswith("ood_")]
         if domains is None and order != 1 and len(default_id) != 6:
             raise ValueError(
                 f"order={order} permutes six domains, but the packs in {root} hold "
@@ -242,9 +252,11 @@ def load_source(
             if (domains is not None or len(default_id) == 6)
             else (list(default_id))
         )
-        ood_names = list(ood) if ood is not None else [n for n in available if n.startswith("ood_")]
+        ood_names = list(ood) if ood is not None else default_ood
         _check_names(id_names + ood_names, set(available), f"packs in {root}")
-        load = lambda n: load_pack(Path(root) / f"{n}.npz", image_size=image_size)  # noqa: E731
+        load = lambda n: load_pack(  # noqa: E731
+            Path(root) / files[n], image_size=image_size, name=n
+        )
     else:
         if root is None:
             raise ValueError("source='paper' needs root=<folder holding the paper's datasets>")
@@ -271,6 +283,18 @@ def load_source(
     id_domains = [cache.setdefault(n, load(n)) for n in id_names]
     ood_domains = [cache.setdefault(n, load(n)) for n in ood_names]
     return id_domains, ood_domains
+
+
+def _warn_unlisted(root: str | Path, listed: set[str]) -> None:
+    """Packs in a stream folder that its manifest does not name are not read: say so."""
+    extra = sorted(f"{n}.npz" for n in list_packs(root) if f"{n}.npz" not in listed)
+    if extra:
+        warnings.warn(
+            f"{Path(root) / MANIFEST} names the stream, and not {extra}: they are not loaded; "
+            "fix: prepare the stream again with them (avalanche-sets prepare stream) or move "
+            "them out of the folder",
+            stacklevel=3,
+        )
 
 
 def _did_you_mean(name: object, valid: Sequence[str] | set[str]) -> str:

@@ -25,7 +25,9 @@ with one sub-folder per class::
 
 The class split of :func:`build_pack_from_folder` follows the shared packs:
 ``np.random.default_rng(seed).permutation(C)``; the first ``n_test`` classes go to test, the
-next ``n_val`` to val, the rest to train (see :func:`split_classes`).
+next ``n_val`` to val, the rest to train (see :func:`split_classes`). It is given as fractions
+or class counts and must leave ``n_way`` classes in every split
+(:mod:`avalanche_sets.data.splits`).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from .images import (
     scan_image_folder,
     split_classes,
 )
+from .splits import class_split, warn_small_classes
 
 __all__ = [
     "PACK_KEYS",
@@ -440,8 +443,9 @@ def build_pack_from_folder(
     out_path: str | os.PathLike,
     *,
     image_size: int = 32,
-    split: Sequence[float] = (0.6, 0.2, 0.2),
+    split: Sequence[float] | Sequence[int] = (0.6, 0.2, 0.2),
     seed: int = 0,
+    n_way: int | None = 5,
     min_images_per_class: int = 1,
     source: str = "",
     workers: int | None = None,
@@ -451,15 +455,22 @@ def build_pack_from_folder(
 
     Every image is converted to RGB (grey replicated, transparency composited on white),
     centre-cropped to a square and resized to ``image_size`` with Pillow LANCZOS. Classes are
-    the sub-folder names, sorted; their train/val/test split is :func:`split_classes`
-    ``(C, split, seed)``.
+    the sub-folder names, sorted; their train/val/test split is
+    :func:`~avalanche_sets.data.splits.class_split` ``(C, split, seed, n_way=n_way)``, checked
+    before any image is decoded: ``n_way``-way episodes need ``n_way`` classes in each split
+    (``3 * n_way`` classes in all). Classes too small for the ``cpu`` preset's episodes
+    (:func:`~avalanche_sets.data.splits.min_class_images`: 16 images) are named in a warning.
 
     Args:
         folder: ``<folder>/<class name>/<image files>``.
         out_path: the ``.npz`` pack to write (atomically).
         image_size: side of the square images.
-        split: (train, val, test) class ratios.
+        split: (train, val, test) fractions of the classes, adding up to 1 (``(0.6, 0.2,
+            0.2)``), or class counts, three whole numbers adding up to the number of classes
+            (``(12, 4, 4)``).
         seed: seed of the class split.
+        n_way: the episode width the pack must support: every split needs at least ``n_way``
+            classes (1 for a pack used only as an OOD source; ``None``: no check).
         min_images_per_class: classes with fewer images are left out (with a warning naming
             them).
         source: one line stored in the pack (default: the folder's path).
@@ -468,8 +479,10 @@ def build_pack_from_folder(
 
     Raises:
         FileNotFoundError: ``folder`` does not exist.
-        ValueError: no class sub-folders / no images, or an image that cannot be decoded
-            (:class:`CorruptImageError`, naming the file; nothing is skipped silently).
+        ValueError: no class sub-folders / no images, a split leaving fewer than ``n_way``
+            classes in a part (naming the counts, the minimum and a split that works), or an
+            image that cannot be decoded (:class:`CorruptImageError`, naming the file; nothing
+            is skipped silently).
     """
     folder = Path(folder).expanduser()
     if not folder.is_dir():
@@ -498,6 +511,8 @@ def build_pack_from_folder(
             f"image(s); expected {_FOLDER_LAYOUT} with files ending in {IMAGE_EXTENSIONS}"
         )
     names = list(kept)
+    cls_split = class_split(len(names), split, seed, n_way=n_way, where=f"image folder {folder}")
+    warn_small_classes({c: len(kept[c]) for c in names}, cls_split, n_way, f"image folder {folder}")
     files = [p for c in names for p in kept[c]]
     labels = np.repeat(np.arange(len(names)), [len(kept[c]) for c in names])
     images = load_images(
@@ -508,7 +523,7 @@ def build_pack_from_folder(
             "images": images,
             "labels": labels,
             "class_names": names,
-            "class_split": split_classes(len(names), split, seed),
+            "class_split": cls_split,
         },
         out_path,
         source=source or f"image folder {folder} ({len(names)} classes, {len(files)} images)",

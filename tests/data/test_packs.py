@@ -164,7 +164,9 @@ def test_folder_to_pack_to_domain_to_episodes(tmp_path):
     folder = tmp_path / "imgs"
     _fabricate_folder(folder)
     with pytest.warns(UserWarning, match="ignored 1 file"):
-        out = build_pack_from_folder(folder, tmp_path / "packs" / "mine.npz", image_size=8, seed=3)
+        out = build_pack_from_folder(
+            folder, tmp_path / "packs" / "mine.npz", image_size=8, seed=3, n_way=2
+        )
     dom = load_pack(out)
     assert dom.name == "mine" and dom.images.shape == (8 * 12 + 1, 8, 8, 3)
     assert dom.class_names == tuple(f"class_{c:02d}" for c in range(8))
@@ -203,7 +205,12 @@ def test_folder_split_ratios_and_small_classes(tmp_path):
             Image.new("RGB", (4, 4), (c, i, 0)).save(folder / f"k{c}" / f"{i}.png")
     with pytest.warns(UserWarning, match=r"left out 1 class.*'k0' \(1\)"):
         out = build_pack_from_folder(
-            folder, tmp_path / "p.npz", image_size=4, split=(5, 3, 1), min_images_per_class=2
+            folder,
+            tmp_path / "p.npz",
+            image_size=4,
+            split=(5, 3, 1),
+            n_way=1,
+            min_images_per_class=2,
         )
     dom = load_pack(out)
     assert dom.n_classes == 9
@@ -216,7 +223,7 @@ def test_corrupt_image_is_reported_by_name(tmp_path):
     (folder / "class_01" / "broken.jpg").write_bytes(b"\xff\xd8\xff garbage")
     with pytest.raises(CorruptImageError, match=r"broken\.jpg"):
         with pytest.warns(UserWarning):
-            build_pack_from_folder(folder, tmp_path / "out.npz", image_size=4)
+            build_pack_from_folder(folder, tmp_path / "out.npz", image_size=4, n_way=None)
     assert not (tmp_path / "out.npz").exists()
 
 

@@ -1,0 +1,429 @@
+"""A stream folder from any mix of one's own data, domain packs and the synthetic domains.
+
+:func:`prepare_stream` (CLI ``avalanche-sets prepare stream``) writes one domain pack per item
+into an output folder, plus ``manifest.json`` and ``README.md``;
+``avalanche-sets run --preset cpu --root <out>`` then runs on it::
+
+    avalanche-sets prepare stream --out packs/mine \\
+        --domains flowers/ birds.npz synthetic:shapes synthetic:gratings \\
+        --ood synthetic:rings textures=my_textures/
+
+**Items** (stream domains with ``--domains``, in stream order; OOD sources with ``--ood``):
+
+* ``synthetic:NAME``: a synthetic domain (:data:`~.synthetic.SYNTHETIC_DOMAINS`, any of them in
+  either role), generated at the stream's image size with ``seed``;
+* ``PATH.npz``: a domain pack (its own class split is kept; images resized to the stream's size);
+* ``FOLDER``: an image folder with one sub-folder per class, built like ``prepare pack``
+  (class split ``split``, ``seed``);
+* ``NAME=ITEM``: any of these, named ``NAME`` in the stream.
+
+**Names are clean.** An item is named after the synthetic domain, the pack's file stem (without
+an ``ood_`` prefix) or the folder. Packs are written as ``<name>.npz`` (stream domains) and
+``ood_<name>.npz`` (OOD sources), and ``manifest.json`` has a ``stream`` section listing each
+role's names and files in order: the ``packs`` source reads it (:func:`read_stream_manifest`), so
+the domains and OOD sources of the stream are ``flowers`` and ``rings``, not ``ood_rings``. A
+folder without that section (``../shared/data/sets-mini``, ``prepare torchvision``) is read as
+before: ``ood_*.npz`` are the OOD sources, named after their files.
+
+**Checked before anything is written**: every item (an unknown synthetic name lists the valid
+ones, a missing path is named), the names (distinct; a stream domain's name does not start with
+``ood_``), and the classes: a stream domain needs ``n_way`` classes in each of train, val and
+test, an OOD source one (:mod:`avalanche_sets.data.splits`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import difflib
+import json
+import os
+import re
+import shlex
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import __version__
+from .domain import SPLITS, Domain
+from .images import scan_image_folder
+from .packs import build_pack_from_folder, load_pack, save_pack
+from .splits import class_split, min_classes, split_counts
+from .synthetic import (
+    GENERATOR_VERSION,
+    SYNTHETIC_DOMAINS,
+    SYNTHETIC_ID_DOMAINS,
+    SYNTHETIC_OOD_SOURCES,
+    make_synthetic_domain,
+)
+
+__all__ = [
+    "StreamItem",
+    "DEFAULT_STREAM_OOD",
+    "MANIFEST",
+    "parse_stream_item",
+    "prepare_stream",
+    "read_stream_manifest",
+]
+
+#: OOD sources of :func:`prepare_stream` when none are named: the three synthetic ones.
+DEFAULT_STREAM_OOD: tuple[str, ...] = tuple(f"synthetic:{n}" for n in SYNTHETIC_OOD_SOURCES)
+#: The file of a stream folder that names its domains and OOD sources.
+MANIFEST = "manifest.json"
+
+_OOD_PREFIX = "ood_"
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_ITEM_FORMS = (
+    "an item is synthetic:NAME (ID domains: {id}; OOD sources: {ood}), a .npz domain pack, or "
+    "an image folder with one sub-folder per class, optionally named as NAME=ITEM"
+).format(id=", ".join(SYNTHETIC_ID_DOMAINS), ood=", ".join(SYNTHETIC_OOD_SOURCES))
+
+
+@dataclass(frozen=True)
+class StreamItem:
+    """One domain or OOD source of a stream folder.
+
+    Attributes:
+        text: the item as given (for messages and the manifest).
+        kind: ``"synthetic"``, ``"pack"`` or ``"folder"``.
+        name: its name in the stream.
+        ref: the synthetic domain's name, or the pack's / folder's path.
+    """
+
+    text: str
+    kind: str
+    name: str
+    ref: str
+
+
+def parse_stream_item(text: str) -> StreamItem:
+    """Read one item: ``synthetic:NAME``, ``PATH.npz``, an image folder, or ``NAME=ITEM``.
+
+    Raises:
+        ValueError: an unknown synthetic name (the valid ones are listed), a file that is not a
+            ``.npz`` pack, or a name that is not a plain file name.
+        FileNotFoundError: a pack or folder that does not exist.
+    """
+    text = str(text)
+    name, rest = None, text
+    head, sep, tail = text.partition("=")
+    if sep and _NAME.fullmatch(head) and tail:
+        name, rest = head, tail
+    if rest.startswith("synthetic:"):
+        ref = rest[len("synthetic:") :]
+        if ref not in SYNTHETIC_DOMAINS:
+            close = difflib.get_close_matches(ref, SYNTHETIC_DOMAINS, n=1, cutoff=0.6)
+            hint = f" (did you mean 'synthetic:{close[0]}'?)" if close else ""
+            raise ValueError(
+                f"unknown synthetic domain {ref!r} in item {text!r}{hint}; valid: ID domains "
+                f"{', '.join(SYNTHETIC_ID_DOMAINS)}; OOD sources "
+                f"{', '.join(SYNTHETIC_OOD_SOURCES)} (any of them in either role)"
+            )
+        kind, default = "synthetic", ref
+    else:
+        path = Path(rest).expanduser()
+        if path.is_dir():
+            kind, default = "folder", path.resolve().name
+        elif path.is_file() and path.suffix == ".npz":
+            kind, default = "pack", path.stem.removeprefix(_OOD_PREFIX)
+        elif path.exists():
+            raise ValueError(
+                f"item {text!r}: {path} is neither a .npz pack nor a folder; {_ITEM_FORMS}"
+            )
+        else:
+            raise FileNotFoundError(
+                f"item {text!r}: {'domain pack' if path.suffix == '.npz' else 'no pack or image folder'} "
+                f"{path} not found; {_ITEM_FORMS}"
+            )
+        ref = str(path)
+    name = default if name is None else name
+    if not _NAME.fullmatch(name):
+        raise ValueError(
+            f"item {text!r}: {name!r} is not a usable name (letters, digits, '_', '.', '-'); "
+            "fix: name it as NAME=ITEM"
+        )
+    return StreamItem(text=text, kind=kind, name=name, ref=ref)
+
+
+def _check_names(domains: list[StreamItem], ood: list[StreamItem]) -> None:
+    if not domains:
+        raise ValueError("a stream needs at least one domain; fix: name items in --domains")
+    names = [i.name for i in domains + ood]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        items = [i.text for i in domains + ood if i.name in twice]
+        raise ValueError(
+            f"the name(s) {twice} are given by more than one item {items}; every domain and "
+            "OOD source needs its own name; fix: name them as NAME=ITEM"
+        )
+    prefixed = [i.text for i in domains if i.name.startswith(_OOD_PREFIX)]
+    if prefixed:
+        raise ValueError(
+            f"stream domain(s) {prefixed} are named with the prefix {_OOD_PREFIX!r}, which "
+            "marks OOD packs; fix: name them as NAME=ITEM, or pass them with --ood (ood=)"
+        )
+
+
+def _role(need: int) -> str:
+    return "an OOD source" if need == 1 else f"a stream domain of {need}-way episodes"
+
+
+def _check_domain(dom: Domain, item: StreamItem, need: int) -> None:
+    counts = split_counts(dom.class_split)
+    short = [s for s in SPLITS if counts[s] < need]
+    if short:
+        sizes = "/".join(str(counts[s]) for s in SPLITS)
+        fix = "pass it with --ood (ood=)" if need > 1 else "pick another OOD source"
+        raise ValueError(
+            f"item {item.text!r}: its {dom.n_classes} classes are split {sizes} "
+            f"(train/val/test), fewer than {need} in {short}; {_role(need)} needs {need} in "
+            f"each ({min_classes(need)} in all); fix: rebuild the pack with `avalanche-sets "
+            f"prepare pack --split ...` (counts with {need} or more in each part), {fix}, or "
+            "lower --n-way (n_way=)"
+        )
+
+
+def _load(item: StreamItem, image_size: int, seed: int) -> Domain:
+    if item.kind == "synthetic":
+        return make_synthetic_domain(item.ref, seed=seed, image_size=image_size)
+    return load_pack(item.ref, image_size=image_size, name=item.name)
+
+
+def _source(item: StreamItem, dom: Domain, seed: int) -> str:
+    if item.kind == "synthetic":
+        return (
+            f"synthetic domain {item.ref} (avalanche_sets.data.synthetic, generator "
+            f"v{GENERATOR_VERSION}, seed {seed}); generated, free of third-party rights"
+        )
+    return dom.source
+
+
+def _warn_small_ood(item: StreamItem, images: dict[str, int], n_sources: int) -> None:
+    """An episode draws ``n_ood / n_sources`` images from each OOD source's classes of its
+    split: warn when the ``cpu`` preset's episodes would draw more than a split holds."""
+    from ..presets import PRESETS
+
+    n_ood = PRESETS["cpu"]["n_ood"]
+    per_source = -(-n_ood // n_sources)
+    short = {s: n for s, n in images.items() if n < per_source}
+    if short:
+        warnings.warn(
+            f"OOD source {item.name!r} (item {item.text!r}) has {short} images in those splits' "
+            f"classes, fewer than the {per_source} that the cpu preset's episodes draw from it "
+            f"(n_ood = {n_ood} over {n_sources} OOD source(s)), so runs with it stop; fix: "
+            "give it more images, add OOD sources, or run with a lower --set n_ood=...",
+            stacklevel=3,
+        )
+
+
+def _entry(item: StreamItem, role: str, pack: str, dom: Domain, source: str) -> dict[str, Any]:
+    counts = np.bincount(dom.labels, minlength=dom.n_classes)
+    return {
+        "name": item.name,
+        "pack": pack,
+        "role": role,
+        "item": item.text,
+        "classes": dom.n_classes,
+        "images": int(dom.labels.size),
+        "images_per_class": [int(counts.min()), int(np.median(counts)), int(counts.max())],
+        "split": split_counts(dom.class_split),
+        "source": source,
+    }
+
+
+def prepare_stream(
+    out: str | os.PathLike,
+    domains: Sequence[str | StreamItem],
+    ood: Sequence[str | StreamItem] = DEFAULT_STREAM_OOD,
+    *,
+    image_size: int = 32,
+    split: Sequence[float] | Sequence[int] = (0.6, 0.2, 0.2),
+    seed: int = 0,
+    n_way: int = 5,
+    progress: bool | None = None,
+    command: str = "",
+) -> Path:
+    """Write a stream folder: one pack per item, ``manifest.json`` and ``README.md``.
+
+    Args:
+        out: output folder (it must hold no other ``.npz`` files).
+        domains: stream domains in stream order (items, see the module doc, or
+            :class:`StreamItem`).
+        ood: OOD sources (default: the synthetic ``rings``, ``lattices``, ``spirals``; ``[]``
+            for none, then run with ``--set n_ood=0``).
+        image_size: side of every pack's images (packs of another size are resized).
+        split: class split of the image folders: fractions or class counts
+            (:func:`~avalanche_sets.data.splits.class_split`).
+        seed: seed of the image folders' class split and of the synthetic generator.
+        n_way: episode width: every stream domain needs ``n_way`` classes in each split, every
+            OOD source one.
+        progress: progress bars while image folders are decoded.
+        command: the command line to record in the manifest.
+
+    Returns:
+        ``out`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        ValueError, FileNotFoundError: a bad item, name or setting, or a domain whose classes
+            cannot serve its role; all checked before anything is written.
+    """
+    if isinstance(domains, str) or isinstance(ood, str):
+        raise TypeError("domains and ood are lists of items, e.g. domains=['synthetic:shapes']")
+    for what, value, low in (("image_size", image_size, 8), ("n_way", n_way, 2)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{what} must be an integer >= {low}, got {value!r}")
+    id_items = [i if isinstance(i, StreamItem) else parse_stream_item(i) for i in domains]
+    ood_items = [i if isinstance(i, StreamItem) else parse_stream_item(i) for i in ood]
+    _check_names(id_items, ood_items)
+    roles = [(i, "stream", n_way) for i in id_items] + [(i, "ood", 1) for i in ood_items]
+    files = {i.name: (_OOD_PREFIX if r == "ood" else "") + f"{i.name}.npz" for i, r, _ in roles}
+    out = Path(out).expanduser()
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"output folder {out} is a file; fix: name a folder")
+    if out.is_dir():
+        others = sorted(p.name for p in out.glob("*.npz") if p.name not in files.values())
+        if others:
+            raise ValueError(
+                f"output folder {out} already holds other packs {others}; fix: use an empty "
+                "folder or delete them"
+            )
+
+    loaded: dict[str, Domain] = {}
+    for item, _, need in roles:  # every check before the first file is written
+        if item.kind == "folder":
+            classes = {c: f for c, f in scan_image_folder(Path(item.ref)).items() if f}
+            if not classes:
+                raise ValueError(
+                    f"item {item.text!r}: image folder {item.ref} has no class sub-folder with "
+                    "images; expected <folder>/<class name>/<image files>"
+                )
+            try:
+                cls = class_split(len(classes), split, seed, n_way=need,
+                            where=f"image folder {item.ref} (item {item.text!r})")  # fmt: skip
+            except ValueError as err:
+                if sum(i.kind == "folder" for i, _, _ in roles) < 2:
+                    raise
+                raise ValueError(
+                    f"{err}; the split applies to every image folder of the stream: build a "
+                    "folder that needs its own with `avalanche-sets prepare pack --split ...` "
+                    "and pass its .npz"
+                ) from None
+            sizes = np.asarray([len(f) for f in classes.values()])
+        else:
+            loaded[item.name] = dom = _load(item, image_size, seed)
+            _check_domain(dom, item, need)
+            cls, sizes = dom.class_split, np.bincount(dom.labels, minlength=dom.n_classes)
+        if need == 1:
+            _warn_small_ood(item, {s: int(sizes[cls == s].sum()) for s in SPLITS}, len(ood_items))
+
+    entries = []
+    for item, role, need in roles:
+        path = out / files[item.name]
+        if item.kind == "folder":
+            build_pack_from_folder(item.ref, path, image_size=image_size, split=split, seed=seed,
+                                   n_way=need, progress=progress)  # fmt: skip
+            dom = load_pack(path, name=item.name)
+        else:
+            dom = loaded.pop(item.name)
+            save_pack(dom, path, source=_source(item, dom, seed))
+        entries.append(_entry(item, role, files[item.name], dom, _source(item, dom, seed)))
+    manifest = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "avalanche_sets": __version__,
+        "command": command or "prepare_stream(...)",
+        "run_command": f"avalanche-sets run --preset cpu --root {shlex.quote(str(out))}"
+        + ("" if ood_items else " --set n_ood=0"),
+        "settings": {
+            "image_size": image_size,
+            "split": list(split),
+            "seed": seed,
+            "n_way": n_way,
+        },  # fmt: skip
+        "stream": {
+            "domains": [{"name": i.name, "pack": files[i.name]} for i in id_items],
+            "ood": [{"name": i.name, "pack": files[i.name]} for i in ood_items],
+        },
+        "packs": entries,
+    }
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    (out / "README.md").write_text(_readme(manifest))
+    read_stream_manifest(out)  # what was written reads back
+    return out
+
+
+def _readme(manifest: dict[str, Any]) -> str:
+    lines = [
+        "# A SETS stream of domain packs",
+        "",
+        f"Written by `avalanche-sets prepare stream` on {manifest['date']} (avalanche-sets "
+        f"{manifest['avalanche_sets']}). Regenerate with:",
+        "",
+        f"    {manifest['command']}",
+        "",
+        "Run on it (stream order and names from `manifest.json`):",
+        "",
+        f"    {manifest['run_command']}",
+        "",
+        "| name | pack | role | from | classes | images | img/class min/med/max | split tr/va/te |",
+        "| --- | --- | --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for e in manifest["packs"]:
+        lo, med, hi = e["images_per_class"]
+        sp = e["split"]
+        lines.append(
+            f"| {e['name']} | `{e['pack']}` | {e['role']} | `{e['item']}` | {e['classes']} | "
+            f"{e['images']} | {lo}/{med}/{hi} | {sp['train']}/{sp['val']}/{sp['test']} |"
+        )
+    lines += ["", "Sources:", ""]
+    lines += [f"* {e['name']}: {e['source']}" for e in manifest["packs"]]
+    return "\n".join(lines) + "\n"
+
+
+def read_stream_manifest(root: str | os.PathLike) -> tuple[dict[str, str], dict[str, str]] | None:
+    """The stream a folder's ``manifest.json`` names: ``({domain: pack file}, {ood: file})``.
+
+    ``None`` when the folder has no ``manifest.json`` or its manifest has no ``stream`` section
+    (e.g. ``prepare torchvision``'s): then the file names decide (``ood_*.npz`` are the OOD
+    sources).
+
+    Raises:
+        ValueError: a ``stream`` section that is malformed or names a name twice.
+        FileNotFoundError: a pack it names is missing.
+    """
+    root = Path(root).expanduser()
+    path = root / MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path}: not readable JSON ({err})") from err
+    stream = manifest.get("stream") if isinstance(manifest, dict) else None
+    if stream is None:
+        return None
+    fix = "fix: write the folder again with `avalanche-sets prepare stream`"
+    out: list[dict[str, str]] = []
+    for role in ("domains", "ood"):
+        entries = stream.get(role) if isinstance(stream, dict) else None
+        ok = isinstance(entries, list) and all(
+            isinstance(e, dict)
+            and isinstance(e.get("name"), str)
+            and isinstance(e.get("pack"), str)
+            for e in entries
+        )
+        if not ok:
+            raise ValueError(
+                f'{path}: stream.{role} must be a list of {{"name": ..., "pack": ...}}; {fix}'
+            )
+        out.append({e["name"]: e["pack"] for e in entries})
+    names = [e["name"] for role in ("domains", "ood") for e in stream[role]]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(f"{path}: the stream names {twice} more than once; {fix}")
+    missing = [str(root / f) for d in out for f in d.values() if not (root / f).is_file()]
+    if missing:
+        raise FileNotFoundError(f"{path} names packs that are missing: {missing}; {fix}")
+    return out[0], out[1]

@@ -1,0 +1,71 @@
+"""`avalanche-sets prepare pack --split/--n-way` and `prepare stream`: one's own data in one
+command, every flag doing something or refused with what to do."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from avalanche_sets.cli import build_parser, main
+from avalanche_sets.data.packs import build_pack_from_folder, load_pack
+from avalanche_sets.data.synthetic import SYNTHETIC_DOMAINS
+from avalanche_sets.presets import resolve_preset
+from avalanche_sets.runs.experiment import build_benchmark
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "data"))
+from image_folders import image_folder  # noqa: E402
+
+
+def _sizes(path: Path) -> list[int]:
+    dom = load_pack(path)
+    return [dom.classes(s).size for s in ("train", "val", "test")]
+
+
+def test_cli_pack_split_and_refusal(tmp_path, capsys):
+    from avalanche_sets.cli import main
+
+    folder = image_folder(tmp_path / "imgs", 6, per_class=2)
+    code = main(["prepare", "pack", "--folder", str(folder), "--out", str(tmp_path / "p.npz")])
+    err = capsys.readouterr().err
+    assert code == 2 and "6 classes split 4/1/1" in err and "at least 15 classes" in err
+    argv = ["prepare", "pack", "--folder", str(folder), "--out", str(tmp_path / "p.npz"),
+            "--size", "8", "--split", "2,2,2", "--n-way", "2"]  # fmt: skip
+    with pytest.warns(UserWarning, match="fewer than 16 images"):
+        assert main(argv) == 0
+    assert "class split 2/2/2" in capsys.readouterr().out
+    assert _sizes(tmp_path / "p.npz") == [2, 2, 2]
+    code = main([*argv[:-4], "--split", "0.5,0.5", "--n-way", "2"])
+    assert code == 2 and "three comma-separated numbers" in capsys.readouterr().err
+
+
+def test_cli_stream_end_to_end(tmp_path, capsys):
+    flowers = image_folder(tmp_path / "flowers", 20, per_class=16)
+    out = tmp_path / "out"
+    argv = ["prepare", "stream", "--out", str(out), "--size", "16",
+            "--domains", str(flowers), "synthetic:blobs", "--ood", "synthetic:spirals"]  # fmt: skip
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "ood 'spirals' from synthetic:spirals" in printed
+    assert f"run on it: avalanche-sets run --preset cpu --root {out}" in printed
+    preset = resolve_preset("cpu", root=str(out), image_size=16, n_test_episodes=2,
+                            n_val_episodes=2, tasks_per_domain=2)  # fmt: skip
+    bench = build_benchmark(preset, seed=0)
+    assert bench.domain_names == ["flowers", "blobs"]
+    assert [d.name for d in bench.ood_sources] == ["spirals"]
+    assert bench.test_stream[1].dataset[1].unlabeled_x.shape[0] == 5 * 10 + 50
+
+
+def test_cli_refuses_flags_that_would_do_nothing(tmp_path, capsys):
+    pack = build_pack_from_folder(image_folder(tmp_path / "mine", 15, per_class=2),
+                                  tmp_path / "mine.npz", image_size=8, split=(5, 5, 5))  # fmt: skip
+    base = ["prepare", "stream", "--out", str(tmp_path / "o"), "--domains", str(pack), "--ood"]
+    assert main([*base, "--split", "0.5,0.25,0.25"]) == 2
+    assert "--split sets the class split of image folders" in capsys.readouterr().err
+    assert main([*base, "--seed", "3"]) == 2
+    assert "fix: drop --seed" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+    help_text = build_parser()._subparsers._group_actions[0].choices["prepare"]
+    stream_help = help_text._subparsers._group_actions[0].choices["stream"].format_help()
+    assert all(name in stream_help for name in SYNTHETIC_DOMAINS)
