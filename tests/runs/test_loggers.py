@@ -8,6 +8,7 @@ rows are compared with an uninterrupted run's of the same seed.
 from __future__ import annotations
 
 import csv
+import io
 import sys
 from pathlib import Path
 
@@ -226,3 +227,23 @@ def test_wandb_without_wandb_is_refused_before_anything_runs(tmp_path, monkeypat
     assert not (tmp_path / "runs").exists()  # refused before a folder or data was made
     with pytest.raises(ValueError, match="unknown logger"):
         check_loggers(["tensorbored"])
+
+
+def test_the_run_logs_to_wandb_offline_unless_wandb_mode_says_otherwise(tmp_path, monkeypatch):
+    """Without WANDB_MODE a run never needs the network (offline); with it, wandb decides.
+    Nothing is started here: the W&B run begins at the first logged value."""
+    from avalanche_sets.runs.experiment import evaluator
+    from avalanche_sets.training import WandBLogger
+
+    def wandb_mode():
+        plugin = evaluator(("wandb",), tmp_path, log_file=io.StringIO())
+        (logger,) = [x for x in plugin.loggers if isinstance(x, WandBLogger)]
+        assert logger.init_kwargs["dir"] == str(tmp_path)
+        assert logger.init_kwargs["name"] == tmp_path.name
+        return logger.init_kwargs.get("mode")
+
+    monkeypatch.delenv("WANDB_MODE")
+    assert wandb_mode() == "offline"
+    monkeypatch.setenv("WANDB_MODE", "online")
+    assert wandb_mode() is None  # wandb reads WANDB_MODE itself
+    assert not (tmp_path / "wandb").exists()
