@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .defaults import SOURCES
     from .methods import method_names
     from .presets import preset_names
-    from .runs.folder import LOGGERS
+    from .runs.folder import logger_argument
 
     p = argparse.ArgumentParser(
         prog="avalanche-sets",
@@ -130,9 +130,10 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run one method on one benchmark")
     add_run_args(run, many_methods=False)
     run.add_argument(
-        "--loggers", nargs="*", default=["progress"], choices=list(LOGGERS),
+        "--loggers", nargs="*", default=["progress"], type=logger_argument, metavar="LOGGER",
         help="loggers besides the run folder's log.txt: progress (default: one bar per "
-        "domain), interactive (Avalanche's bars and metric values), csv, tensorboard",
+        "domain), interactive (Avalanche's bars and metric values), csv, tensorboard, wandb "
+        "(offline unless WANDB_MODE says otherwise; pip install \"avalanche-sets[wandb]\")",
     )  # fmt: skip
 
     sweep = sub.add_parser("sweep", help="run a grid of methods x seeds x settings")

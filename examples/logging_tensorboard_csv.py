@@ -17,7 +17,8 @@ from avalanche_sets.models.episodic import PrototypicalModel
 logs = Path("logs")
 logs.mkdir(exist_ok=True)
 evaluator = EvaluationPlugin(
-    accuracy_metrics(experience=True, stream=True),
+    # epoch=True: the training accuracy and loss (CSV's training_* columns are 0 without them)
+    accuracy_metrics(epoch=True, experience=True, stream=True),
     loss_metrics(epoch=True, experience=True),
     forgetting_metrics(experience=True, stream=True),
     *episode_metrics(),  # episode accuracy ± 95% CI, accuracy matrix, OOD precision/recall/AUROC

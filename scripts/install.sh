@@ -52,8 +52,8 @@ if ! have learn2learn; then
   pip install --quiet --no-deps --no-build-isolation "$src"
 fi
 
-echo "[install] avalanche-sets and its dependencies (with the test, ray and docs extras)"
-pip install --quiet -e ".[test,ray,docs]"
+echo "[install] avalanche-sets and its dependencies (with the test, ray, docs and wandb extras)"
+pip install --quiet -e ".[test,ray,docs,wandb]"
 
 # The documentation's browser test opens the built site in Chromium from the system packages
 # (Playwright's own browser download does not work offline). Debian/Ubuntu: apt-get.

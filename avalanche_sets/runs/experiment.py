@@ -26,7 +26,7 @@ from avalanche.evaluation.metrics import (
     loss_metrics,
     timing_metrics,
 )
-from avalanche.logging import CSVLogger, InteractiveLogger, TensorboardLogger, TextLogger
+from avalanche.logging import InteractiveLogger, TextLogger
 from avalanche.training.plugins import EvaluationPlugin
 
 from .. import __version__, training
@@ -37,13 +37,14 @@ from ..data.packs import NO_PACKS_HINT
 from ..methods import JOINT_METHODS, build_strategy, check_method
 from ..metrics import episode_metrics
 from ..training.checkpoint import previous_checkpoint_path
+from ..training.loggers import ResumableCSVLogger, ResumableTensorboardLogger, WandBLogger
 from ..training.progress import DomainProgressLogger
 from .folder import (
     CHECKPOINT_FILE,
     LOG_FILE,
-    LOGGERS,
     RunLock,
     check_finished,
+    check_loggers,
     command_line,
     is_finished,
     plugin_description,
@@ -121,18 +122,33 @@ def build_benchmark(preset: dict, *, seed: int) -> SETSBenchmark:
 
 
 def evaluator(
-    loggers, out: Path, *, verbose: bool = False, log_file: IO[str] | None = None
+    loggers,
+    out: Path,
+    *,
+    verbose: bool = False,
+    log_file: IO[str] | None = None,
+    config: dict | None = None,
 ) -> EvaluationPlugin:
     """The run's ``EvaluationPlugin``: Avalanche's metrics and the SETS episode metrics.
 
     Every metric value goes to ``log_file`` (default: ``out/log.txt``, appended to) whatever
     ``loggers`` says, so the evaluator always has a logger and nothing is lost; ``loggers``
     adds terminal and file loggers (:data:`~.folder.LOGGERS`), ``verbose`` also prints the
-    metric values on the terminal.
+    metric values on the terminal. The file loggers (``csv/``, ``tb/``, ``wandb/`` in ``out``)
+    are the resumable ones of :mod:`avalanche_sets.training.loggers`: a resumed run continues
+    them at its checkpoint's steps. The W&B run is named after ``out`` and gets ``config``
+    (the run's settings); it is offline unless ``WANDB_MODE`` says otherwise, so a run never
+    needs the network: ``wandb sync out/wandb/offline-run-*`` uploads it.
+
+    Training accuracy and loss (``Top1_Acc_Epoch``, ``Loss_Epoch``: the CSV's
+    ``training_accuracy`` and ``training_loss`` columns) are measured per training epoch, one
+    per domain.
+
+    Raises:
+        ValueError: an unknown logger, or ``wandb`` without wandb installed
+            (:func:`~.folder.check_loggers`).
     """
-    unknown = set(loggers) - set(LOGGERS)
-    if unknown:
-        raise ValueError(f"unknown logger(s) {sorted(unknown)}; choose from {LOGGERS}")
+    loggers = check_loggers(loggers)
     if log_file is None:  # the run folder's log, owned by the logger from here on
         log_file = open(out / LOG_FILE, "a", buffering=1)  # noqa: SIM115
     made = [TextLogger(log_file)]
@@ -143,9 +159,18 @@ def evaluator(
     elif verbose:  # the interactive logger prints the metric values already
         made.append(TextLogger(sys.stdout))
     if "csv" in loggers:
-        made.append(CSVLogger(log_folder=str(out / "csv")))
+        made.append(ResumableCSVLogger(log_folder=out / "csv"))
     if "tensorboard" in loggers:
-        made.append(TensorboardLogger(tb_log_dir=str(out / "tb")))
+        made.append(ResumableTensorboardLogger(tb_log_dir=str(out / "tb")))
+    if "wandb" in loggers:
+        made.append(
+            WandBLogger(
+                run_name=out.name,
+                dir=out,
+                config=config,
+                mode=None if os.environ.get("WANDB_MODE") else "offline",
+            )
+        )
     return EvaluationPlugin(
         accuracy_metrics(epoch=True, experience=True, stream=True),
         loss_metrics(epoch=True, experience=True, stream=True),
@@ -155,6 +180,15 @@ def evaluator(
         *episode_metrics(),
         loggers=made,
     )
+
+
+#: The run's loggers that hold something open (a bar, files, a W&B run) until closed.
+_CLOSED_LOGGERS = (
+    DomainProgressLogger,
+    ResumableCSVLogger,
+    ResumableTensorboardLogger,
+    WandBLogger,
+)
 
 
 def run_experiment(
@@ -207,6 +241,7 @@ def run_experiment(
         before taking the lock, or after waiting for the process that held it. Decided under
         the lock, so two sweeps on one folder never both report a run as theirs.
     """
+    loggers = check_loggers(loggers)  # before any data is loaded
     if not checked:
         check_method(method, preset, strategy_overrides)  # before any data is loaded
     bench_preset = method_preset(method, preset)  # raises before any data is loaded, too
@@ -228,8 +263,7 @@ def run_experiment(
             lock.remove()
             return {**check_finished(out, asked, seed), "status": "finished before"}
         torch.set_num_threads(int(preset.get("threads", 1)))
-        # The run log: every metric value (and resumes); an exception leaves it to the
-        # garbage collector, which closes it.
+        # The run log: every metric value (and resumes); closed with the loggers below.
         log = open(out / LOG_FILE, "a", buffering=1)  # noqa: SIM115
         print(f"# {utc_now()}: {command_line()}", file=log)
         if benchmark is None or bench_preset is not preset:  # more training tasks: rebuilt
@@ -239,7 +273,13 @@ def run_experiment(
             method,
             preset,
             seed=seed,
-            evaluator=evaluator(loggers, out, verbose=verbose, log_file=log),
+            evaluator=evaluator(
+                loggers,
+                out,
+                verbose=verbose,
+                log_file=log,
+                config={"method": method, "seed": seed, **portable_preset(preset)},
+            ),
             plugins=list(plugins),
             check=False,  # checked above (or by the caller)
             **(strategy_overrides or {}),
@@ -269,21 +309,23 @@ def run_experiment(
             print(message, file=log, flush=True)
 
         checkpoint = out / CHECKPOINT_FILE
-        # looked up on the module when called, so a test can replace the training loop
-        result = training.run_sets(
-            strategy,
-            bench,
-            checkpoint_path=checkpoint,
-            checkpoint_every=checkpoint_every,
-            eval_stream=eval_stream,
-            interim_episodes=preset.get("interim_test_episodes"),
-            checkpoint_extra=lambda: {"seconds": elapsed()},
-            on_resume=on_resume,
-        )
-        for logger in strategy.evaluator.loggers:  # a run stopped early leaves one open
-            if isinstance(logger, DomainProgressLogger):
-                logger.close()
-        log.close()
+        try:
+            # looked up on the module when called, so a test can replace the training loop
+            result = training.run_sets(
+                strategy,
+                bench,
+                checkpoint_path=checkpoint,
+                checkpoint_every=checkpoint_every,
+                eval_stream=eval_stream,
+                interim_episodes=preset.get("interim_test_episodes"),
+                checkpoint_extra=lambda: {"seconds": elapsed()},
+                on_resume=on_resume,
+            )
+        finally:  # also when the run stops early: bars, files and the W&B run are closed
+            for logger in strategy.evaluator.loggers:
+                if isinstance(logger, _CLOSED_LOGGERS):
+                    logger.close()
+            log.close()
         computed = {
             "avalanche_sets": __version__,
             "method": method,

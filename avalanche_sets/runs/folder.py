@@ -13,7 +13,7 @@ folder holds
   machine, command, and any resumes (which checkpoint, which damaged ones were skipped). It
   differs from run to run by nature;
 * ``table.md`` and ``accuracy_matrix.png`` (:mod:`avalanche_sets.runs.report` writes them from
-  the record) and ``log.txt`` (every metric value; ``csv/`` and ``tb/`` with those loggers).
+  the record) and ``log.txt`` (every metric value; ``csv/``, ``tb/`` and ``wandb/`` with those loggers).
 
 While a run is in progress the folder holds its checkpoint and ``.lock``, an exclusive
 ``flock`` held by the process running it (:class:`RunLock`): a second process (another sweep
@@ -55,6 +55,10 @@ __all__ = [
     "CHECKPOINT_FILE",
     "RUN_FILES",
     "LOGGERS",
+    "LISTED_LOGGERS",
+    "WANDB_INSTALL",
+    "check_loggers",
+    "logger_argument",
     "RESULT_FORMAT",
     "READABLE_FORMATS",
     "ResultsVersionError",
@@ -98,11 +102,53 @@ RUN_FILES: tuple[tuple[str, str], ...] = (
 )
 """What a finished run folder holds, as the command line lists it."""
 
-LOGGERS = ("progress", "interactive", "text", "csv", "tensorboard")
+LOGGERS = ("progress", "interactive", "text", "csv", "tensorboard", "wandb")
 """Loggers a run can add: ``progress`` (one bar per domain on stderr), ``interactive``
 (Avalanche's bars and metric values on stdout), ``csv`` (``csv/``), ``tensorboard``
-(``tb/``). ``text`` (the metric values in the run folder's ``log.txt``) is always on and
-accepted for compatibility."""
+(``tb/``), ``wandb`` (Weights & Biases, ``wandb/``; offline unless ``WANDB_MODE`` says
+otherwise; needs the ``wandb`` extra). ``text`` (the metric values in the run folder's
+``log.txt``) is always on and accepted for compatibility; the command line does not list it.
+``csv``, ``tensorboard`` and ``wandb`` continue where a resumed run's checkpoint left them
+(:mod:`avalanche_sets.training.loggers`)."""
+
+LISTED_LOGGERS = tuple(name for name in LOGGERS if name != "text")
+"""The loggers the command line's help names (``text`` is always on)."""
+
+WANDB_INSTALL = 'pip install "avalanche-sets[wandb]"'
+"""How to install the wandb release the ``wandb`` logger is tested with."""
+
+
+def check_loggers(loggers) -> tuple[str, ...]:
+    """``loggers`` as a tuple, once every name is one of :data:`LOGGERS` that this environment
+    can run (``wandb`` needs wandb installed), checked without importing any of them.
+
+    Raises:
+        ValueError: an unknown logger, or ``wandb`` without wandb (names the extra).
+    """
+    loggers = tuple(loggers)
+    unknown = sorted(set(loggers) - set(LOGGERS))
+    if unknown:
+        raise ValueError(f"unknown logger(s) {unknown}; choose from {', '.join(LISTED_LOGGERS)}")
+    if "wandb" in loggers:
+        import importlib.util
+
+        if importlib.util.find_spec("wandb") is None:
+            raise ValueError(
+                f"the wandb logger needs wandb, which is not installed: {WANDB_INSTALL}"
+            )
+    return loggers
+
+
+def logger_argument(name: str) -> str:
+    """The command line's ``--loggers`` type: :func:`check_loggers` of one name, its error as an
+    argparse error."""
+    import argparse
+
+    try:
+        return check_loggers([name])[0]
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
 
 RESULT_FORMAT = 3
 """3: as 2, with ``result.forgetting`` of :mod:`avalanche_sets.metrics.stats` (the last domain

@@ -10,6 +10,7 @@ from .checkpoint import (
     read_checkpoint,
     save_checkpoint,
 )
+from .loggers import ResumableCSVLogger, ResumableTensorboardLogger, WandBLogger
 from .progress import DomainProgressLogger
 from .runner import RunResult, episode_accuracies, run_sets
 from .template import EpisodicTemplate, NonFiniteLossError, silent_evaluator
@@ -30,4 +31,7 @@ __all__ = [
     "episode_accuracies",
     "silent_evaluator",
     "DomainProgressLogger",
+    "ResumableCSVLogger",
+    "ResumableTensorboardLogger",
+    "WandBLogger",
 ]

@@ -4,8 +4,13 @@ Avalanche 0.6's ``save_checkpoint`` pickles the whole strategy with ``dill``, wh
 torch optimisers here (design §7), and it cannot resume in the middle of an experience. This
 module saves what a run needs to continue bit-for-bit instead: the model, the optimiser, every
 plugin and metric that exposes ``state_dict()``/``load_state_dict()`` (ORDER's memory,
-variational networks and generators; episode metrics), the global RNG states, and the stream
-position (experience, iteration) plus any results so far.
+variational networks and generators; episode metrics) and the first accuracy of every
+experience that Avalanche's forgetting and BWT metrics hold, the global RNG states, and the stream
+position (experience, iteration) plus any results so far. It also saves Avalanche's
+``strategy.clock`` (the steps every logged value is plotted at) and the state of every evaluator
+logger that has a ``state_dict()`` (:mod:`avalanche_sets.training.loggers`: how far their files
+are written), so that a resumed run's TensorBoard, CSV and W&B logs continue at the steps where
+the checkpoint left them, as an uninterrupted run's.
 
 Loading a checkpoint runs no code: its payload holds only tensors, numbers, strings and plain
 containers (a NumPy array, such as the legacy RNG's state, is stored as its bytes, dtype and
@@ -35,6 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import math
 import pickle
 import random
 import warnings
@@ -45,6 +51,7 @@ from typing import Any
 import numpy as np
 import torch
 from avalanche.core import SupervisedPlugin
+from avalanche.evaluation.metrics.forgetting_bwt import GenericExperienceForgetting
 
 from ..files import atomic_write
 
@@ -61,9 +68,21 @@ __all__ = [
     "FORMAT_VERSION",
 ]
 
-FORMAT_VERSION = 3
-"""Version of the checkpoint file layout (3: a payload of tensors and plain values, read with
-``weights_only=True``; 2: checksummed header, any pickle; 1: a bare ``torch.save``)."""
+FORMAT_VERSION = 4
+"""Version of the checkpoint file layout (4: as 3, with Avalanche's clock and the loggers'
+state, so that a resumed run logs at the steps an uninterrupted one does; 3: a payload of
+tensors and plain values, read with ``weights_only=True``; 2: checksummed header, any pickle;
+1: a bare ``torch.save``)."""
+
+#: Avalanche's ``strategy.clock`` counters: the x values (steps) of every logged metric.
+CLOCK_FIELDS = (
+    "train_iterations",
+    "train_exp_counter",
+    "train_exp_epochs",
+    "train_exp_iterations",
+    "train_epoch_iterations",
+    "total_iterations",
+)
 
 _MAGIC = b"AVALANCHE-SETS-CHECKPOINT"
 
@@ -154,6 +173,22 @@ def _from_plain(obj: Any) -> Any:
     return obj
 
 
+class _ForgettingState:
+    """The state of Avalanche's forgetting and BWT metrics that outlives an evaluation: the
+    accuracy of every experience right after its training (``forgetting.initial``). Without
+    it a resumed run would log no forgetting for the experiences trained before the resume
+    (and a stream forgetting of 0)."""
+
+    def __init__(self, metric: GenericExperienceForgetting) -> None:
+        self.metric = metric
+
+    def state_dict(self) -> dict:
+        return {"initial": dict(self.metric.forgetting.initial)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.metric.forgetting.initial = dict(state["initial"])
+
+
 def _stateful(strategy) -> dict[str, Any]:
     """Plugins and metrics with a state_dict, keyed by position and class name (stable)."""
     out = {}
@@ -164,6 +199,22 @@ def _stateful(strategy) -> dict[str, Any]:
     for i, m in enumerate(getattr(evaluator, "metrics", []) or []):
         if hasattr(m, "state_dict") and hasattr(m, "load_state_dict"):
             out[f"metric{i}:{type(m).__name__}"] = m
+        elif isinstance(m, GenericExperienceForgetting):  # stream forgetting and BWT too
+            out[f"metric{i}:{type(m).__name__}"] = _ForgettingState(m)
+    return out
+
+
+def _loggers(strategy) -> dict[str, Any]:
+    """The evaluator's loggers with a state_dict, keyed by class name and rank among loggers of
+    that class (``ResumableCSVLogger#0``), so that adding or dropping another logger on resume
+    does not change their keys."""
+    out: dict[str, Any] = {}
+    evaluator = getattr(strategy, "evaluator", None)
+    for logger in getattr(evaluator, "loggers", []) or []:
+        if hasattr(logger, "state_dict") and hasattr(logger, "load_state_dict"):
+            name = type(logger).__name__
+            rank = sum(k.rsplit("#", 1)[0] == name for k in out)
+            out[f"{name}#{rank}"] = logger
     return out
 
 
@@ -195,6 +246,8 @@ def save_checkpoint(
         "model": strategy.model.state_dict(),
         "optimizer": strategy.optimizer.state_dict(),
         "components": {k: v.state_dict() for k, v in _stateful(strategy).items()},
+        "clock": {k: int(getattr(strategy.clock, k)) for k in CLOCK_FIELDS},
+        "loggers": {k: v.state_dict() for k, v in _loggers(strategy).items()},
         "rng": {
             "torch": torch.get_rng_state(),
             "numpy": np.random.get_state(),
@@ -271,7 +324,9 @@ def load_checkpoint(path: str | Path, strategy) -> dict:
 
     The strategy must be built the same way as the one that was saved (same model, optimiser,
     plugins and metrics, in the same order); mismatches raise a :class:`CheckpointError`
-    naming them. A damaged file raises :class:`CorruptCheckpointError`.
+    naming them. A damaged file raises :class:`CorruptCheckpointError`. Avalanche's clock is
+    restored, and every evaluator logger with a ``load_state_dict`` gets its saved state
+    (``None`` for a logger the checkpoint did not have, which then starts fresh).
 
     Where it loads to: the file is read onto the CPU (``map_location="cpu"`` in
     :func:`read_checkpoint`, whatever device wrote it — RNG states must be CPU tensors); the
@@ -299,6 +354,12 @@ def load_checkpoint(path: str | Path, strategy) -> dict:
     strategy.optimizer.load_state_dict(state["optimizer"])
     for key, comp in components.items():
         comp.load_state_dict(state["components"][key])
+    for key, value in state["clock"].items():
+        setattr(strategy.clock, key, value)
+    # a logger the checkpoint has no state for (added on resume) starts fresh; the state of a
+    # logger that is gone is not needed
+    for key, logger in _loggers(strategy).items():
+        logger.load_state_dict(state["loggers"].get(key))
     torch.set_rng_state(state["rng"]["torch"])
     np.random.set_state(state["rng"]["numpy"])
     random.setstate(state["rng"]["python"])
@@ -352,18 +413,30 @@ class CheckpointPlugin(SupervisedPlugin):
         path: checkpoint file.
         every: iterations between checkpoints.
         extra_fn: returns the ``extra`` dict to store (e.g. the results so far).
+        at_experience_end: also checkpoint after the last iteration of an experience when it
+            falls on ``every``. :func:`~avalanche_sets.training.run_sets` turns it off: it
+            checkpoints after the evaluation that follows, and a checkpoint in between would
+            resume past the end of the training epoch, so its end (the epoch's logged metrics,
+            a CSV row) would never be logged.
     """
 
-    def __init__(self, path: str | Path, *, every: int, extra_fn=None) -> None:
+    def __init__(
+        self, path: str | Path, *, every: int, extra_fn=None, at_experience_end: bool = True
+    ) -> None:
         super().__init__()
         if not isinstance(every, int) or every < 1:
             raise ValueError(f"every must be a positive number of iterations, got {every!r}")
         self.path = Path(path)
         self.every = int(every)
         self.extra_fn = extra_fn or (lambda: {})
+        self.at_experience_end = at_experience_end
 
     def after_training_iteration(self, strategy, **kwargs) -> None:
         done = strategy.exp_iteration + 1  # the template counts this iteration after plugins
+        if not self.at_experience_end:
+            n_iter = math.ceil(len(strategy.experience.dataset) / strategy.train_mb_size)
+            if done >= n_iter:
+                return
         if done % self.every == 0:
             position = {
                 "experience": strategy.experience.current_experience,

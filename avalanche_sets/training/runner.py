@@ -213,6 +213,7 @@ def run_sets(
             checkpoint_path,
             every=checkpoint_every,
             extra_fn=extra,
+            at_experience_end=False,  # checkpointed after the evaluation instead (below)
         )
         strategy.plugins.append(ckpt_plugin)
 
@@ -230,6 +231,8 @@ def run_sets(
 
     stopper = _StopAfter()
     strategy.plugins.append(stopper)
+    epoch_clock = _ResumedEpochClock(start_it)
+    strategy.plugins.append(epoch_clock)
     try:
         for e in range(start_exp, len(benchmark.train_stream)):
             exp = benchmark.train_stream[e]
@@ -253,9 +256,30 @@ def run_sets(
         pass
     finally:
         strategy.plugins.remove(stopper)
+        strategy.plugins.remove(epoch_clock)
         if ckpt_plugin is not None:
             strategy.plugins.remove(ckpt_plugin)
     return result
+
+
+class _ResumedEpochClock(SupervisedPlugin):
+    """Sets Avalanche's per-experience clock counters to the resumed iteration once.
+
+    ``strategy.train`` zeroes ``train_exp_iterations`` and ``train_epoch_iterations`` when the
+    experience starts, also when it resumes in its middle; the checkpoint restored them. This
+    plugin comes after the clock (the template's), so it runs after the zeroing and puts them
+    back where an uninterrupted run has them.
+    """
+
+    def __init__(self, iteration: int) -> None:
+        super().__init__()
+        self.iteration = iteration
+
+    def before_training_epoch(self, strategy, **kwargs) -> None:
+        if self.iteration:
+            strategy.clock.train_exp_iterations = self.iteration
+            strategy.clock.train_epoch_iterations = self.iteration
+            self.iteration = 0
 
 
 def _truncated(stream, n: int):

@@ -178,41 +178,59 @@ SETTING_CASES: dict[str, list[tuple[list[str], list[str], str]]] = {
     "interim_test_episodes": [(BASE, _set(BASE, "interim_test_episodes=1"), "compute")],
     "lr": [
         (BASE, _set(BASE, "lr=0.01"), "compute"),
-        ([*TINY, *DOMAINS, "--method", "semi-gpm"],
-         [*TINY, *DOMAINS, "--method", "semi-gpm", "--set", "lr=0.01"], "refused"),
+        (
+            [*TINY, *DOMAINS, "--method", "semi-gpm"],
+            [*TINY, *DOMAINS, "--method", "semi-gpm", "--set", "lr=0.01"],
+            "refused",
+        ),
     ],  # fmt: skip
     "mem_size": [
         (BASE, _set(BASE, "mem_size=5"), "compute"),
-        ([*TINY, *DOMAINS, "--method", "mskm"],
-         [*TINY, *DOMAINS, "--method", "mskm", "--set", "mem_size=5"], "refused"),
-        ([*TINY, *DOMAINS, "--method", "order-mi-only"],
-         [*TINY, *DOMAINS, "--method", "order-mi-only", "--set", "mem_size=5"], "refused"),
+        (
+            [*TINY, *DOMAINS, "--method", "mskm"],
+            [*TINY, *DOMAINS, "--method", "mskm", "--set", "mem_size=5"],
+            "refused",
+        ),
+        (
+            [*TINY, *DOMAINS, "--method", "order-mi-only"],
+            [*TINY, *DOMAINS, "--method", "order-mi-only", "--set", "mem_size=5"],
+            "refused",
+        ),
     ],  # fmt: skip
     "replay_batch": [
         (BASE, _set(BASE, "replay_batch=1"), "compute"),
-        ([*TINY, *DOMAINS, "--method", "protonet"],
-         [*TINY, *DOMAINS, "--method", "protonet", "--set", "replay_batch=1"], "refused"),
+        (
+            [*TINY, *DOMAINS, "--method", "protonet"],
+            [*TINY, *DOMAINS, "--method", "protonet", "--set", "replay_batch=1"],
+            "refused",
+        ),
     ],  # fmt: skip
     "seeds": [
         (BASE, _set(BASE, "seeds=[1]"), "compute"),
         (BASE, [*BASE, "--set", "seeds=[1]", "--seeds", "1"], "refused"),  # given twice
     ],
-    "device": [(BASE, _set(BASE, "device=cuda"), "refused" if not torch.cuda.is_available()
-                else "compute")],  # fmt: skip
+    "device": [
+        (BASE, _set(BASE, "device=cuda"), "refused" if not torch.cuda.is_available() else "compute")
+    ],  # fmt: skip
     "threads": [(BASE, _set(BASE, "threads=1"), "threads")],  # quick: 2 threads
     "small_classes": [(BASE, _set(BASE, "small_classes=drop"), "compute")],
     "precision": [(BASE, [*BASE, "--set", f"precision={_other_precision()}"], "compute")],
     "channels_last": [(BASE, _set(BASE, "channels_last=False"), "compute")],
     "root": [
         (BASE, [*BASE, "--root", "{packs0}"], "refused"),  # the synthetic source reads none
-        ([*BASE, "--set", "source=packs", "--root", "{packs0}"],
-         [*BASE, "--set", "source=packs", "--root", "{packs1}"], "data"),
-        ([*BASE, "--set", "source=packs", "--root", "{packs0}"],
-         [*BASE, "--source", "packs", "--set", "source=packs", "--root", "{packs0}"], "refused"),
+        (
+            [*BASE, "--set", "source=packs", "--root", "{packs0}"],
+            [*BASE, "--set", "source=packs", "--root", "{packs1}"],
+            "data",
+        ),
+        (
+            [*BASE, "--set", "source=packs", "--root", "{packs0}"],
+            [*BASE, "--source", "packs", "--set", "source=packs", "--root", "{packs0}"],
+            "refused",
+        ),
     ],  # fmt: skip
     "order": [
-        (["--method", "order", *TINY], ["--method", "order", *TINY, "--set", "order=2"],
-         "compute"),
+        (["--method", "order", *TINY], ["--method", "order", *TINY, "--set", "order=2"], "compute"),
         (BASE, [*BASE, "--order", "2"], "refused"),  # a custom domain order is set too
     ],  # fmt: skip
     "domains": [(BASE, [*TINY, "--set", "domains=['strokes','shapes']"], "compute")],
@@ -222,19 +240,28 @@ SETTING_CASES: dict[str, list[tuple[list[str], list[str], str]]] = {
 # flags of `run`: (base, changed, what must follow); --set and the setting flags are above
 RUN_FLAG_CASES: dict[str, list[tuple[list[str], list[str], str]]] = {
     "--method": [(BASE, [*TINY, *DOMAINS, "--method", "mskm"], "compute")],
-    "--preset": [(BASE, [*BASE, "--preset", "paper", "--set", "source=synthetic",
-                         "--set", "device=cpu"], "compute")],  # fmt: skip
+    "--preset": [
+        (
+            BASE,
+            [*BASE, "--preset", "paper", "--set", "source=synthetic", "--set", "device=cpu"],
+            "compute",
+        )
+    ],  # fmt: skip
     "--source": [(BASE, [*BASE, "--source", "packs", "--root", "{packs0}"], "compute")],
     "--root": [(BASE, [*BASE, "--root", "{packs0}"], "refused")],
-    "--order": [(["--method", "order", *TINY], ["--method", "order", *TINY, "--order", "3"],
-                 "compute")],  # fmt: skip
+    "--order": [
+        (["--method", "order", *TINY], ["--method", "order", *TINY, "--order", "3"], "compute")
+    ],  # fmt: skip
     "--seeds": [(BASE, [*BASE, "--seeds", "4"], "compute")],
     "--out": [(BASE, [*BASE, "--out", "{tmp}/elsewhere"], "folder")],
     "--set": [(BASE, [*BASE, "--set", "n_shot=2", "--set", "n_shot=3"], "refused")],
     "--strategy-set": [
         (BASE, [*BASE, "--strategy-set", "lam=0.001"], "compute"),
-        ([*TINY, *DOMAINS, "--method", "order-no-ot"],
-         [*TINY, *DOMAINS, "--method", "order-no-ot", "--strategy-set", "beta=0.1"], "refused"),
+        (
+            [*TINY, *DOMAINS, "--method", "order-no-ot"],
+            [*TINY, *DOMAINS, "--method", "order-no-ot", "--strategy-set", "beta=0.1"],
+            "refused",
+        ),
         (BASE, [*BASE, "--strategy-set", "lamda=0.001"], "refused"),
     ],  # fmt: skip
     "--eval-stream": [(NO_TEST, [*NO_TEST, "--eval-stream", "valid"], "compute")],
@@ -288,9 +315,7 @@ def test_every_preset_setting_has_a_case():
 
 def _options(command: str) -> set[str]:
     sub = build_parser()._subparsers._group_actions[0].choices[command]
-    return {
-        max(a.option_strings, key=len) for a in sub._actions if a.option_strings
-    } - {"--help"}
+    return {max(a.option_strings, key=len) for a in sub._actions if a.option_strings} - {"--help"}
 
 
 def test_every_run_flag_has_a_case():
@@ -354,6 +379,9 @@ def test_sweep_flags_reach_the_sweep_or_are_refused(sweep_probe, tmp_path, capsy
 def test_every_sweep_flag_has_a_case():
     walked = {"--methods", "--jobs", "--ray-address"}
     shared = set(RUN_FLAG_CASES) - {"--method", "--loggers"} | {
-        "--source", "--root", "--order", "--seeds"
+        "--source",
+        "--root",
+        "--order",
+        "--seeds",
     }
     assert _options("sweep") == walked | shared

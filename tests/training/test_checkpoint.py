@@ -6,6 +6,7 @@ import warnings
 
 import pytest
 import torch
+from avalanche.core import SupervisedPlugin
 from avalanche.training.plugins import EvaluationPlugin
 
 from avalanche_sets import run_sets, sets_benchmark
@@ -19,7 +20,7 @@ from avalanche_sets.training import (
     read_checkpoint,
     save_checkpoint,
 )
-from avalanche_sets.training.checkpoint import previous_checkpoint_path
+from avalanche_sets.training.checkpoint import FORMAT_VERSION, previous_checkpoint_path
 
 torch.set_num_threads(1)
 
@@ -80,7 +81,7 @@ def test_other_versions_are_refused_not_skipped(tmp_path):
         read_checkpoint(old)
     new = tmp_path / "new.pt"
     save_checkpoint(new, s, position={"experience": 0, "iteration": 1})
-    data = new.read_bytes().replace(b"CHECKPOINT 3 ", b"CHECKPOINT 9 ", 1)
+    data = new.read_bytes().replace(b"CHECKPOINT %d " % FORMAT_VERSION, b"CHECKPOINT 9 ", 1)
     new.write_bytes(data)
     with pytest.raises(CheckpointError, match="has format 9"):
         read_checkpoint(new)
@@ -244,3 +245,51 @@ def test_a_checkpoint_of_the_previous_format_is_refused_by_its_version(tmp_path)
     )
     with pytest.raises(CheckpointError, match="has format 2, this version of avalanche-sets reads"):
         read_checkpoint(path)
+
+
+# ------------------------------------------------------------------------- Avalanche's clock
+def test_a_checkpoint_without_the_clock_is_refused_by_its_format(tmp_path):
+    """Format 3 held no clock: its run would log from step 0 again, so it is refused by name."""
+    path = tmp_path / "c.pt"
+    save_checkpoint(path, _strategy(), position={"experience": 0, "iteration": 1})
+    assert FORMAT_VERSION == 4 and "clock" in read_checkpoint(path)
+    path.write_bytes(path.read_bytes().replace(b"CHECKPOINT 4 ", b"CHECKPOINT 3 ", 1))
+    with pytest.raises(CheckpointError, match="has format 3, this version of avalanche-sets "
+                       "reads format 4"):  # fmt: skip
+        load_latest_checkpoint(path, _strategy())
+
+
+# 6 iterations a domain: stopped in domain 1 (checkpoint at 8), or after the last iteration of
+# domain 0 (its end is checkpointed after its evaluation, so the run resumes from iteration 4)
+@pytest.mark.parametrize("stop_after, checkpointed", [(9, 8), (6, 4)])
+def test_a_resumed_run_ends_with_the_clock_of_an_uninterrupted_one(
+    tmp_path, stop_after, checkpointed
+):
+    """Avalanche's clock (the steps of every logged value) is part of the checkpoint, and the
+    per-experience counters are put back after ``train`` zeroes them at a mid-domain resume."""
+    from avalanche_sets.training.checkpoint import CLOCK_FIELDS
+
+    def clock(s):
+        return {k: getattr(s.clock, k) for k in CLOCK_FIELDS}
+
+    torch.manual_seed(0)
+    ref = _strategy()
+    run_sets(ref, _bench())
+    ckpt = tmp_path / "run.pt"
+    torch.manual_seed(0)
+    first = _strategy()
+    run_sets(first, _bench(), checkpoint_path=ckpt, checkpoint_every=2, stop_after=stop_after)
+    saved = read_checkpoint(ckpt)
+    assert saved["clock"]["train_iterations"] == checkpointed
+    resumed = _strategy()  # a new process: its clock starts at 0
+    seen = []
+
+    class _Steps(SupervisedPlugin):
+        def before_training_iteration(self, s, **kw):
+            seen.append((s.clock.train_iterations, s.clock.train_exp_iterations))
+
+    resumed.plugins.append(_Steps())
+    run_sets(resumed, _bench(), checkpoint_path=ckpt, checkpoint_every=2)
+    assert seen[0][0] == saved["clock"]["train_iterations"]  # continues, not from 0
+    assert seen[0][1] == saved["position"]["iteration"]
+    assert clock(resumed) == clock(ref)

@@ -1,0 +1,287 @@
+"""File loggers that a resumed run continues: CSV, TensorBoard and Weights & Biases.
+
+Avalanche's loggers know nothing of checkpoints. A resumed process opens them anew: its
+``CSVLogger`` truncates the CSV files the first process wrote, its ``TensorboardLogger`` adds an
+event file next to the first one, and both keep whatever the first process logged after its
+last checkpoint, which the resumed process logs again. The loggers here take part in the run's
+checkpoint (:func:`avalanche_sets.training.save_checkpoint` saves the ``state_dict()`` of every
+evaluator logger that has one): the checkpoint records how far each file was written, and a
+resumed run cuts the files back to that point before it logs anything, so the files of an
+interrupted-and-resumed run hold each step once, at the steps of an uninterrupted run (the
+steps come from Avalanche's clock, which the checkpoint restores too).
+
+A logger's folder belongs to one run: a run that resumes removes what was logged after its
+checkpoint (and event files that the checkpoint never saw), and a run that starts from the
+beginning (no checkpoint) clears what an earlier attempt left there.
+
+:class:`WandBLogger` is Avalanche's ``WandBLogger`` made to work with the wandb release pinned
+in the ``wandb`` extra (``pip install "avalanche-sets[wandb]"``): Avalanche 0.6 calls
+``wandb.util.generate_id`` and ``wandb.viz.CustomChart``, which wandb no longer has.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from avalanche.logging import CSVLogger, TensorboardLogger
+from avalanche.logging import WandBLogger as _AvalancheWandBLogger
+
+__all__ = ["ResumableCSVLogger", "ResumableTensorboardLogger", "WandBLogger"]
+
+_WANDB_INSTALL = 'pip install "avalanche-sets[wandb]"'  # as runs.folder.WANDB_INSTALL
+
+
+class _Resumable:
+    """Calls :meth:`_begin` once, before the first metric value is logged: with the state a
+    checkpoint restored (``load_state_dict``) or, when none was restored, as a fresh run."""
+
+    _restored: dict | None = None
+    _begun: bool = False
+
+    def log_metrics(self, metric_values) -> None:
+        # the evaluator calls log_metrics first at every event, before the logger's callback
+        if not self._begun:
+            self._begun = True
+            self._begin(self._restored)
+        super().log_metrics(metric_values)
+
+    def load_state_dict(self, state: dict | None) -> None:
+        """Continue from a checkpoint's ``state_dict()`` (``None``: the checkpoint has no state
+        for this logger, which then starts fresh). Must come before anything is logged."""
+        if self._begun:
+            raise RuntimeError(
+                f"{type(self).__name__}: a checkpoint must be loaded before anything is logged"
+            )
+        self._restored = state
+
+    def _begin(self, state: dict | None) -> None:
+        raise NotImplementedError
+
+
+class ResumableCSVLogger(_Resumable, CSVLogger):
+    """Avalanche's ``CSVLogger`` (``training_results.csv``, ``eval_results.csv`` in
+    ``log_folder``), continued by a resumed run instead of truncated.
+
+    The CSV files have no step column: a row is one training epoch (``training_exp``,
+    ``epoch``) or one evaluated experience (``eval_exp``, ``training_exp``). A checkpoint
+    stores the files' lengths; a resumed run cuts the files back to them, so the rows logged
+    after the checkpoint are written once, by the resumed run.
+
+    The ``training_accuracy`` and ``training_loss`` columns are filled from the
+    ``Top1_Acc_Epoch`` and ``Loss_Epoch`` metrics: without ``accuracy_metrics(epoch=True)`` and
+    ``loss_metrics(epoch=True)`` in the evaluator they are written as 0.
+    """
+
+    _FILES = ("training_results.csv", "eval_results.csv")
+
+    def __init__(self, log_folder: str | Path | None = None) -> None:
+        # not CSVLogger.__init__: it truncates the files before a checkpoint can be loaded
+        super(CSVLogger, self).__init__()
+        self.log_folder = str(log_folder) if log_folder is not None else "csvlogs"
+        os.makedirs(self.log_folder, exist_ok=True)
+        # append mode: every write goes to the end, wherever _begin cut the file
+        self.training_file = open(self._path(0), "a")  # noqa: SIM115
+        self.eval_file = open(self._path(1), "a")  # noqa: SIM115
+        self.training_exp_id = None
+        self.in_train_phase = None
+        self.val_acc, self.val_loss = 0, 0
+
+    def _path(self, i: int) -> str:
+        return os.path.join(self.log_folder, self._FILES[i])
+
+    def state_dict(self) -> dict:
+        """How far the files are written, and the logger's position in the stream."""
+        for f in (self.training_file, self.eval_file):
+            f.flush()
+        return {
+            "bytes": [os.path.getsize(self._path(i)) for i in range(2)],
+            "training_exp_id": self.training_exp_id,
+            "in_train_phase": self.in_train_phase,
+            "val_acc": self.val_acc,
+            "val_loss": self.val_loss,
+        }
+
+    def _begin(self, state: dict | None) -> None:
+        files = (self.training_file, self.eval_file)
+        if state is None:  # from the beginning: what an earlier attempt wrote goes
+            for f in files:
+                f.truncate(0)
+            self._write_headers()
+            return
+        for f, size in zip(files, state["bytes"]):
+            f.flush()
+            f.truncate(int(size))
+        self.training_exp_id = state["training_exp_id"]
+        self.in_train_phase = state["in_train_phase"]
+        self.val_acc, self.val_loss = state["val_acc"], state["val_loss"]
+
+    def _write_headers(self) -> None:
+        print(
+            "training_exp", "epoch", "training_accuracy", "val_accuracy", "training_loss",
+            "val_loss", sep=",", file=self.training_file, flush=True,
+        )  # fmt: skip
+        print(
+            "eval_exp", "training_exp", "eval_accuracy", "eval_loss", "forgetting",
+            sep=",", file=self.eval_file, flush=True,
+        )  # fmt: skip
+
+
+class ResumableTensorboardLogger(_Resumable, TensorboardLogger):
+    """Avalanche's ``TensorboardLogger`` writing into ``tb_log_dir``, continued by a resumed run.
+
+    Every process writes its own event file. A checkpoint stores the length of every event file
+    in the folder; a resumed run cuts them back to those lengths and removes event files the
+    checkpoint did not see (written after it by a process that was then stopped), so TensorBoard
+    shows each step once. The steps are Avalanche's ``strategy.clock.train_iterations``, which
+    the checkpoint restores.
+    """
+
+    _PATTERN = "events.out.tfevents.*"
+
+    def __init__(self, tb_log_dir: str | Path = "./tb_data", filename_suffix: str = "") -> None:
+        super().__init__(tb_log_dir=tb_log_dir, filename_suffix=filename_suffix)
+        self._kept: dict[str, int] = {}  # earlier processes' files, as the checkpoint saw them
+
+    @property
+    def _folder(self) -> Path:
+        return Path(self.writer.get_logdir())
+
+    @property
+    def _own(self) -> Path:
+        return Path(self.writer.file_writer.event_writer._file_name)
+
+    def state_dict(self) -> dict:
+        """The length of every event file of the run so far, this process's included."""
+        self.writer.flush()
+        return {"bytes": {**self._kept, self._own.name: self._own.stat().st_size}}
+
+    def _begin(self, state: dict | None) -> None:
+        sizes = {} if state is None else dict(state["bytes"])
+        for path in sorted(self._folder.glob(self._PATTERN)):
+            if path == self._own:
+                continue
+            if path.name in sizes:
+                with open(path, "r+b") as f:
+                    f.truncate(int(sizes[path.name]))
+                self._kept[path.name] = int(sizes[path.name])
+            else:  # logged by an attempt the checkpoint does not continue
+                path.unlink()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class WandBLogger(_Resumable, _AvalancheWandBLogger):
+    """Avalanche's ``WandBLogger`` for the pinned wandb (the ``wandb`` extra), resumable.
+
+    Avalanche 0.6's logger calls ``wandb.util.generate_id`` (gone from ``wandb.util``) and
+    checks values against ``wandb.viz.CustomChart`` (now ``wandb.plot.CustomChart``), so it
+    fails with current wandb releases at construction and at the first value. This subclass uses
+    the current names and otherwise logs like Avalanche's: every metric value at its step
+    (``x_plot``, Avalanche's ``clock.train_iterations``).
+
+    The W&B run starts at the first logged value (``wandb.init`` with ``dir``: files in
+    ``<dir>/wandb/``). Its id is part of the run's checkpoint, so a resumed run continues the
+    same W&B run (``resume="allow"``) at the restored steps; W&B ignores values re-logged at
+    steps it has already seen. ``mode``: ``None`` lets wandb decide (``WANDB_MODE``, the
+    login); ``"offline"`` writes the run only locally (``wandb sync`` uploads it later).
+
+    Args:
+        project_name, run_name, dir, config, params: as Avalanche's (``params`` goes to
+            ``wandb.init`` last); ``save_code`` is off by default here.
+        mode: ``wandb.init``'s ``mode``.
+
+    Raises:
+        ImportError: wandb is not installed (names the extra to install).
+    """
+
+    def __init__(
+        self,
+        project_name: str = "avalanche-sets",
+        run_name: str | None = None,
+        *,
+        dir: str | Path | None = None,
+        config: dict | None = None,
+        mode: str | None = None,
+        save_code: bool = False,
+        params: dict | None = None,
+        **kwargs,
+    ) -> None:
+        self._run_id: str | None = None
+        extra = {"mode": mode} if mode is not None else {}
+        super().__init__(
+            project_name=project_name,
+            run_name=run_name,
+            dir=None if dir is None else str(dir),
+            config=config,
+            save_code=save_code,
+            params={**extra, **(params or {})},
+            **kwargs,
+        )
+
+    def import_wandb(self) -> None:
+        try:
+            import wandb
+            from wandb.sdk.lib.runid import generate_id
+        except ImportError as err:
+            raise ImportError(
+                f"the wandb logger needs wandb ({err}); install it with: {_WANDB_INSTALL}"
+            ) from None
+        self.wandb = wandb
+        self._generate_id = generate_id
+        plot = getattr(wandb, "plot", None)
+        self._chart = getattr(plot, "CustomChart", None) or wandb.viz.CustomChart
+
+    def before_run(self) -> None:
+        """Nothing yet: the W&B run starts at the first logged value (:meth:`_begin`), once a
+        checkpoint had the chance to say which run it continues."""
+
+    def _begin(self, state: dict | None) -> None:
+        kwargs = dict(self.init_kwargs)
+        if state is not None and state.get("id"):
+            kwargs.update(id=state["id"], resume="allow")
+        else:
+            kwargs["id"] = kwargs.get("id") or os.environ.get("WANDB_RUN_ID") or self._generate_id()
+        if kwargs.get("dir") is not None:
+            Path(kwargs["dir"]).mkdir(parents=True, exist_ok=True)
+        self._run = self.wandb.init(**kwargs)
+        self._run_id = self._run.id
+
+    def state_dict(self) -> dict:
+        """The W&B run's id (``None`` before the first logged value)."""
+        return {"id": self._run_id}
+
+    def log_single_metric(self, name, value, x_plot) -> None:
+        # Avalanche's method with wandb.viz.CustomChart; it reads the chart type off
+        # self.wandb.viz, so it is handed a view of wandb that has one.
+        wandb, self.wandb = self.wandb, _WandbView(self.wandb, self._chart)
+        try:
+            super().log_single_metric(name, value, x_plot)
+        finally:
+            self.wandb = wandb
+
+    def after_training_exp(self, strategy, metric_values, **kwargs) -> None:
+        # the evaluator has logged metric_values already (Avalanche's logger logs them twice);
+        # the experience counter and its step come from the clock, which a resumed run restores
+        self._run.log(
+            {"TrainingExperience": strategy.clock.train_exp_counter},
+            step=strategy.clock.train_iterations,
+        )
+
+    def close(self) -> None:
+        """Finish the W&B run (writes its summary; an offline run is then complete)."""
+        run, self._run = getattr(self, "_run", None), None
+        if run is not None:
+            run.finish()
+
+
+class _WandbView:
+    """``wandb`` with ``viz.CustomChart`` (what Avalanche's logger reads) set to ``chart``."""
+
+    def __init__(self, wandb, chart) -> None:
+        self._wandb = wandb
+        self.viz = type("viz", (), {"CustomChart": chart})
+
+    def __getattr__(self, name):
+        return getattr(self._wandb, name)

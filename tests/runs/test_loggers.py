@@ -1,0 +1,249 @@
+"""A run's file loggers: W&B offline, and TensorBoard, CSV and W&B continued by a resumed run.
+
+An interrupted-and-resumed run must log every value once, at the step (Avalanche's
+``clock.train_iterations``) an uninterrupted run logs it at: its TensorBoard scalars and CSV
+rows are compared with an uninterrupted run's of the same seed.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from avalanche.core import SupervisedPlugin
+
+from avalanche_sets import training
+from avalanche_sets.presets import resolve_preset
+from avalanche_sets.runs.experiment import run_experiment
+from avalanche_sets.runs.folder import CHECKPOINT_FILE, check_loggers
+
+sys.path.insert(0, str(Path(__file__).parent))
+from wandb_records import history, records  # noqa: E402
+
+torch.set_num_threads(1)
+
+# two domains of 4 training iterations each (8 tasks, meta-batch 2)
+PRESET = resolve_preset(
+    "quick", tasks_per_domain=8, n_test_episodes=2, n_val_episodes=2, n_query=2, n_unlabeled=2,
+    n_ood=4, width=4, n_blocks=2, image_size=16, domains=["shapes", "strokes"], eval_mb_size=2,
+)  # fmt: skip
+ITERATIONS = 4
+
+
+@pytest.fixture(autouse=True)
+def offline_wandb(monkeypatch, tmp_path):
+    """W&B never touches the network, nor the user's settings."""
+    for key in ("WANDB_API_KEY", "WANDB_RUN_ID", "WANDB_PROJECT", "WANDB_ENTITY"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_DISABLE_GIT", "true")
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "wandb-config"))
+    monkeypatch.setenv("WANDB_CACHE_DIR", str(tmp_path / "wandb-cache"))
+
+
+def _run(out: Path, loggers=("csv", "tensorboard", "wandb")) -> dict:
+    return run_experiment(
+        "order", PRESET, seed=0, out_root=out, loggers=loggers, checkpoint_every=1
+    )
+
+
+class _Killed(Exception):
+    """Stands in for a kill: the process stops where it is."""
+
+
+class _Kill(SupervisedPlugin):
+    """Raises at a point of the run: during the evaluation after the last domain (its epoch
+    metrics and part of the evaluation are logged, after the last checkpoint), or in the middle
+    of the last domain's training."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__()
+        self.where = where
+
+    def after_eval_exp(self, strategy, **kwargs):
+        if self.where == "evaluation" and strategy.clock.train_exp_counter == 2:
+            raise _Killed
+
+    def after_training_iteration(self, strategy, **kwargs):
+        if self.where == "training" and strategy.clock.train_iterations == ITERATIONS + 2:
+            raise _Killed
+
+
+def _interrupted_then_resumed(
+    out: Path, where: str, monkeypatch, loggers=("csv", "tensorboard", "wandb"), then=None,
+    times: int = 1,
+) -> dict:  # fmt: skip
+    """Runs into ``out`` with ``loggers`` until :class:`_Kill` stops it at ``where`` (``times``
+    times, each resuming the previous), then runs it again (with the loggers ``then``, default
+    the same): it resumes and finishes."""
+    real = training.run_sets
+
+    def killed_run_sets(strategy, *args, **kwargs):
+        strategy.plugins.append(_Kill(where))
+        return real(strategy, *args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(training, "run_sets", killed_run_sets)
+        for _ in range(times):
+            with pytest.raises(_Killed):
+                _run(out, loggers)
+    (folder,) = {p.parent for p in out.rglob(CHECKPOINT_FILE)}
+    assert not (folder / "result.json").exists()
+    record = _run(out, loggers if then is None else then)
+    assert len(record["resumes"]) == 1  # the finishing process resumed once
+    return record
+
+
+def _folder(out: Path) -> Path:
+    (result,) = out.rglob("result.json")
+    return result.parent
+
+
+def _scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
+    """Every TensorBoard scalar of a run folder's ``tb/`` (all its event files) as
+    ``tag -> [(step, value), ...]`` in the order TensorBoard reads them."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(folder / "tb"), size_guidance={"scalars": 0})
+    acc.Reload()
+    return {t: [(e.step, e.value) for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]}
+
+
+def _csv(folder: Path, name: str) -> list[dict]:
+    with open(folder / "csv" / name) as f:
+        return list(csv.DictReader(f))
+
+
+# Values that differ between two runs of one seed (wall time), or, for the domain a resumed run
+# re-enters in its middle, cover only the iterations after the resume (the epoch averages).
+_NOT_REPRODUCED = ("Time_Epoch", "Top1_Acc_Epoch", "Loss_Epoch")
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    tmp = tmp_path_factory.mktemp("uninterrupted")
+    for key, value in (("WANDB_MODE", "offline"), ("WANDB_SILENT", "true"),
+                       ("WANDB_DISABLE_GIT", "true"),
+                       ("WANDB_CONFIG_DIR", str(tmp / "wandb-config"))):  # fmt: skip
+        mp.setenv(key, value)
+    try:
+        _run(tmp / "runs")
+    finally:
+        mp.undo()
+    return _folder(tmp / "runs")
+
+
+def test_the_wandb_logger_writes_an_offline_run_with_the_runs_values(uninterrupted):
+    """``--loggers wandb``: an offline W&B run in ``<run>/wandb/`` (no network), holding every
+    metric at its step; the values read back are the ones ``result.json`` reports."""
+    import json
+
+    (log,) = (uninterrupted / "wandb").glob("offline-run-*/run-*.wandb")
+    kinds = [r.WhichOneof("record_type") for r in records(log)]
+    assert kinds[0] == "header" and "run" in kinds and kinds[-1] == "exit"
+    (run,) = [r.run for r in records(log) if r.WhichOneof("record_type") == "run"]
+    assert run.display_name == uninterrupted.name and run.project == "avalanche-sets"
+    config = {c.key: json.loads(c.value_json) for c in run.config.update}
+    assert config["method"] == "order" and config["tasks_per_domain"] == 8
+
+    rows = {row["_step"]: row for row in history(log)}
+    assert sorted(rows) == [ITERATIONS, 2 * ITERATIONS]  # one row per domain: its last iteration
+    assert [rows[s]["TrainingExperience"] for s in sorted(rows)] == [0, 1]
+    final = json.loads((uninterrupted / "result.json").read_text())["result"]
+    last = rows[2 * ITERATIONS]
+    for j, acc in enumerate(final["final"]):
+        assert last[f"EpisodeAcc/eval_phase/test_stream/Exp{j:03d}"] == pytest.approx(acc)
+    assert 0 < last["Top1_Acc_Epoch/train_phase/train_stream"] <= 1
+
+
+@pytest.mark.parametrize(
+    "where, times", [("evaluation", 1), ("training", 1), ("evaluation", 2)]
+)  # fmt: skip
+def test_a_resumed_run_logs_every_value_once_at_the_uninterrupted_runs_steps(
+    uninterrupted, tmp_path, monkeypatch, where, times
+):
+    """Stopped during the last evaluation (values at step 8 logged after the last checkpoint),
+    in the middle of the last domain, or twice during the evaluation (the second process's
+    event file is one the checkpoint never saw), then resumed."""
+    _interrupted_then_resumed(tmp_path / "runs", where, monkeypatch, times=times)
+    resumed = _folder(tmp_path / "runs")
+
+    # TensorBoard: the same steps for every tag (none twice), the same values
+    want, got = _scalars(uninterrupted), _scalars(resumed)
+    assert sorted(got) == sorted(want)
+    for tag, points in want.items():
+        assert [s for s, _ in got[tag]] == [s for s, _ in points], tag
+        if not tag.startswith(_NOT_REPRODUCED):
+            assert got[tag] == points, tag
+    # every value at its domain's last iteration (AccMatrix is plotted by matrix row instead)
+    steps = {s for t, points in got.items() if not t.startswith("AccMatrix") for s, _ in points}
+    assert steps == {ITERATIONS, 2 * ITERATIONS}
+
+    # CSV: the first process's rows are kept, none is written twice
+    for name in ("training_results.csv", "eval_results.csv"):
+        want_rows, got_rows = _csv(uninterrupted, name), _csv(resumed, name)
+        assert len(got_rows) == len(want_rows), name
+        for a, b in zip(got_rows, want_rows):
+            same = {k: v for k, v in a.items() if k not in ("training_accuracy", "training_loss")}
+            assert same == {k: v for k, v in b.items() if k in same}, name
+    rows = _csv(resumed, "training_results.csv")
+    assert [(r["training_exp"], r["epoch"]) for r in rows] == [("0", "0"), ("1", "0")]
+    assert all(float(r["training_accuracy"]) > 0 for r in rows)
+
+    # W&B: the resumed process continues the same run, from the restored step on
+    logs = sorted((resumed / "wandb").glob("offline-run-*/run-*.wandb"))
+    assert len(logs) == 1 + times and len({p.name for p in logs}) == 1  # one run id
+    first, *later = (sorted(r["_step"] for r in history(p)) for p in logs)
+    assert first[0] == ITERATIONS and later[-1] == [2 * ITERATIONS]
+    assert history(logs[-1])[-1]["TrainingExperience"] == 1  # the second domain, as counted
+
+
+def test_a_logger_added_on_resume_logs_at_the_restored_steps(tmp_path, monkeypatch):
+    """A run stopped in its second domain with the terminal logger only and resumed with
+    TensorBoard logs the rest at the uninterrupted run's step (the clock comes from the
+    checkpoint, which has no state for the new logger: it starts fresh)."""
+    out = tmp_path / "runs"
+    _interrupted_then_resumed(out, "training", monkeypatch, ("progress",), then=("tensorboard",))
+    scalars = _scalars(_folder(out))
+    steps = {s for t, points in scalars.items() if not t.startswith("AccMatrix") for s, _ in points}
+    assert steps == {2 * ITERATIONS}
+
+
+def test_wandb_without_wandb_is_refused_before_anything_runs(tmp_path, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a)
+    )
+    with pytest.raises(ValueError, match=r'pip install "avalanche-sets\[wandb\]"'):
+        _run(tmp_path / "runs", loggers=("wandb",))
+    assert not (tmp_path / "runs").exists()  # refused before a folder or data was made
+    with pytest.raises(ValueError, match="unknown logger"):
+        check_loggers(["tensorbored"])
+
+
+def test_the_run_logs_to_wandb_offline_unless_wandb_mode_says_otherwise(tmp_path, monkeypatch):
+    """Without WANDB_MODE a run never needs the network (offline); with it, wandb decides.
+    Nothing is started here: the W&B run begins at the first logged value."""
+    from avalanche_sets.runs.experiment import evaluator
+    from avalanche_sets.training import WandBLogger
+
+    def wandb_mode():
+        plugin = evaluator(("wandb",), tmp_path, log_file=io.StringIO())
+        (logger,) = [x for x in plugin.loggers if isinstance(x, WandBLogger)]
+        assert logger.init_kwargs["dir"] == str(tmp_path)
+        assert logger.init_kwargs["name"] == tmp_path.name
+        return logger.init_kwargs.get("mode")
+
+    monkeypatch.delenv("WANDB_MODE")
+    assert wandb_mode() == "offline"
+    monkeypatch.setenv("WANDB_MODE", "online")
+    assert wandb_mode() is None  # wandb reads WANDB_MODE itself
+    assert not (tmp_path / "wandb").exists()

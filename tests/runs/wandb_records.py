@@ -1,0 +1,53 @@
+"""Reads an offline W&B run's ``run-<id>.wandb`` file without the network."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+_MAGIC = b":W&B" + struct.pack("<H", 0xBEE1)
+_BLOCK = 32 * 1024
+_FULL, _FIRST, _MIDDLE, _LAST = 1, 2, 3, 4
+
+
+def records(path: str | Path):
+    """The ``wandb_internal_pb2.Record`` messages of a ``.wandb`` file, in order."""
+    from wandb.proto import wandb_internal_pb2
+
+    data = Path(path).read_bytes()
+    assert data[:6] == _MAGIC, f"{path}: not a W&B transaction log ({data[:7]!r})"
+    pos, pending = 7, b""
+    while pos + 7 <= len(data):
+        left = _BLOCK - pos % _BLOCK
+        if left < 7:  # a block's tail too short for a record header is padding
+            pos += left
+            continue
+        _crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        chunk = data[pos + 7 : pos + 7 + length]
+        pos += 7 + length
+        if kind == 0 and length == 0:
+            continue
+        if kind in (_FULL, _FIRST):
+            pending = chunk
+        else:
+            pending += chunk
+        if kind in (_FULL, _LAST):
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(pending)
+            yield record
+
+
+def history(path: str | Path) -> list[dict]:
+    """Every history row (``wandb.log``) of an offline run: ``{"_step": ..., name: value}``."""
+    rows = []
+    for record in records(path):
+        if record.WhichOneof("record_type") == "history":
+            row = {}
+            for item in record.history.item:
+                key = item.key or "/".join(item.nested_key)
+                row[key] = json.loads(item.value_json)
+            if record.history.HasField("step"):
+                row.setdefault("_step", record.history.step.num)
+            rows.append(row)
+    return rows
