@@ -362,7 +362,7 @@ def _cmd_sweep(args) -> int:
     if args.ray_address and args.jobs != 1:
         raise ValueError(
             f"--jobs {args.jobs} and --ray-address both say how to run in parallel, and Ray "
-            "runs every run as its own task (one CPU each); fix: drop --jobs, or drop "
+            "runs every run as its own task; fix: drop --jobs, or drop "
             "--ray-address to run --jobs local processes"
         )
     if args.ray_address:

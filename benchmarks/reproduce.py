@@ -92,7 +92,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("artefact", choices=sorted(ARTEFACTS))
     ap.add_argument("--preset", default="cpu")
-    ap.add_argument("--root", default=str(SHARED_PACKS), help="packs folder (source=packs)")
+    ap.add_argument(
+        "--root", help=f"packs folder of a source that reads one (default {SHARED_PACKS})"
+    )
     ap.add_argument("--source", help="override the preset's source (e.g. synthetic)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--shots", type=int, nargs="+", default=[1, 5])
@@ -149,7 +151,9 @@ def main() -> None:
         if args.source:
             setting["source"] = args.source
         if setting.get("source", PRESETS[args.preset]["source"]) in FOLDER_SOURCES:
-            setting["root"] = args.root  # a generated source reads no folder (refused)
+            setting["root"] = args.root or str(SHARED_PACKS)
+        elif args.root is not None:  # refused: the synthetic source reads no folder
+            setting["root"] = args.root
         if key is not None:
             setting[key] = value
         return resolve_preset(args.preset, **setting)

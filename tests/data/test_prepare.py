@@ -204,7 +204,7 @@ def test_cli_prepares_a_stream_that_runs(tmp_path, capsys):
                         "--set", f"domains={list(DEFAULT_DOMAINS)!r}"]  # fmt: skip
     runs = tmp_path / "runs"
     tiny = ["n_way=2", "n_shot=1", "n_query=1", "n_unlabeled=1", "n_ood=2", "tasks_per_domain=2",
-            "n_val_episodes=1", "n_test_episodes=2", "interim_test_episodes=1", "width=4",
+            "n_test_episodes=2", "interim_test_episodes=1", "width=4",
             "eval_mb_size=2"]  # fmt: skip
     argv = [*run_argv[1:], "--out", str(runs), "--seeds", "0", "--loggers",
             *[a for s in tiny for a in ("--set", s)]]  # fmt: skip

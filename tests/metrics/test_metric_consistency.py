@@ -73,7 +73,7 @@ def run_folder(tmp_path_factory) -> tuple[Path, dict]:
     """One finished run of ``semi-seq`` whose runner returns the hand matrix (no training)."""
     root = tmp_path_factory.mktemp("consistency")
     # fp32: reproduce.py aggregates fp32 runs by default (a bf16 run lives in a "-bf16" folder)
-    preset = resolve_preset("quick", n_shot=1, root=str(root / "no-packs"), precision="fp32")
+    preset = resolve_preset("quick", n_shot=1, precision="fp32")
     mp = pytest.MonkeyPatch()
     mp.setattr(training, "run_sets", lambda strategy, bench, **kw: _result())
     try:
@@ -135,7 +135,7 @@ def test_benchmark_aggregation(run_folder, monkeypatch):
     (folder / "table.md").write_text("stale\n")  # reproduce.py rewrites it from result.json
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     reproduce = pytest.importorskip("reproduce")
-    argv = ["reproduce.py", "table3", "--preset", "quick", "--root", got["preset"]["root"],
+    argv = ["reproduce.py", "table3", "--preset", "quick",
             "--seeds", "0", "--shots", "1", "--methods", "semi-seq", "--aggregate-only",
             "--out", str(root / "table3")]  # fmt: skip
     monkeypatch.setattr(sys, "argv", argv)

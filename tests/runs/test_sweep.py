@@ -116,3 +116,20 @@ def test_the_command_lines_sweep_and_reproduce_use_the_one_sweep(
     (specs, options) = recorded_sweeps[1]
     assert [(s.method, s.seed, s.preset["n_shot"]) for s in specs] == [("order", 3, 1)]
     assert options["jobs"] == 3 and options["keep_going"] is True
+
+
+@pytest.mark.slow
+def test_parallel_runs_take_one_thread_each_unless_told_otherwise(tmp_path):
+    """``threads=1`` (the default) gives every run of a pool one thread; ``None`` keeps the
+    preset's (``--set threads=N`` on the command line)."""
+    tiny = resolve_preset(
+        "quick", tasks_per_domain=2, n_test_episodes=2, n_query=2, n_unlabeled=2, n_ood=4,
+        width=4, domains=["shapes"], eval_mb_size=2, threads=2,
+    )  # fmt: skip
+    for threads, expected in ((1, 1), (None, 2)):
+        out = tmp_path / str(threads)
+        specs = [RunSpec("protonet", tiny, s, out) for s in (0, 1)]
+        done = run_sweep(specs, jobs=2, threads=threads, progress=False)
+        assert [o.record["preset"]["threads"] for o in done] == [expected, expected]
+    with pytest.raises(ValueError, match="threads must be a positive number or None"):
+        run_sweep([], threads=0)
