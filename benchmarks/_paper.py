@@ -16,9 +16,9 @@ from collections.abc import Sequence
 
 from forgetting import seed_cell, summarise
 
-from avalanche_sets.experiment import record_identity
 from avalanche_sets.metrics.stats import combine_paired
-from avalanche_sets.reporting import aggregate_results, paired_difference
+from avalanche_sets.runs.folder import record_identity
+from avalanche_sets.runs.report import aggregate_results, paired_difference
 
 _T2 = {
     "protonet": ((31.96, 0.93), (42.62, 0.73)),

@@ -121,7 +121,7 @@ def _run(job: tuple) -> dict:
     method, preset, seed, over = job
     import torch
 
-    from avalanche_sets.experiment import run_experiment
+    from avalanche_sets.runs.experiment import run_experiment
 
     torch.set_num_threads(1)
     rec = run_experiment(
@@ -152,7 +152,7 @@ def _find(records: list[dict], method: str, over: dict, shot: int, seed: int) ->
 def rows_for(records: list[dict], *, shot: int, seed: int) -> list[dict]:
     """One row per grid point found among ``records``: accuracy and paired Δ vs the class
     default and vs Semi-Seq (same validation episodes)."""
-    from avalanche_sets.reporting import paired_difference
+    from avalanche_sets.runs.report import paired_difference
 
     ref = _find(records, REFERENCE, {}, shot, seed)
     rows = []
@@ -213,7 +213,7 @@ def _fmt(d: float, c: float) -> str:
 
 
 def write_report(out: Path, *, shot: int, seed: int, prov: dict) -> dict:
-    from avalanche_sets.reporting import find_results
+    from avalanche_sets.runs.report import find_results
 
     records = find_results([RUNS]) if RUNS.is_dir() else []
     rows = rows_for(records, shot=shot, seed=seed)
@@ -325,8 +325,8 @@ def der_loss_scale(
     import torch
     from avalanche.core import SupervisedPlugin
 
-    from avalanche_sets.experiment import build_benchmark
     from avalanche_sets.methods import build_strategy
+    from avalanche_sets.runs.experiment import build_benchmark
 
     torch.set_num_threads(1)
     names = build_benchmark(preset, seed=seed).domain_names[:domains]

@@ -46,9 +46,9 @@ from _timing import instrument, train_range
 from avalanche.core import SupervisedPlugin
 from step_speed import backbone_flops
 
-from avalanche_sets.experiment import build_benchmark
 from avalanche_sets.methods import build_strategy
 from avalanche_sets.presets import resolve_preset
+from avalanche_sets.runs.experiment import build_benchmark
 
 METHODS = ("protonet", "mskm", "order")
 VARIANTS = {"eager": None, "compile": "default", "cudagraphs": "reduce-overhead"}

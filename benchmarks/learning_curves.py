@@ -151,8 +151,8 @@ def plateau_index(acc: Sequence[float], tolerance: float) -> int:
 def curve_preset(base: dict, spec: CurveSpec, *, iters: int, val_episodes: int) -> dict:
     """The preset of one curve: one domain, ``iters`` meta-batches, R = 0 for ``clean``, the
     backbone precision resolved on this machine (``"auto"`` becomes ``"fp32"`` or ``"bf16"``)."""
-    from avalanche_sets.experiment import run_precision
     from avalanche_sets.presets import check_preset
+    from avalanche_sets.runs.folder import run_precision
 
     if spec.variant not in VARIANTS:
         raise ValueError(f"unknown variant {spec.variant!r}; choose from {VARIANTS}")
@@ -231,7 +231,7 @@ def domain_experiences(preset: dict, *, seed: int, eval_seed: int):
     ``seed``.
     """
     from avalanche_sets.data import sets_benchmark
-    from avalanche_sets.experiment import build_benchmark
+    from avalanche_sets.runs.experiment import build_benchmark
 
     fixed = build_benchmark(preset, seed=eval_seed)
     if seed == eval_seed:
@@ -327,7 +327,7 @@ def run_curve(
     """
     from avalanche.core import SupervisedPlugin
 
-    from avalanche_sets.experiment import machine_info
+    from avalanche_sets.runs.folder import machine_info
     from avalanche_sets.training.checkpoint import (
         load_latest_checkpoint,
         previous_checkpoint_path,

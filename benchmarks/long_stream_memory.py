@@ -2,7 +2,7 @@
 
 A tiny ORDER (the full method: OOD split, MI, replay, OT) runs over a stream of at least 20,000
 tasks spread over the six synthetic domains, with the evaluator real runs use
-(``avalanche_sets.experiment._evaluator``: Avalanche's accuracy, loss, forgetting, BWT and
+(``avalanche_sets.runs.experiment.evaluator``: Avalanche's accuracy, loss, forgetting, BWT and
 timing metrics plus the episode metrics, text and CSV loggers), an evaluation of the test
 stream after every domain (as ``run_sets`` does) and a checkpoint every 50 iterations (as
 ``run_experiment`` does). Every ``--every`` iterations, and after every evaluation, it samples
@@ -38,10 +38,11 @@ import numpy as np
 import torch
 from _common import RESULTS, header_md, provenance, save_figure, write_json
 
-from avalanche_sets.experiment import _evaluator, build_benchmark
 from avalanche_sets.methods import build_strategy
 from avalanche_sets.metrics.memory import MemoryProbe, find_memory, rss_mib
 from avalanche_sets.presets import resolve_preset
+from avalanche_sets.runs.experiment import build_benchmark
+from avalanche_sets.runs.experiment import evaluator as _evaluator
 from avalanche_sets.training import run_sets
 
 LIMIT_PCT = 5.0

@@ -172,9 +172,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = ap.parse_args(argv)
     from avalanche.core import SupervisedPlugin
 
-    from avalanche_sets.experiment import build_benchmark
     from avalanche_sets.methods import build_strategy
     from avalanche_sets.presets import resolve_preset
+    from avalanche_sets.runs.experiment import build_benchmark
     from avalanche_sets.training import run_sets
 
     torch.set_num_threads(1)

@@ -21,7 +21,7 @@ from _common import RESULTS, ROOT
 from _paper import FOOTNOTE, comparison_md, pairs_md, share_of_joint_md
 from reproduce import ARTEFACTS
 
-from avalanche_sets.run_folder import read_record
+from avalanche_sets.runs.folder import read_record
 
 # results folder of Table 2/3 (``<table><suffix>``, as ``reproduce.py`` names it) -> (title
 # suffix, what the data is, the preset, README marker)

@@ -188,8 +188,8 @@ def run_variant(
     method: str, options: dict, preset: dict, *, seed: int, out: Path, eval_stream: str = "valid"
 ) -> dict:
     """One probed run of ``method`` with ``options``; its record (read back when finished)."""
-    from avalanche_sets.experiment import build_benchmark
     from avalanche_sets.methods import build_strategy
+    from avalanche_sets.runs.experiment import build_benchmark
     from avalanche_sets.runs.folder import portable_preset, run_precision
     from avalanche_sets.training import run_sets
 

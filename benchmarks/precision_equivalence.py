@@ -14,7 +14,7 @@ For each data source (sets-mini packs, synthetic), shot (1, 5) and method (MSKM,
   nothing* moves the accuracy.
 
 Each variant is compared with ``fp32`` on the *same* test episodes with
-:func:`avalanche_sets.reporting.paired_difference` (mean per-episode Δ and its 95% CI). That CI
+:func:`avalanche_sets.runs.report.paired_difference` (mean per-episode Δ and its 95% CI). That CI
 only covers the sampling of test episodes, not the divergence of training; so "the CI of Δ
 covers 0" is no test of equivalence by itself — the control says what size of Δ any numerical
 change produces. bf16 is called *no worse than float-order noise* when its |Δ| over the cells
@@ -25,7 +25,7 @@ source and shot twice (a half fraction of the 2×2×2 design), the last four com
 cell fp32, auto, control. ``--check-seeds 1`` repeats the first ``--check-cells`` cells with
 another seed (another training run and other test episodes) once the seed-0 cells are done.
 
-Runs go through the run layer (:func:`avalanche_sets.experiment.run_experiment`) into
+Runs go through the run layer (:func:`avalanche_sets.runs.experiment.run_experiment`) into
 ``--runs`` (default ``benchmarks/results/precision_equivalence/runs``, not the Table 2 runs):
 finished runs are not run again, a killed invocation resumes from the runs' checkpoints, and
 ``--aggregate-only`` writes the result from what has finished, listing what is missing.
@@ -126,8 +126,8 @@ def main() -> None:
 
     import torch
 
-    from avalanche_sets.experiment import run_dir_name, run_experiment, run_precision
-    from avalanche_sets.run_folder import read_record
+    from avalanche_sets.runs.experiment import run_experiment
+    from avalanche_sets.runs.folder import read_record, run_dir_name, run_precision
 
     torch.set_num_threads(1)
     out = Path(args.out)
@@ -193,8 +193,8 @@ def _recheck(args, run_experiment, run_dir_name, read_record, out: Path) -> dict
 
 def compare(args, run_dir_name, read_record) -> tuple[list[dict], list[str]]:
     """One row per (seed, cell, variant ≠ fp32) whose run and fp32 run have both finished."""
-    from avalanche_sets.experiment import run_precision
-    from avalanche_sets.reporting import paired_difference
+    from avalanche_sets.runs.folder import run_precision
+    from avalanche_sets.runs.report import paired_difference
 
     rows, missing = [], []
     for seed, (source, shot, method) in planned(args):
@@ -389,7 +389,7 @@ def report(rows: list[dict], missing: list[str], summary: dict, prov: dict, out:
         "**float-order control**: fp32 with `channels_last=False`, the same network and data, "
         "only summed in another order by the convolution kernels. Paired Δ = mean over the "
         "test episodes of (variant − fp32) ± its 95% CI over episodes "
-        "(`avalanche_sets.reporting.paired_difference`). That CI covers the choice of test "
+        "(`avalanche_sets.runs.report.paired_difference`). That CI covers the choice of test "
         "episodes only, not the divergence of training that any numerical change sets off, "
         "which is what the control measures. RMS change = root mean square of the per-episode "
         "differences (how much the episodes moved, whatever the sign).\n\n"

@@ -24,9 +24,9 @@ from _common import SHARED_PACKS, header_md, out_dir, provenance, write_json
 from avalanche.core import SupervisedPlugin
 
 from avalanche_sets.defaults import FOLDER_SOURCES
-from avalanche_sets.experiment import build_benchmark
 from avalanche_sets.methods import build_strategy
 from avalanche_sets.presets import PRESETS, resolve_preset
+from avalanche_sets.runs.experiment import build_benchmark
 
 
 class _Times(SupervisedPlugin):

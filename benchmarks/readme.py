@@ -81,7 +81,7 @@ def _not_measured(what: str, target: str) -> str:
 
 # ------------------------------------------------------------------------------ blocks
 def demo_block() -> str:
-    from avalanche_sets.run_folder import read_record
+    from avalanche_sets.runs.folder import read_record
 
     summary = _summary(DEMO)
     if summary is None:

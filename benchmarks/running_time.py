@@ -21,9 +21,9 @@ import torch
 from _common import SHARED_PACKS, header_md, out_dir, provenance, save_figure, write_json
 from _timing import IterationClock, train_range
 
-from avalanche_sets.experiment import build_benchmark
 from avalanche_sets.methods import build_strategy
 from avalanche_sets.presets import resolve_preset
+from avalanche_sets.runs.experiment import build_benchmark
 
 METHODS = ("mskm", "tpn", "lst", "order")
 # The paper's Table "Running time (seconds)": 200 iterations, 5-shot, R = 250 and R = 50.

@@ -51,9 +51,9 @@ import torch
 from _common import header_md, out_dir, provenance, save_figure, write_json
 from _timing import IterationClock, instrument, train_range
 
-from avalanche_sets.experiment import build_benchmark
 from avalanche_sets.methods import build_strategy
 from avalanche_sets.presets import resolve_preset
+from avalanche_sets.runs.experiment import build_benchmark
 
 VARIANTS = {
     # name -> (channels_last, precision, compile)

@@ -33,7 +33,6 @@ from avalanche.evaluation.metric_results import MetricValue
 
 from avalanche_sets.data.benchmark import EpisodeDataset
 from avalanche_sets.data.domain import Domain
-from avalanche_sets.experiment import _evaluator, build_benchmark
 from avalanche_sets.methods import build_strategy
 from avalanche_sets.metrics.memory import (
     MemoryProbe,
@@ -44,6 +43,8 @@ from avalanche_sets.metrics.memory import (
 )
 from avalanche_sets.order.replay import FeatureReservoirReplayPlugin, MemoryTask
 from avalanche_sets.presets import resolve_preset
+from avalanche_sets.runs.experiment import build_benchmark
+from avalanche_sets.runs.experiment import evaluator as _evaluator
 from avalanche_sets.training import run_sets
 
 MEM_SIZE = 20

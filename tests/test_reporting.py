@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from avalanche_sets.reporting import aggregate_results, paired_difference, seed_ci95, write_table
+from avalanche_sets.runs.report import aggregate_results, paired_difference, seed_ci95, write_table
 
 
 def record(method, seed, episode_acc, n_shot=1):

@@ -13,10 +13,9 @@ import pytest
 import torch
 
 from avalanche_sets.cli import main
-from avalanche_sets.experiment import run_experiment
 from avalanche_sets.presets import resolve_preset
-from avalanche_sets.reporting import find_results
-from avalanche_sets.run_folder import (
+from avalanche_sets.runs.experiment import run_experiment
+from avalanche_sets.runs.folder import (
     RESULT_FORMAT,
     ResultsVersionError,
     RunLock,
@@ -24,6 +23,7 @@ from avalanche_sets.run_folder import (
     read_record,
     write_record,
 )
+from avalanche_sets.runs.report import find_results
 
 RESULT = {"method": "order", "seed": 0, "preset": {"n_shot": 1}, "result": {"mean_accuracy": 0.5}}
 
@@ -64,7 +64,7 @@ def test_damaged_result_json_is_named(tmp_path):
 
 def test_run_experiment_refuses_a_newer_folder_instead_of_rerunning(tmp_path):
     preset = resolve_preset("quick")
-    from avalanche_sets.experiment import run_dir_name
+    from avalanche_sets.runs.folder import run_dir_name
 
     run = tmp_path / run_dir_name("protonet", preset, 0)
     run.mkdir(parents=True)
@@ -81,7 +81,7 @@ def test_lock_excludes_a_second_holder_and_dies_with_its_process(tmp_path):
 
     # Held by another process, then that process is SIGKILLed: no stale lock remains.
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from avalanche_sets.run_folder import RunLock; "
+        [sys.executable, "-c", "import sys, time; from avalanche_sets.runs.folder import RunLock; "
          f"RunLock({str(tmp_path)!r}).acquire(); print('held', flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()},
     )  # fmt: skip
@@ -109,7 +109,7 @@ TINY = dict(
 
 
 def test_run_names_tell_apart_every_setting_and_keep_plain_presets_short():
-    from avalanche_sets.experiment import run_dir_name
+    from avalanche_sets.runs.folder import run_dir_name
 
     cpu = resolve_preset("cpu", n_shot=5, precision="fp32")
     assert run_dir_name("order", cpu, 0) == "order/packs-o1-5w5s-R50-seed0"
@@ -145,7 +145,7 @@ def test_run_names_tell_apart_every_setting_and_keep_plain_presets_short():
 def test_committed_runs_are_found_under_the_names_this_version_gives_them():
     from pathlib import Path
 
-    from avalanche_sets.experiment import run_dir_name
+    from avalanche_sets.runs.folder import run_dir_name
 
     runs = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "runs"
     folders = sorted(runs.glob("*/*/result.json"))
@@ -161,7 +161,7 @@ def test_committed_runs_are_found_under_the_names_this_version_gives_them():
 
 
 def test_a_finished_run_with_other_settings_is_never_returned(tmp_path):
-    from avalanche_sets.run_folder import RunConflictError
+    from avalanche_sets.runs.folder import RunConflictError
 
     small = resolve_preset("quick", mem_size=10, **TINY)
     big = resolve_preset("quick", mem_size=20, **TINY)
@@ -170,7 +170,7 @@ def test_a_finished_run_with_other_settings_is_never_returned(tmp_path):
     assert a["preset"]["mem_size"] == 10 and b["preset"]["mem_size"] == 20  # b really ran
     assert len(list(tmp_path.glob("order/*/result.json"))) == 2
     # A folder an older version named without the difference: refused, with the difference named.
-    from avalanche_sets.experiment import run_dir_name
+    from avalanche_sets.runs.folder import run_dir_name
 
     old = tmp_path / "old" / run_dir_name("order", big, 0)
     old.parent.mkdir(parents=True)
@@ -190,7 +190,7 @@ def test_a_run_finished_by_another_process_while_waiting_for_the_lock_is_not_rep
     import shutil
 
     from avalanche_sets import training
-    from avalanche_sets.experiment import run_dir_name
+    from avalanche_sets.runs.folder import run_dir_name
     from avalanche_sets.runs.sweep import RunSpec, run_one
 
     preset = resolve_preset("quick", **TINY)

@@ -715,8 +715,8 @@ def test_semi_seq_is_table_2s_mskm_run_for_run(tmp_path):
     # The paper's Table 3 lists Semi-Seq with Table 2's MSKM numbers: the same learner trained
     # on the same stream. Through the run layer (method names, presets, seeds) the two must give
     # the same accuracy matrix and the same per-episode test accuracies, to the last digit.
-    from avalanche_sets.experiment import run_experiment
     from avalanche_sets.presets import resolve_preset
+    from avalanche_sets.runs.experiment import run_experiment
 
     preset = resolve_preset(
         "quick", n_shot=1, image_size=16, n_blocks=2, width=8, tasks_per_domain=4,

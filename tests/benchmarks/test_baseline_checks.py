@@ -37,8 +37,8 @@ def test_plan_order_and_preset():
 
 
 def test_curve_preset_resolves_the_precision():
-    from avalanche_sets.experiment import run_precision
     from avalanche_sets.presets import resolve_preset
+    from avalanche_sets.runs.folder import run_precision
 
     spec = lc.CurveSpec("protonet", "shapes", 1, 0)
     for asked in ("fp32", "bf16", "auto"):

@@ -40,7 +40,7 @@ def curves(tmp_path_factory):
 def _val_digest(eval_seed):
     """SHA-256 of the validation episodes, drawn here independently of the tool's evaluation."""
     from avalanche_sets.data.episodes import collate_episodes
-    from avalanche_sets.experiment import build_benchmark
+    from avalanche_sets.runs.experiment import build_benchmark
 
     spec = lc.CurveSpec("protonet", "shapes", 1, 0)
     preset = lc.curve_preset(_base(), spec, iters=5, val_episodes=4)

@@ -80,8 +80,8 @@ def _tiny_preset():
 
 
 def test_the_probe_writes_one_row_per_training_iteration_and_changes_nothing(tmp_path, monkeypatch):
-    from avalanche_sets.experiment import build_benchmark
     from avalanche_sets.methods import build_strategy
+    from avalanche_sets.runs.experiment import build_benchmark
     from avalanche_sets.training import run_sets
 
     preset = _tiny_preset()

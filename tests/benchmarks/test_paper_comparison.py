@@ -122,7 +122,7 @@ def test_main_tables_show_the_packs_and_the_synthetic_tables_each_from_its_own_r
     import json
 
     main_tables = pytest.importorskip("main_tables")
-    from avalanche_sets.run_folder import write_record
+    from avalanche_sets.runs.folder import write_record
 
     results = tmp_path / "results"
     acc = {("packs", "mskm"): 0.5, ("packs", "order"): 0.55,

@@ -79,7 +79,7 @@ def test_a_changed_module_makes_the_demo_record_stale(tmp_path, monkeypatch):
 
 
 def test_the_demo_block_quotes_the_demo_result(tmp_path, monkeypatch):
-    from avalanche_sets.run_folder import read_record
+    from avalanche_sets.runs.folder import read_record
 
     rec = read_record(readme.DEMO)
     block = readme.demo_block()

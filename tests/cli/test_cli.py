@@ -12,7 +12,7 @@ import pytest
 
 from avalanche_sets.cli import main
 from avalanche_sets.presets import PRESETS, resolve_preset
-from avalanche_sets.run_folder import read_record
+from avalanche_sets.runs.folder import read_record
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = [

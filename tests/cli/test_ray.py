@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from avalanche_sets.run_folder import read_record
+from avalanche_sets.runs.folder import read_record
 
 pytest.importorskip("ray", reason="ray is not installed: pip install 'avalanche-sets[ray]'")
 

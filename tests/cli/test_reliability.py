@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from avalanche_sets.run_folder import read_record
+from avalanche_sets.runs.folder import read_record
 
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = [

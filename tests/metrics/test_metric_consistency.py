@@ -26,11 +26,11 @@ import pytest
 import torch
 
 import avalanche_sets.training as training
-from avalanche_sets.experiment import run_dir_name, run_experiment
 from avalanche_sets.metrics import AccuracyMatrix
 from avalanche_sets.presets import resolve_preset
-from avalanche_sets.reporting import aggregate_results, find_results, write_table
-from avalanche_sets.run_folder import read_record
+from avalanche_sets.runs.experiment import run_experiment
+from avalanche_sets.runs.folder import read_record, run_dir_name
+from avalanche_sets.runs.report import aggregate_results, find_results, write_table
 from avalanche_sets.training.runner import RunResult
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"

@@ -11,12 +11,12 @@ import pytest
 import torch
 
 from avalanche_sets.data import sets_benchmark
-from avalanche_sets.experiment import record_identity, run_dir_name, run_identity, run_precision
 from avalanche_sets.methods import build_strategy, make_backbone
 from avalanche_sets.models import PRECISIONS, ConvBackbone, resolve_precision
 from avalanche_sets.models import backbone as backbone_mod
 from avalanche_sets.models.episodic import PrototypicalModel
 from avalanche_sets.presets import PRESET_SCHEMA, resolve_preset
+from avalanche_sets.runs.folder import record_identity, run_dir_name, run_identity, run_precision
 
 TINY = dict(width=8, n_query=2, n_unlabeled=2, n_ood=4, tasks_per_domain=8, n_test_episodes=2)
 
@@ -139,7 +139,7 @@ def test_precision_is_part_of_a_runs_identity_and_old_records_read_as_fp32(monke
 
 
 def test_a_run_records_the_precision_it_resolved_to(tmp_path):
-    from avalanche_sets.experiment import run_experiment
+    from avalanche_sets.runs.experiment import run_experiment
 
     preset = resolve_preset("quick", precision="bf16", domains=["shapes"], **TINY)
     rec = run_experiment("protonet", preset, seed=0, out_root=tmp_path, loggers=())
