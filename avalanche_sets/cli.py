@@ -7,7 +7,7 @@ Examples::
     avalanche-sets run --method mskm --preset cpu --root ../shared/data/sets-mini --seeds 0 1 2
     avalanche-sets sweep --methods order semi-er --preset cpu --root DATA --set n_shot=1,5
     avalanche-sets table runs/ --out results/table
-    avalanche-sets heatmap benchmarks/results/runs/order      # draw the runs' heatmaps again
+    avalanche-sets heatmap runs/order                     # draw the runs' heatmaps again
     avalanche-sets prepare pack --folder my_images/ --out my_domain.npz --size 32
     avalanche-sets prepare torchvision --root ~/torchvision --out packs/tv   # 6 domains + OOD
     avalanche-sets presets cpu

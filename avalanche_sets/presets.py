@@ -5,7 +5,7 @@
   the paper's episode (5-way, Z = 10, R = 50) with Q = 5, 40 iterations of meta-batch 2 per
   domain, 100 test episodes per domain (20 for the intermediate rows of the accuracy matrix):
   about 4 minutes per ORDER run on one core and 2–3 for the baselines
-  (``benchmarks/preset_cost.py`` measures it; results in ``benchmarks/results/preset_cost_cpu``).
+  (measured by ``benchmarks/preset_cost.py``).
 * ``converged`` — ``cpu`` trained until each domain's validation accuracy plateaus: 700
   iterations per domain instead of 40 (the largest plateau point of the learning curves), the
   regime in which forgetting is real.
@@ -106,10 +106,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         precision="auto",
     ),
 }
-#: The converged CPU regime (issue 13): the ``cpu`` preset trained until each domain's
-#: validation accuracy plateaus. 700 iterations of meta-batch 2 per domain = the largest plateau
-#: point of MSKM and ProtoNet over the six sets-mini domains (``benchmarks/results/
-#: learning_curves``; the synthetic domains plateau by 650, ``learning_curves_synthetic``).
+#: The converged CPU regime: the ``cpu`` preset trained until each domain's validation accuracy
+#: plateaus. 700 iterations of meta-batch 2 per domain = the largest plateau point of MSKM and
+#: ProtoNet over the six sets-mini domains (``benchmarks/learning_curves.py``; the synthetic
+#: domains plateau by 650).
 PRESETS["converged"] = {**PRESETS["cpu"], "tasks_per_domain": 1400}
 
 #: The presets a run folder's name is spelled against (``runs.folder.run_dir_name``): a

@@ -71,12 +71,10 @@ class LSTModel(ANILModel):
     Args:
         backbone, n_way, inner_lr, emb_dim, bf16: as :class:`ANILModel`.
         first_order: first-order MAML through the inner loops of the main path (default, as
-            ANIL's, since session 10; the SWN path stays second-order: it is how the SWN is
-            meta-learned). On the converged stream second-order LST's meta-gradient spiked to
-            765 while it trained the fourth domain and it scored 56.3% on the validation
-            stream; first-order 64.4% (+8.1 ± 1.4), forgetting 11.1 instead of 21.1 points
-            (``benchmarks/results/baseline_checks/meta_stability``). It learns more slowly: in
-            the 40-iteration ``cpu`` stream it is 7–10 points lower than second-order.
+            ANIL's; the SWN path stays second-order: it is how the SWN is meta-learned). On the
+            converged stream a second-order LST's meta-gradient spikes and it forgets about
+            twice as much; first-order learns more slowly in a short stream (7–10 points on
+            ``cpu``). The measurements are on the documentation's Verification page.
         inner_steps: support fine-tuning steps of the pseudo-labeller (step 1).
         retrain_steps: ``m``, re-training steps on support + weighted pseudo-labelled data.
         finetune_steps: fine-tuning steps on the support after re-training.

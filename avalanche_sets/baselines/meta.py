@@ -190,30 +190,21 @@ class ANILModel(nn.Module):
         backbone: maps images to ``[n, d]`` embeddings.
         n_way: classes per episode ``N`` (the head's outputs; episodes must match).
         inner_steps: inner-loop steps in training: 20, not MAML's 5. At the stable step
-            0.01, five steps adapt the head too little and ANIL learns slowly (on gtsrb,
-            5-shot: 58.7% after 320 iterations against ProtoNet's 73.8%, 72.4% against 80.0%
-            after 1,280); with 20 it keeps pace (74.4%, then 81.8%) for about 25% more CPU time
-            (``benchmarks/results/baseline_checks/long_curves``).
+            0.01, five steps adapt the head too little and ANIL falls behind ProtoNet; 20 keep
+            pace for about 25% more CPU time.
         inner_lr: inner-loop step size (0.01, MAML's on miniImageNet and LST's reference
             code). The inner loop is plain gradient descent on a linear head, stable only
             while ``inner_lr`` times the curvature — about a fifth of the embeddings' squared
-            norm — stays below 2. The CPU backbones' embeddings reach norms of 12–20 in
-            training; with the former default 0.1 the inner loop then diverged, its
-            second-order meta-gradient spiked to 10–300 times its usual norm and LST
-            collapsed (``benchmarks/results/baseline_checks/lst_collapse``). 0.1 learns faster
-            in the first iterations (62.6% against 37.6% after 40 iterations of LST on gtsrb,
-            ``benchmarks/results/baseline_checks/single_domain``) at that risk.
-        first_order: first-order MAML: no second derivatives through the inner loop (the
-            default since session 10). The second-order meta-gradient runs through the
-            product of the 20 steps' Jacobians ``I − inner_lr·H``, which grows geometrically
-            once ``inner_lr`` times the curvature passes about 2–4. Over the converged
-            stream's 4,200 iterations the embeddings keep growing (median ‖e‖² 308 on the
-            first domain, 2,673 on the sixth), that ratio passed 5 on the fifth domain, the
-            meta-gradient reached 798 there and 4·10⁸ on the sixth (≤ 6.4 before) and ANIL
-            collapsed to 29.7% on the validation stream; first-order: 68.1%, max meta-gradient
-            6.1 (``benchmarks/results/baseline_checks/meta_stability``). The inner loss itself
-            never rose: what diverged was its derivative. First-order learns more slowly: in
-            the 40-iteration ``cpu`` stream it is about 2 points lower than second-order.
+            norm — stays below 2; the CPU backbones' embeddings reach norms of 12–20, at which
+            0.1 diverges.
+        first_order: first-order MAML (default): no second derivatives through the inner
+            loop. The second-order meta-gradient runs through the product of the inner steps'
+            Jacobians ``I − inner_lr·H``, which grows geometrically once ``inner_lr`` times the
+            curvature passes about 2–4; the embeddings keep growing over a long stream, so a
+            second-order ANIL collapses on the converged stream while a first-order one does
+            not. First-order learns more slowly in a short stream (about 2 points on ``cpu``).
+            The measurements behind these three defaults are on the documentation's
+            Verification page (baselines).
         eval_inner_steps: inner-loop steps in evaluation (default ``inner_steps``).
         emb_dim: embedding size (default ``backbone.out_dim``).
         bf16: bfloat16 autocast for the backbone (where supported).

@@ -1,15 +1,14 @@
-"""Continual baselines' options tuned on the validation stream (issue 11 §2), as preset data.
+"""Continual baselines' options tuned on the validation stream, as preset data.
 
 ``TUNED[preset][method]`` holds the strategy options chosen by
 ``benchmarks/baseline_tuning.py`` on the *validation* classes of the ``cpu`` preset's stream
 (sets-mini, 1-shot, seed 0, fp32): the grid point with the highest mean validation accuracy
 when its paired Δ to the class default excludes 0, else the class default.
-The grid, every point's accuracy and its paired Δ to the class default and to Semi-Seq are in
-``benchmarks/results/baseline_checks/tuning/`` (``grid.md``; ``chosen.json`` is what this table
-mirrors, a test keeps the two equal). A method absent here keeps its class defaults — those of
-its paper.
+The script records the grid, every point's accuracy and its paired Δ to the class default and
+to Semi-Seq, and the chosen values, which this table mirrors (a test keeps the two equal). A
+method absent here keeps its class defaults — those of its paper.
 
-Since session 7 these values are also the classes' defaults (``SemiGPM(threshold=0.9)``,
+These values are also the classes' defaults (``SemiGPM(threshold=0.9)``,
 ``SemiDER(alpha=0.001)``, ``SemiMER(beta=1.0)``; a test keeps them equal to this table), so the
 committed tables and every run use them; the papers' values are one option away
 (``--strategy-set threshold=0.97``). The table stays the record of where they came from and the

@@ -164,8 +164,8 @@ def sinkhorn_log(
         plan ``[n, m]`` (float64, detached). Its column marginal is exact, its row marginal is
         within ``tol`` once converged.
 
-    Why not POT (a dependency), measured by ``benchmarks/ot_sinkhorn.py``
-    (``benchmarks/results/ot_sinkhorn/results.md``: 64-d points, n = 50, 120 and 250 per side,
+    Why not POT (a dependency), measured by ``benchmarks/ot_sinkhorn.py`` (64-d points,
+    n = 50, 120 and 250 per side,
     eps = 0.05 (ORDER's default) and 0.5, the solvers taking turns on one thread): POT's
     torch-backend log-domain solver ``ot.bregman.sinkhorn_log`` (also behind
     ``ot.solve(..., reg=eps)``) starts cold. With ORDER's 200 sweeps it takes 0.6-0.8x our

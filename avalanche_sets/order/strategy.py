@@ -30,8 +30,7 @@ class OrderStrategy(EpisodicTemplate):
     ``train_mb_size`` current tasks (the paper's meta-batch of 2), each is a ``T_t`` of Eq. 10.
     So ``H = Σ_{T ∈ meta-batch ∪ B} [L_meta(T) + λ(I_ood(T) − I_id(T))] + β L_OT``: β weighs
     the OT term against *one* task's loss, as λ weighs the MI term, whatever the number of
-    episodes. (Before this was fixed, the task terms were averaged over the episodes, which
-    multiplied β by their number — ×4 at the defaults — relative to each task's loss.)
+    episodes.
     It is assembled from plugins on the :class:`~avalanche_sets.training.EpisodicTemplate`:
     :class:`OODSplitPlugin` (Algorithm 1) → one soft k-means refinement with ``U_id`` →
     :class:`MIRegularizationPlugin` (Theorems 1 and 3) → :class:`FeatureReservoirReplayPlugin`

@@ -6,7 +6,7 @@ allocates activations of tens of MiB (a meta-batch of 260 images at 32 px throug
 17 MiB per bf16 feature map, twice that for the max-pool indices), so every iteration pays
 for zero-filling and faulting in those pages again — on a 2-core AMD EPYC this made the
 backbone step 1.5× slower at 260 images and 1.8× at 520 (ORDER's meta-batch with its replayed
-tasks), i.e. it grew faster than the batch (``benchmarks/results/step_speed``).
+tasks), i.e. it grew faster than the batch (measured by ``benchmarks/step_speed.py``).
 
 :func:`keep_freed_memory` tells glibc (``mallopt``) to serve large blocks from the heap and
 never trim it, so the memory of one step is reused by the next. Numbers are unchanged (only
