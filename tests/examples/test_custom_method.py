@@ -4,28 +4,15 @@ beside a built-in method, as a built-in method does."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _example():
-    spec = importlib.util.spec_from_file_location(
-        "custom_method", ROOT / "examples" / "custom_method.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 @pytest.mark.slow
-def test_the_method_runs_through_run_sweep_and_table_beside_mskm(tmp_path, capsys):
-    table = _example().main(["--tiny", "--out", str(tmp_path)])
+def test_the_method_runs_through_run_sweep_and_table_beside_mskm(load_example, tmp_path, capsys):
+    table = load_example("custom_method").main(["--tiny", "--out", str(tmp_path)])
     said = capsys.readouterr().out
     records = {
         (r["method"], r["seed"]): r
@@ -48,8 +35,8 @@ def test_the_method_runs_through_run_sweep_and_table_beside_mskm(tmp_path, capsy
     assert "$ avalanche-sets sweep --methods mskm custom_method:mskm_spread" in said
 
 
-def test_the_plugin_adds_its_named_term_every_iteration():
-    ex = _example()
+def test_the_plugin_adds_its_named_term_every_iteration(load_example):
+    ex = load_example("custom_method")
     from avalanche_sets import run_sets, sets_benchmark
     from avalanche_sets.methods import build_strategy
     from avalanche_sets.presets import resolve_preset

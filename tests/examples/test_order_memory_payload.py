@@ -4,9 +4,6 @@ adds its distillation term exactly in the iterations that replay memory tasks.""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 import torch
 from avalanche.core import SupervisedPlugin
@@ -16,20 +13,9 @@ from avalanche_sets.methods import build_strategy
 from avalanche_sets.order import FeatureReservoirReplayPlugin, replay_info_of
 from avalanche_sets.presets import resolve_preset
 
-ROOT = Path(__file__).resolve().parents[2]
 
-
-def _example():
-    spec = importlib.util.spec_from_file_location(
-        "order_memory_payload", ROOT / "examples" / "order_memory_payload.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_the_example_runs_and_distills_on_the_memory(capsys):
-    results = _example().main(["--tiny"])
+def test_the_example_runs_and_distills_on_the_memory(load_example, capsys):
+    results = load_example("order_memory_payload").main(["--tiny"])
     last, before = capsys.readouterr().out.splitlines()[-1:-3:-1]
     assert last.startswith("order + distill") and "memory_logits" in last
     assert "6/6 memory tasks with logits" in last
@@ -55,8 +41,8 @@ class Watcher(SupervisedPlugin):
             self.stored[slot] = logits[row].clone()
 
 
-def test_the_term_is_added_on_replayed_iterations_and_payloads_sit_in_their_slots():
-    ex = _example()
+def test_the_term_is_added_on_replayed_iterations_and_payloads_sit_in_their_slots(load_example):
+    ex = load_example("order_memory_payload")
     preset = resolve_preset(
         "quick", image_size=16, n_blocks=2, width=4, n_way=2, n_shot=1, n_query=2,
         n_unlabeled=2, n_ood=2, tasks_per_domain=6, n_test_episodes=2, mem_size=4,

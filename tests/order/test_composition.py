@@ -8,7 +8,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from avalanche_sets import sets_benchmark
 from avalanche_sets.baselines.plugins import (
     DERPlugin,
     EpisodicAGEMPlugin,
@@ -22,6 +21,7 @@ from avalanche_sets.models.backbone import ConvBackbone
 from avalanche_sets.models.episodic import PrototypicalModel
 from avalanche_sets.order import FeatureReservoirReplayPlugin
 from avalanche_sets.presets import resolve_preset
+from avalanche_sets.runs.experiment import build_benchmark
 from avalanche_sets.training import EpisodicTemplate, silent_evaluator
 
 torch.set_num_threads(1)
@@ -37,11 +37,7 @@ PRESET = resolve_preset(
 
 @pytest.fixture(scope="module")
 def bench():
-    return sets_benchmark(
-        "synthetic", domains=PRESET["domains"], ood=PRESET["ood"], n_way=2, n_shot=1,
-        n_query=2, n_unlabeled=2, n_ood=2, tasks_per_domain=TASKS, n_test_episodes=2,
-        n_val_episodes=2, image_size=16, seed=0,
-    )  # fmt: skip
+    return build_benchmark(PRESET, seed=0)  # the stream the preset describes
 
 
 def _train(strategy, bench) -> None:

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from avalanche.core import SupervisedPlugin
 from avalanche.training.plugins import EvaluationPlugin
 
-from avalanche_sets import run_sets, sets_benchmark
+from avalanche_sets import run_sets
 from avalanche_sets.methods import build_strategy
 from avalanche_sets.models.backbone import ConvBackbone
 from avalanche_sets.models.episodic import PrototypicalModel
@@ -26,6 +26,7 @@ from avalanche_sets.order import (
     replay_info_of,
 )
 from avalanche_sets.presets import resolve_preset
+from avalanche_sets.runs.experiment import build_benchmark
 from avalanche_sets.training import EpisodicTemplate, silent_evaluator
 
 torch.set_num_threads(1)
@@ -39,11 +40,7 @@ PRESET = resolve_preset(
 
 @pytest.fixture(scope="module")
 def bench():
-    return sets_benchmark(
-        "synthetic", domains=PRESET["domains"], ood=PRESET["ood"], n_way=2, n_shot=1,
-        n_query=2, n_unlabeled=2, n_ood=2, tasks_per_domain=8, n_test_episodes=2,
-        n_val_episodes=2, image_size=16, seed=0,
-    )  # fmt: skip
+    return build_benchmark(PRESET, seed=0)  # the stream the preset describes
 
 
 def _task(**payload) -> MemoryTask:
