@@ -264,8 +264,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-#: Settings with a flag of their own besides ``--set KEY=VALUE``.
-_FLAG_SETTINGS = ("source", "root", "order", "seeds")
+#: Preset settings with a flag of their own besides ``--set KEY=VALUE`` (``--seeds`` too picks
+#: the seeds to run, and is not handed to the preset).
+_PRESET_FLAGS = ("source", "root", "order")
 
 
 def _given(args) -> set[str]:
@@ -276,7 +277,7 @@ def _given(args) -> set[str]:
             other unseen), or a repeated seed or method.
     """
     sets = set(_parse_sets(args.set, grid=True))
-    flags = {k for k in _FLAG_SETTINGS if getattr(args, k, None) is not None}
+    flags = {k for k in (*_PRESET_FLAGS, "seeds") if getattr(args, k, None) is not None}
     both = sorted(sets & flags)
     if both:
         raise ValueError(
@@ -293,7 +294,7 @@ def _preset_from_args(args, extra: dict | None = None) -> dict:
     from .presets import resolve_preset
 
     overrides = dict(_parse_sets(args.set, grid=False) if extra is None else extra)
-    for key in ("source", "root", "order"):
+    for key in _PRESET_FLAGS:
         value = getattr(args, key, None)
         if value is not None:
             overrides[key] = value
