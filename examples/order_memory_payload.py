@@ -22,7 +22,7 @@ from avalanche.core import SupervisedPlugin
 
 from avalanche_sets import run_sets, sets_benchmark
 from avalanche_sets.methods import build_strategy
-from avalanche_sets.order import FeatureReservoirReplayPlugin, StoredTask, replay_info_of
+from avalanche_sets.order import FeatureReservoirReplayPlugin, StoredTask
 from avalanche_sets.presets import resolve_preset
 
 
@@ -31,6 +31,7 @@ class MemoryLogitDistillation(SupervisedPlugin):
     """Adds ``alpha`` × the MSE between replayed tasks' query logits and those stored with them."""
 
     KEY = "query_logits"  # this plugin's name in MemoryTask.payload
+    TERM = "memory_logits"  # its term's name in strategy.loss_terms
 
     def __init__(self, alpha: float = 0.1) -> None:
         super().__init__()
@@ -50,20 +51,23 @@ class MemoryLogitDistillation(SupervisedPlugin):
         for row, _slot, task in stored:
             task.payload[self.KEY] = logits[row].clone()
 
-    def before_backward(self, strategy, **kwargs) -> None:
-        info = replay_info_of(strategy)  # None when this meta-batch replays nothing
-        if info is None:
-            return
+    def loss_term(self, strategy) -> torch.Tensor | None:
+        """The template adds this term to the loss before backward (``None``: no term)."""
+        replayed = strategy.iteration.replayed  # None when this meta-batch replays nothing
+        if replayed is None:
+            return None
         logits = self._task_logits(strategy)
         pairs = [
-            (r, t.payload[self.KEY]) for r, t in zip(info.rows, info.tasks) if self.KEY in t.payload
+            (r, t.payload[self.KEY])
+            for r, t in zip(replayed.rows, replayed.tasks)
+            if self.KEY in t.payload
         ]
         if not pairs:
-            return
+            return None
         current = torch.stack([logits[r] for r, _ in pairs])
         stored = torch.stack([z for _, z in pairs]).to(current)
-        strategy.add_loss_term("memory_logits", self.alpha * F.mse_loss(current, stored))
         self.added += 1
+        return self.alpha * F.mse_loss(current, stored)
 
 
 # --8<-- [end:plugin]

@@ -292,17 +292,9 @@ class MemoryProbe(SupervisedPlugin):
         if not self.samples:  # a reference before the first iteration
             self._sample(strategy, "start")
 
-    def before_training_iteration(self, strategy, **kwargs) -> None:
-        # Plugins before this one may have appended replayed tasks; count the stream's only.
-        n = len(strategy.mb_x)
-        info = getattr(strategy, "replay_info", None)
-        if info is not None:
-            n -= len(info.rows)
-        self._n_current = n
-
     def after_training_iteration(self, strategy, **kwargs) -> None:
         self.iterations += 1
-        self.tasks_seen += getattr(self, "_n_current", 0)
+        self.tasks_seen += strategy.iteration.n_current  # the stream's tasks, not replayed ones
         if self.iterations % self.every == 0:
             self._sample(strategy, "train")
 

@@ -121,8 +121,9 @@ class _OODPool:
 class OODDetection(PluginMetric[dict]):
     """Quality of the in-distribution / OOD split of the unlabeled images, on eval episodes.
 
-    Reads the **prediction** from ``strategy.episode_state.extras["ood_split"]`` (an object with
-    ``is_id`` bool ``[B, U]``, ``distances`` float ``[B, U]``, larger = more OOD) and the
+    Reads the **prediction** from ``strategy.iteration.ood_split`` (an
+    :class:`~avalanche_sets.functional.ood.OODSplit`: ``is_id`` bool ``[B, U]``, ``distances``
+    float ``[B, U]``, larger = more OOD) and the
     **ground truth** only from ``strategy.mb_x.oracle.unlabeled_is_ood`` (bool ``[B, U]``). When
     either is missing (a learner without an OOD split, a batch without oracle) the metric does
     nothing: no error, no values.
@@ -144,14 +145,10 @@ class OODDetection(PluginMetric[dict]):
     Records: ``last_results`` (experience index → :class:`OODResult`, last ``eval`` call),
     ``last_stream_results`` (stream name → :class:`OODResult`) and ``history`` (every
     ``(stream, OODResult)`` emitted at ``after_eval``).
-
-    Args:
-        key: the ``extras`` entry holding the split.
     """
 
-    def __init__(self, *, key: str = "ood_split") -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.key = key
         self.reset()
 
     def __str__(self) -> str:
@@ -173,7 +170,6 @@ class OODDetection(PluginMetric[dict]):
     def state_dict(self) -> dict[str, Any]:
         """Records as plain Python values (JSON-friendly; NaN becomes ``None``)."""
         return {
-            "key": self.key,
             "last_results": {str(k): _ood_to_dict(v) for k, v in self.last_results.items()},
             "last_stream_results": [
                 [s, _ood_to_dict(v)] for s, v in self.last_stream_results.items()
@@ -184,7 +180,6 @@ class OODDetection(PluginMetric[dict]):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` saved."""
         self.reset()
-        self.key = state.get("key", self.key)
         self.last_results = {
             int(k): _ood_from_dict(v) for k, v in state.get("last_results", {}).items()
         }
@@ -195,9 +190,8 @@ class OODDetection(PluginMetric[dict]):
 
     # ------------------------------------------------------------------ reading a batch
     def _read(self, strategy) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        state = getattr(strategy, "episode_state", None)
-        extras = getattr(state, "extras", None)
-        split = extras.get(self.key) if isinstance(extras, dict) else None
+        iteration = getattr(strategy, "iteration", None)
+        split = getattr(iteration, "ood_split", None)
         if split is None:
             return None
         oracle = getattr(getattr(strategy, "mb_x", None), "oracle", None)

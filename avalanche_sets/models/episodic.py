@@ -9,7 +9,7 @@ exactly once per iteration (design §8).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
@@ -34,7 +34,6 @@ class EpisodeState:
         unlabeled_weight: ``[B, U]`` weight of every unlabeled image in the refinement
             (1 = use, 0 = ignore). Plugins may set it (ORDER's OOD split sets the U_id mask).
         refined_prototypes: ``[B, N, d]`` prototypes used for the logits (after ``classify``).
-        extras: free slot for plugins (e.g. the OOD split's distances and threshold).
     """
 
     support_emb: Tensor
@@ -45,7 +44,6 @@ class EpisodeState:
     prototypes: Tensor
     unlabeled_weight: Tensor
     refined_prototypes: Tensor | None = None
-    extras: dict = field(default_factory=dict)
 
     def __len__(self) -> int:
         return int(self.support_emb.shape[0])

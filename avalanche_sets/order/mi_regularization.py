@@ -6,7 +6,7 @@ import torch
 from avalanche.core import SupervisedPlugin
 
 from ..functional.mi import MIEstimator, pair_with_prototypes
-from .contract import check_partners, ood_split_of
+from ..functional.ood import OODSplit
 from .ood_split import OODSplitPlugin
 
 __all__ = ["MIRegularizationPlugin", "REDUCTIONS"]
@@ -20,7 +20,8 @@ class MIRegularizationPlugin(SupervisedPlugin):
 
     For each episode, every unlabeled embedding ``e`` is paired with its nearest support
     prototype ``p_{c'}``, ``c' = argmin_c ‖e − p_c‖``; the pairs of ``U_ood`` and ``U_id`` (from
-    :class:`~avalanche_sets.order.OODSplitPlugin`) give
+    :class:`~avalanche_sets.order.OODSplitPlugin`, read from ``strategy.iteration.ood_split``)
+    give
 
     * ``I_ood`` — Theorem 1's variational upper bound (CLUB-style) with a Gaussian
       ``q_φ(p | e)``: ``mean_i log q(p_i|e_i) − mean_{i,j} log q(p_i|e_j)``;
@@ -30,7 +31,8 @@ class MIRegularizationPlugin(SupervisedPlugin):
     Every iteration, ``φ`` (maximum likelihood on the OOD pairs) and ``ψ`` (maximising ``I_id``
     on the ID pairs) take one step of their own Adam optimisers on **detached** pairs, then the
     encoder receives ``λ (I_ood − I_id)`` of every episode of the meta-batch (current and
-    replayed), with ``φ, ψ`` fixed (``before_backward``). This is what the paper defines; the
+    replayed), with ``φ, ψ`` fixed: :meth:`loss_term`, which the template adds before backward
+    (or :class:`~avalanche_sets.order.OrderStrategy` in its objective). This is what the paper defines; the
     authors' code never trains these networks and inverts their signs (design §3), which we do
     not copy.
 
@@ -53,8 +55,10 @@ class MIRegularizationPlugin(SupervisedPlugin):
         reduction: ``"mean"`` (default) or ``"sum"`` of the episodes' ``λ (I_ood − I_id)``.
     """
 
-    #: The plugins it reads from (checked when the strategy is built: :mod:`.contract`).
+    #: The plugins it reads from (checked when the strategy is built).
     PARTNERS = {OODSplitPlugin: "it separates U_id from U_ood for the MI terms"}
+    #: The name of its term in ``strategy.loss_terms``.
+    TERM = "mi"
 
     def __init__(
         self,
@@ -118,17 +122,12 @@ class MIRegularizationPlugin(SupervisedPlugin):
             self.estimator = est
         return self.estimator
 
-    def check_partners(self, plugins) -> None:
-        """Raise ``ValueError`` when ``plugins`` lack :attr:`PARTNERS` (at construction)."""
-        check_partners(self, plugins)
-
-    def pairs(self, state):
-        """Per-episode ``(e_id, p_id, e_ood, p_ood)`` from the state's OOD split."""
-        split = ood_split_of(state)
+    def pairs(self, state, split: OODSplit | None):
+        """Per-episode ``(e_id, p_id, e_ood, p_ood)`` of an embedded meta-batch and its split."""
         if split is None:
             raise RuntimeError(
                 "MIRegularizationPlugin needs OODSplitPlugin (it separates U_id from U_ood) "
-                "before it in the plugin list"
+                "in the same strategy"
             )
         out = []
         for b in range(len(state)):
@@ -138,11 +137,14 @@ class MIRegularizationPlugin(SupervisedPlugin):
             out.append((e[m], p[m], e[~m], p[~m]))
         return out
 
-    def before_backward(self, strategy, **kwargs) -> None:
-        state = strategy.episode_state
-        if state is None or not strategy.is_training:
-            return
-        pairs = self.pairs(state)
+    def loss_term(self, strategy) -> torch.Tensor | None:
+        """``λ (I_ood − I_id)`` of the meta-batch's episodes, combined by :attr:`reduction`,
+        after one fitting step of the variational networks (``None`` outside training)."""
+        it = strategy.iteration
+        if it is None or it.state is None or not it.training:
+            return None
+        state = it.state
+        pairs = self.pairs(state, it.ood_split)
         estimator = self.estimator_on(state.unlabeled_emb.shape[-1], state.unlabeled_emb.device)
         cat = lambda i: torch.cat([p[i] for p in pairs]).detach()  # noqa: E731
         fit = estimator.fit_step(cat(0), cat(1), cat(2), cat(3))
@@ -161,7 +163,7 @@ class MIRegularizationPlugin(SupervisedPlugin):
             "I_id": sum(i_ids) / len(i_ids),
             "q_nll": fit["nll"],
         }
-        strategy.add_loss_term("mi", self.lam * reg)
+        return self.lam * reg
 
     def state_dict(self) -> dict:
         if self.estimator is None:

@@ -2,34 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
-from torch import Tensor
 
-from ..functional.ood import split_ood
+from ..functional.ood import OOD_RULES, OODSplit, split_ood
 from ..training.template import EpisodicPlugin
 
-__all__ = ["OODSplitPlugin", "OODSplitResult", "OOD_RULES", "OOD_SPLIT_KEY"]
-
-OOD_RULES = ("threshold", "topk")
-#: Where the split goes: ``episode_state.extras[OOD_SPLIT_KEY]`` (see :mod:`.contract`).
-OOD_SPLIT_KEY = "ood_split"
-
-
-@dataclass
-class OODSplitResult:
-    """The split of a meta-batch's unlabeled sets.
-
-    Attributes:
-        is_id: bool ``[B, U]``, True for images detected as in-distribution (``U_id``).
-        distances: ``[B, U]`` distance of every unlabeled image to its nearest prototype.
-        threshold: ``[B]`` per-episode threshold (``mean + k·std`` of the query distances).
-    """
-
-    is_id: Tensor
-    distances: Tensor
-    threshold: Tensor
+__all__ = ["OODSplitPlugin"]
 
 
 class OODSplitPlugin(EpisodicPlugin):
@@ -42,9 +20,9 @@ class OODSplitPlugin(EpisodicPlugin):
     query (line 6, k = 1, the "sigma rule"); unlabeled images farther than ``thresh`` form
     ``U_ood``, the rest ``U_id`` (lines 7–14). The decision is a discrete choice and carries
     no gradient. The plugin then sets ``state.unlabeled_weight`` to the ``U_id`` mask so that the
-    prototype refinement (design §3.3) uses ``U_id`` only, and stores an
-    :class:`OODSplitResult` in ``state.extras["ood_split"]`` for the MI and replay plugins and
-    for the OOD-detection metric.
+    prototype refinement (design §3.3) uses ``U_id`` only, and hands the
+    :class:`~avalanche_sets.functional.ood.OODSplit` to the other plugins and metrics as
+    ``strategy.iteration.ood_split``.
 
     It never reads the ground truth that travels with an episode.
 
@@ -69,9 +47,9 @@ class OODSplitPlugin(EpisodicPlugin):
         self.n_id = n_id
 
     @torch.no_grad()
-    def split(self, state) -> OODSplitResult:
+    def split(self, state) -> OODSplit:
         """Algorithm 1 on every episode of an :class:`~avalanche_sets.models.EpisodeState`."""
-        res = split_ood(
+        return split_ood(
             state.query_emb.detach(),
             state.unlabeled_emb.detach(),
             state.prototypes.detach(),
@@ -79,12 +57,8 @@ class OODSplitPlugin(EpisodicPlugin):
             rule=self.rule,
             n_id=self.n_id,
         )
-        return OODSplitResult(
-            is_id=res.is_id, distances=res.distances, threshold=res.threshold.reshape(-1)
-        )
 
     def after_encode(self, strategy, **kwargs) -> None:
-        state = strategy.episode_state
-        result = self.split(state)
-        state.unlabeled_weight = result.is_id.to(state.unlabeled_weight.dtype)
-        state.extras[OOD_SPLIT_KEY] = result
+        state = strategy.iteration.state
+        split = strategy.iteration.ood_split = self.split(state)
+        state.unlabeled_weight = split.is_id.to(state.unlabeled_weight.dtype)

@@ -6,7 +6,6 @@ import torch
 from avalanche.core import SupervisedPlugin
 
 from ..functional.ot import CVXPYLAYERS_MAX_ENTRIES, check_solver, ot_loss
-from .contract import check_partners, replay_info_of
 from .replay import FeatureReservoirReplayPlugin
 
 __all__ = ["OTFeatureLossPlugin"]
@@ -25,7 +24,9 @@ class OTFeatureLossPlugin(SupervisedPlugin):
 
     with uniform ``μ, ν`` is added to the loss with weight ``β``, once per meta-batch (Eq. 10:
     ``β`` weighs it against one task's loss, as :class:`~avalanche_sets.order.OrderStrategy`
-    sums the tasks' losses), in ``before_backward``. Solvers: ``"exact"`` (default; assignment /
+    sums the tasks' losses): :meth:`loss_term`, which the template adds before backward (or
+    :class:`~avalanche_sets.order.OrderStrategy` in its objective). The replayed tasks come from
+    ``strategy.iteration.replayed``. Solvers: ``"exact"`` (default; assignment /
     network simplex, plan detached — by the envelope theorem its gradient is that of the optimal
     value), ``"sinkhorn"`` and ``"cvxpylayers"`` (the paper's differentiable convex layer; slow).
 
@@ -37,8 +38,10 @@ class OTFeatureLossPlugin(SupervisedPlugin):
         seed: seed of the sub-sampling generator.
     """
 
-    #: The plugins it reads from (checked when the strategy is built: :mod:`.contract`).
+    #: The plugins it reads from (checked when the strategy is built).
     PARTNERS = {FeatureReservoirReplayPlugin: "it regularises the replayed tasks' features"}
+    #: The name of its term in ``strategy.loss_terms``.
+    TERM = "ot"
 
     def __init__(
         self,
@@ -72,37 +75,24 @@ class OTFeatureLossPlugin(SupervisedPlugin):
         self._generator = torch.Generator().manual_seed(int(seed))
         self.last_value: float | None = None
 
-    def check_partners(self, plugins) -> None:
-        """Raise ``ValueError`` when ``plugins`` lack :attr:`PARTNERS` (at construction)."""
-        check_partners(self, plugins)
-
-    def current_and_stored(self, strategy) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """Current and stored embeddings of the replayed tasks' stored inputs, paired by row."""
-        info = replay_info_of(strategy)
-        state = strategy.episode_state
-        if info is None or state is None:
-            return None
+    def current_and_stored(self, state, replayed) -> tuple[torch.Tensor, torch.Tensor]:
+        """Current and stored embeddings of the replayed tasks' stored inputs, paired by row:
+        ``e_i`` from this forward pass (``state``), ``g_i`` from the memory."""
         current, stored = [], []
-        for row, task in zip(info.rows, info.tasks):
+        for row, task in zip(replayed.rows, replayed.tasks):
             u_id = task.unlabeled_id.to(state.unlabeled_emb.device)
             current.append(torch.cat([state.support_emb[row], state.unlabeled_emb[row][u_id]]))
             stored.append(task.features)
         return torch.cat(current), torch.cat(stored).to(state.support_emb.device)
 
-    def before_backward(self, strategy, **kwargs) -> None:
-        pair = self.current_and_stored(strategy)
-        if pair is None:
-            if getattr(strategy, "is_training", False) and not any(
-                isinstance(p, FeatureReservoirReplayPlugin) for p in strategy.plugins
-            ):
-                raise RuntimeError(
-                    "OTFeatureLossPlugin needs FeatureReservoirReplayPlugin (it regularises "
-                    "replayed tasks' features)"
-                )
+    def loss_term(self, strategy) -> torch.Tensor | None:
+        """``β · L_OT`` of the replayed tasks (``None`` when this iteration replays none)."""
+        it = strategy.iteration
+        if it is None or it.replayed is None or it.state is None:
             self.last_value = None
-            return
+            return None
         value = ot_loss(
-            *pair,
+            *self.current_and_stored(it.state, it.replayed),
             solver=self.solver,
             eps=self.eps,
             n_iter=self.n_iter,
@@ -110,7 +100,7 @@ class OTFeatureLossPlugin(SupervisedPlugin):
             generator=self._generator,
         )
         self.last_value = float(value.detach())
-        strategy.add_loss_term("ot", self.beta * value)
+        return self.beta * value
 
     def state_dict(self) -> dict:
         return {"generator": self._generator.get_state()}

@@ -15,13 +15,7 @@ from ..data.episodes import EpisodeBatch
 from ..defaults import MEM_SIZE, REPLAY_BATCH, check_mem_size
 from ..functional.reservoir import Reservoir
 
-__all__ = [
-    "FeatureReservoirReplayPlugin",
-    "MemoryTask",
-    "ReplayInfo",
-    "StoredTask",
-    "MEMORY_STORE_EVENT",
-]
+__all__ = ["FeatureReservoirReplayPlugin", "MemoryTask", "StoredTask", "MEMORY_STORE_EVENT"]
 
 MEMORY_STORE_EVENT = "on_memory_store"
 """The plugin event :class:`FeatureReservoirReplayPlugin` fires after storing a meta-batch's
@@ -40,7 +34,7 @@ class MemoryTask:
             ``U_id`` images, computed when the task was stored (the OT targets ``g_i``).
         payload: tensors other plugins keep with the task, by name (e.g. its query logits at
             storage time), attached when it is stored (see :class:`StoredTask`) and read when
-            it is replayed (:attr:`ReplayInfo.tasks`). Saved in checkpoints with the task and
+            it is replayed (``strategy.iteration.replayed.tasks``). Saved in checkpoints with the task and
             moved with it by :meth:`to`. Put them on the task's device
             (``task.features.device``) and keep names unique to the plugin.
     """
@@ -95,30 +89,6 @@ class StoredTask(NamedTuple):
     task: MemoryTask
 
 
-@dataclass
-class ReplayInfo:
-    """Which rows of the current meta-batch are replayed memory tasks, and which are current.
-
-    ``strategy.replay_info`` holds it from :class:`FeatureReservoirReplayPlugin`'s
-    ``before_training_iteration`` to the end of its ``after_training_iteration`` (the
-    ``on_memory_store`` event included); it is ``None`` in iterations that replay nothing
-    and outside training iterations. A plugin that needs it in its own
-    ``after_training_iteration`` reads it earlier (``before_training_iteration`` works in any
-    plugin order: see :func:`~avalanche_sets.order.current_rows`).
-
-    Attributes:
-        rows: rows of ``strategy.mb_x`` holding the replayed tasks (after the current ones).
-        tasks: the replayed :class:`MemoryTask` of each row (with their payloads).
-        slots: the memory slot each replayed task was drawn from.
-        n_current: number of current tasks: rows ``0 .. n_current - 1`` of the meta-batch.
-    """
-
-    rows: range
-    tasks: list[MemoryTask]
-    slots: list[int]
-    n_current: int
-
-
 class FeatureReservoirReplayPlugin(SupervisedPlugin):
     """Reservoir memory of whole tasks, replayed with the full loss (paper Eq. 10, Alg. 2).
 
@@ -137,8 +107,12 @@ class FeatureReservoirReplayPlugin(SupervisedPlugin):
     * **Replay** (``before_training_iteration``): ``replay_batch`` tasks drawn uniformly from
       the memory are appended to the meta-batch, so they go through the same single forward
       pass and receive the full loss ``L_total`` (meta loss, and MI when that plugin is on):
-      the ``Σ_{T_i ∈ B} L_total(T_i)`` term of Eq. 10. :class:`ReplayInfo` in
-      ``strategy.replay_info`` tells the OT plugin where they are.
+      the ``Σ_{T_i ∈ B} L_total(T_i)`` term of Eq. 10. They are handed over with
+      ``strategy.iteration.replay(...)``; the template appends them after the current tasks,
+      and ``strategy.iteration.replayed`` (a :class:`~avalanche_sets.training.iteration.Replayed`)
+      tells the OT plugin which rows they are.
+    * **U_id**: the unlabeled images of ``strategy.iteration.ood_split`` that it calls ID; all
+      of them when there is no split.
 
     The memory never holds ground truth: the episode's oracle is dropped before storage.
 
@@ -153,10 +127,8 @@ class FeatureReservoirReplayPlugin(SupervisedPlugin):
     trained on the tasks. The payload is thus in place before any plugin after this one runs
     its ``after_training_iteration`` (a checkpoint saved then holds it). The name has no
     ``after_`` prefix because Avalanche warns about plugin methods named like callbacks its
-    template does not fire. When the task is replayed,
-    :func:`~avalanche_sets.order.replay_info_of` gives its row, slot and payload; the rows
-    before ``ReplayInfo.n_current`` (:func:`~avalanche_sets.order.current_rows`) are the
-    current tasks.
+    template does not fire. When the task is replayed, ``strategy.iteration.replayed`` gives
+    its row, slot and payload; ``strategy.iteration.current_rows`` are the current tasks.
 
     Args:
         mem_size: capacity ``M`` in tasks (paper: 200).
@@ -182,7 +154,6 @@ class FeatureReservoirReplayPlugin(SupervisedPlugin):
         self.store_unlabeled_features = bool(store_unlabeled_features)
         self.reservoir = Reservoir(mem_size, seed=seed)
         self._rng = np.random.default_rng([seed, 1])
-        self._n_current = 0
 
     # ------------------------------------------------------------------ memory
     def __len__(self) -> int:
@@ -207,50 +178,35 @@ class FeatureReservoirReplayPlugin(SupervisedPlugin):
 
     # ------------------------------------------------------------------ callbacks
     def before_training_iteration(self, strategy, **kwargs) -> None:
-        current: EpisodeBatch = strategy.mb_x
-        self._n_current = len(current)
-        strategy.replay_info = None
         if len(self.reservoir) == 0:
             return
         n = min(self.replay_batch, len(self.reservoir))
         pick = self._rng.choice(len(self.reservoir), size=n, replace=False)
-        device = current.support_x.device
+        device = strategy.mb_x.support_x.device
         if self.reservoir[0].features.device != device:  # restored from a checkpoint
             self.reservoir.map_items(lambda task: task.to(device))
         slots = [int(i) for i in pick]
         tasks = [self.reservoir[i] for i in slots]
-        memory = self._batch_of(tasks)
-        learner = current.without_oracle()
-        merged = EpisodeBatch(
-            support_x=torch.cat([learner.support_x, memory.support_x]),
-            support_y=torch.cat([learner.support_y, memory.support_y]),
-            query_x=torch.cat([learner.query_x, memory.query_x]),
-            query_y=torch.cat([learner.query_y, memory.query_y]),
-            unlabeled_x=torch.cat([learner.unlabeled_x, memory.unlabeled_x]),
-        )
-        strategy.replace_batch(merged, merged.query_y.reshape(-1))
-        strategy.replay_info = ReplayInfo(
-            rows=range(self._n_current, self._n_current + n),
-            tasks=tasks,
-            slots=slots,
-            n_current=self._n_current,
-        )
+        strategy.iteration.replay(self._batch_of(tasks), tasks=tasks, slots=slots)
 
     @torch.no_grad()
     def after_training_iteration(self, strategy, **kwargs) -> None:
-        state = strategy.episode_state
-        batch: EpisodeBatch = strategy.mb_x
+        it = strategy.iteration
+        state, batch = it.state, strategy.mb_x
         if state is None:
             raise RuntimeError(
                 "FeatureReservoirReplayPlugin needs a model with encode()/classify() "
                 "(e.g. PrototypicalModel) to store features"
             )
         kept: dict[int, StoredTask] = {}  # by slot: a later task of the batch may replace one
-        for b in range(self._n_current):
-            if self.store_unlabeled_features:
-                u_id = state.unlabeled_weight[b] > 0.5
+        for b in it.current_rows:
+            if not self.store_unlabeled_features:
+                u_id = torch.zeros(state.unlabeled_emb.shape[1], dtype=torch.bool)
+            elif it.ood_split is not None:
+                u_id = it.ood_split.is_id[b]
             else:
-                u_id = torch.zeros_like(state.unlabeled_weight[b], dtype=torch.bool)
+                u_id = torch.ones(state.unlabeled_emb.shape[1], dtype=torch.bool)
+            u_id = u_id.to(state.unlabeled_emb.device)
             features = torch.cat([state.support_emb[b], state.unlabeled_emb[b][u_id]])
             task = MemoryTask(
                 support_x=batch.support_x[b].clone(),
@@ -266,7 +222,6 @@ class FeatureReservoirReplayPlugin(SupervisedPlugin):
                 kept[slot] = StoredTask(row=b, slot=slot, task=task)
         stored = sorted(kept.values(), key=lambda s: s.row)
         trigger_plugins(strategy, MEMORY_STORE_EVENT, stored=stored)
-        strategy.replay_info = None
 
     # ------------------------------------------------------------------ checkpoint
     def state_dict(self) -> dict:

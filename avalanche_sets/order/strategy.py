@@ -1,4 +1,4 @@
-"""``OrderStrategy``: the episodic template with ORDER's four plugins and the paper's defaults."""
+"""``OrderStrategy``: ORDER's objective (paper Eq. 10), assembled from its four plugins."""
 
 from __future__ import annotations
 
@@ -22,22 +22,35 @@ __all__ = ["OrderStrategy"]
 class OrderStrategy(EpisodicTemplate):
     """ORDER (Wang et al., ECCV 2022): OOD-robust, knowledge-preserving semi-supervised meta-learning.
 
-    The objective of paper Eq. 10,
-    ``H(θ) = L_meta(T_t) + λ(I_ood − I_id) + Σ_{T_i∈B} L_total(T_i) + β L_OT``
-    with ``L_total(T) = L_meta(T) + λ(I_ood(T) − I_id(T))`` (Eq. 8), read literally: **every
-    task of the meta-batch, current or replayed, adds its own** ``L_total`` (the meta loss is
-    the mean cross-entropy over that task's queries), and ``β L_OT`` is added **once**. With
-    ``train_mb_size`` current tasks (the paper's meta-batch of 2), each is a ``T_t`` of Eq. 10.
-    So ``H = Σ_{T ∈ meta-batch ∪ B} [L_meta(T) + λ(I_ood(T) − I_id(T))] + β L_OT``: β weighs
-    the OT term against *one* task's loss, as λ weighs the MI term, whatever the number of
-    episodes.
-    It is assembled from plugins on the :class:`~avalanche_sets.training.EpisodicTemplate`:
-    :class:`OODSplitPlugin` (Algorithm 1) → one soft k-means refinement with ``U_id`` →
-    :class:`MIRegularizationPlugin` (Theorems 1 and 3) → :class:`FeatureReservoirReplayPlugin`
-    (reservoir memory of tasks with stored features) → :class:`OTFeatureLossPlugin` (Eq. 9).
-    It needs no domain boundaries: nothing happens at experience ends. Eq. 10's terms, the
-    plugin that adds each and what the plugins hand each other (typed) are tabulated in
-    :mod:`avalanche_sets.order.contract`.
+    It minimises the objective of paper Eq. 10 on every meta-batch,
+
+        ``H(θ) = Σ_{T ∈ meta-batch ∪ B} [ L_meta(T) + λ (I_ood(T) − I_id(T)) ] + β L_OT``
+
+    read literally: every task of the meta-batch — the ``train_mb_size`` current tasks ``T_t``
+    (the paper's meta-batch of 2) and the replayed memory tasks ``T_i ∈ B`` — adds its own
+    ``L_total(T) = L_meta(T) + λ(I_ood(T) − I_id(T))`` (Eq. 8; ``L_meta`` is the mean
+    cross-entropy over that task's queries), and ``β L_OT`` (Eq. 9) is added once. So β weighs
+    the OT term against *one* task's loss, as λ weighs the MI term, whatever the number of tasks.
+    :meth:`criterion` assembles ``H`` term by term. Four plugins, each usable on its own, do the
+    work; they hand each other typed values through ``strategy.iteration``
+    (:class:`~avalanche_sets.training.iteration.Iteration`):
+
+    ========================================  =====================================================
+    plugin                                     role in one training iteration
+    ========================================  =====================================================
+    :class:`FeatureReservoirReplayPlugin`      draws ``B`` from the memory
+                                               (``iteration.replay``: appended after ``T_t``);
+                                               stores the current tasks with their ``S ∪ U_id``
+                                               features afterwards
+    :class:`OODSplitPlugin` (Algorithm 1)      splits each unlabeled set into ``U_id`` / ``U_ood``
+                                               (``iteration.ood_split``); the prototypes' soft
+                                               k-means refinement then uses ``U_id`` only
+    :class:`MIRegularizationPlugin`            ``λ Σ_T (I_ood(T) − I_id(T))`` (Theorems 1, 3)
+    :class:`OTFeatureLossPlugin`               ``β L_OT`` between current and stored features
+                                               of the replayed tasks (``iteration.replayed``)
+    ========================================  =====================================================
+
+    It needs no domain boundaries: nothing happens at experience ends.
 
     Every component can be switched off, which gives the paper's ablations:
     ``use_mi=False`` ("OT only"), ``use_replay=False`` ("MI only", no memory, no OT),
@@ -124,52 +137,66 @@ class OrderStrategy(EpisodicTemplate):
         if optimizer is None:
             optimizer = torch.optim.Adam(model.parameters(), lr=lr)
 
-        order_plugins = []
-        if use_replay:
-            order_plugins.append(
-                FeatureReservoirReplayPlugin(
-                    mem_size=mem_size,
-                    replay_batch=replay_batch,
-                    store_unlabeled_features=ot_unlabeled,
-                    seed=seed,
-                )
+        # ORDER's components, None when switched off; their order is the plugins' order.
+        self.replay = (
+            FeatureReservoirReplayPlugin(
+                mem_size=mem_size,
+                replay_batch=replay_batch,
+                store_unlabeled_features=ot_unlabeled,
+                seed=seed,
             )
-        if use_ood_split:
-            order_plugins.append(OODSplitPlugin(k=ood_k, rule=ood_rule, n_id=ood_n_id))
-        if use_mi:
-            order_plugins.append(
-                MIRegularizationPlugin(
-                    lam=lam,
-                    use_id="id" in mi_terms,
-                    use_ood="ood" in mi_terms,
-                    seed=seed,
-                    reduction="sum",  # one λ(I_ood − I_id) per task, as the meta loss below
-                )
+            if use_replay
+            else None
+        )
+        self.ood_split = (
+            OODSplitPlugin(k=ood_k, rule=ood_rule, n_id=ood_n_id) if use_ood_split else None
+        )
+        self.mi = (
+            MIRegularizationPlugin(
+                lam=lam,
+                use_id="id" in mi_terms,
+                use_ood="ood" in mi_terms,
+                seed=seed,
+                reduction="sum",  # one λ(I_ood − I_id) per task, as the meta loss below
             )
-        if use_ot:
-            order_plugins.append(
-                OTFeatureLossPlugin(
-                    beta=beta, solver=ot_solver, max_points=ot_max_points, seed=seed
-                )
-            )
-        self.order_plugins = order_plugins
+            if use_mi
+            else None
+        )
+        self.ot = (
+            OTFeatureLossPlugin(beta=beta, solver=ot_solver, max_points=ot_max_points, seed=seed)
+            if use_ot
+            else None
+        )
+        self.order_plugins = [
+            p for p in (self.replay, self.ood_split, self.mi, self.ot) if p is not None
+        ]
         super().__init__(
             model=model,
             optimizer=optimizer,
             train_mb_size=train_mb_size,
-            plugins=[*order_plugins, *(plugins or [])],
+            plugins=[*self.order_plugins, *(plugins or [])],
             **kwargs,
         )
 
     def criterion(self):
-        """The meta loss: in training, the **sum** over the meta-batch's tasks of each task's
-        mean query loss (Eq. 10's ``L_meta(T_t) + Σ_{T_i∈B} L_meta(T_i)``); in evaluation, the
-        mean over all queries (a per-query loss, comparable between methods)."""
+        """``H(θ)`` of Eq. 10 in training; in evaluation, the mean loss over all queries (a
+        per-query loss, comparable between methods)."""
         if not self.is_training:
             return super().criterion()
+        # L_meta(T) for every task T of the meta-batch: the current tasks T_t, then the
+        # replayed T_i ∈ B (rows iteration.replayed.rows); each the mean over its queries.
         n_tasks = len(self.mb_x)
         logits = self.mb_output.reshape(n_tasks, -1, self.mb_output.shape[-1])
         labels = self.mb_y.reshape(n_tasks, -1)
         loss = sum(self._criterion(logits[b], labels[b]) for b in range(n_tasks))
-        self.loss_terms["meta"] = loss.detach()
-        return loss
+        h = self.meta_term(loss)
+        # + λ Σ_T (I_ood(T) − I_id(T)) over the same tasks (use_mi; mi_terms picks the bounds).
+        if self.mi is not None:
+            h = h + self.term_of(self.mi)
+        # + β L_OT between current and stored features of the replayed tasks (use_ot;
+        # ot_unlabeled: S ∪ U_id, else S only), once; no term while the memory is empty.
+        if self.ot is not None:
+            ot = self.term_of(self.ot)
+            if ot is not None:
+                h = h + ot
+        return h

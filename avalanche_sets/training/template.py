@@ -13,8 +13,15 @@ What the template guarantees:
   episode never reaches the model (``mb_x`` still carries it for metrics).
 * ``mb_output`` are the query logits ``[B*N*Q, N]`` and ``mb_y`` the query labels, so
   Avalanche's accuracy, loss, forgetting, BWT, timing, CPU and RAM metrics work unchanged.
-* Every loss term is named: plugins add theirs with :meth:`EpisodicTemplate.add_loss_term`
-  (``strategy.loss_terms`` holds this iteration's values, ``"meta"`` being the query loss).
+* Plugins hand each other values through one typed object per forward pass,
+  :class:`~avalanche_sets.training.iteration.Iteration` (``strategy.iteration``): a memory
+  plugin appends tasks there and the template puts them in the meta-batch; the embeddings and
+  an OOD split of the unlabeled images are kept there.
+* Every loss term is named. A plugin with a ``loss_term(strategy)`` method (and a ``TERM``
+  name) has its term added by the template before the plugins' ``before_backward``, unless the
+  strategy's criterion already added it (:meth:`EpisodicTemplate.term_of`); plugins may also
+  add terms in a callback with :meth:`EpisodicTemplate.add_loss_term`.
+  ``strategy.loss_terms`` holds this iteration's values, ``"meta"`` being the query loss.
   A non-finite term or gradient refuses the step with a :class:`NonFiniteLossError` naming the
   term and the iteration, before the weights change, so the last checkpoint stays the last
   good state.
@@ -42,6 +49,7 @@ from torch.utils.data import DataLoader, Subset
 
 from ..data.episodes import EpisodeBatch, collate_episodes
 from .allocator import keep_freed_memory
+from .iteration import Iteration, check_partners
 
 __all__ = ["EpisodicTemplate", "EpisodicPlugin", "NonFiniteLossError", "silent_evaluator"]
 
@@ -142,12 +150,10 @@ class EpisodicTemplate(SupervisedTemplate):
                     f"{name} must be a positive integer (episodes per meta-batch), got {value!r}"
                 )
         plugins = list(plugins or [])
-        # A plugin that reads what another writes names it (ORDER's: order/contract.py): a
-        # missing partner fails here, not in the middle of the run.
+        # A plugin that reads what another writes names it (PARTNERS): a missing partner fails
+        # here, not in the middle of the run; so does a plugin it cannot be combined with.
         for plugin in plugins:
-            check = getattr(plugin, "check_partners", None)
-            if callable(check):
-                check(plugins)
+            check_partners(plugin, plugins)
         super().__init__(
             model=model,
             optimizer=optimizer,
@@ -169,6 +175,8 @@ class EpisodicTemplate(SupervisedTemplate):
         # restored from a checkpoint alive when train() calls make_optimizer() again.
         self.make_optimizer()
         self.episode_state = None
+        self.iteration: Iteration | None = None
+        """This forward pass's :class:`Iteration` (the last one's between passes)."""
         self.start_iteration = 0
         self.exp_iteration = 0
         """Index of the current meta-batch inside the current training experience."""
@@ -247,22 +255,48 @@ class EpisodicTemplate(SupervisedTemplate):
 
     def forward(self):
         batch = self.learner_batch
+        if self.iteration is None:  # a forward pass outside Avalanche's loops
+            self.iteration = Iteration(training=self.is_training, n_current=len(batch))
         if hasattr(self.model, "encode") and hasattr(self.model, "classify"):
-            self.episode_state = self.model.encode(batch)
+            self.episode_state = self.iteration.state = self.model.encode(batch)
             trigger_plugins(self, "after_encode")
             return self.model.classify(self.episode_state)
-        self.episode_state = None
+        self.episode_state = self.iteration.state = None
         return self.model(batch)
 
     def criterion(self):
         loss = super().criterion()
         if self.is_training:
-            self.loss_terms["meta"] = loss.detach()
+            self.meta_term(loss)
         return loss
+
+    def meta_term(self, loss: torch.Tensor) -> torch.Tensor:
+        """Record the query loss as this iteration's ``"meta"`` term; refuse it if non-finite
+        (before any plugin builds a term on top of it)."""
+        self.loss_terms["meta"] = loss.detach()
+        if not bool(torch.isfinite(self.loss_terms["meta"]).all()):
+            self._refuse("meta", f"meta={float(loss.detach().float().sum()):.4g}")
+        return loss
+
+    def term_of(self, plugin) -> torch.Tensor | None:
+        """``plugin.loss_term(self)``, recorded under ``plugin.TERM`` in :attr:`loss_terms`
+        (``None``: the plugin has no term this iteration).
+
+        A strategy whose criterion assembles its objective from plugins' terms calls this; the
+        template then does not add that plugin's term again before backward.
+        """
+        self._terms_added.add(id(plugin))
+        value = plugin.loss_term(self)
+        if value is not None:
+            self._record_term(plugin.TERM, value)
+        return value
 
     def add_loss_term(self, name: str, value: torch.Tensor) -> None:
         """Add a named term to this iteration's loss (checked for NaN/inf before backward)."""
         self.loss = self.loss + value
+        self._record_term(name, value)
+
+    def _record_term(self, name: str, value: torch.Tensor) -> None:
         key, k = name, 1
         while key in self.loss_terms:  # several plugins of one kind: mi, mi#2, ...
             k += 1
@@ -271,7 +305,17 @@ class EpisodicTemplate(SupervisedTemplate):
 
     def _before_training_iteration(self, **kwargs):
         self.loss_terms = {}
+        self._terms_added: set[int] = set()
+        self.iteration = Iteration(training=True, n_current=len(self.mb_x))
         super()._before_training_iteration(**kwargs)
+        replayed = self.iteration.replayed
+        if replayed is not None:  # the memory's tasks go after the stream's, as learners see them
+            merged = _concat(self.learner_batch, replayed.batch)
+            self.replace_batch(merged, merged.query_y.reshape(-1))
+
+    def _before_eval_iteration(self, **kwargs):
+        self.iteration = Iteration(training=False, n_current=len(self.mb_x))
+        super()._before_eval_iteration(**kwargs)
 
     def _refuse(self, term: str, detail: str = "") -> None:
         raise NonFiniteLossError(
@@ -282,11 +326,18 @@ class EpisodicTemplate(SupervisedTemplate):
         )
 
     def _before_backward(self, **kwargs):
-        # Refuse a non-finite query loss before plugins build their terms on top of it (the
-        # OT term, for one, rejects non-finite embeddings with an error of its own).
+        # Refuse a non-finite query loss before plugins build their terms on top of it (a
+        # criterion that records "meta" itself is checked here; meta_term checks at once).
         meta = self.loss_terms.get("meta")
         if meta is not None and not bool(torch.isfinite(meta).all()):
             self._refuse("meta", f"meta={float(meta.float().sum()):.4g}")
+        # Then the terms of plugins with a loss_term that the criterion did not assemble, in
+        # plugin order, then the plugins' own callbacks.
+        for plugin in self.plugins:
+            if hasattr(plugin, "loss_term") and id(plugin) not in self._terms_added:
+                value = plugin.loss_term(self)
+                if value is not None:
+                    self.add_loss_term(plugin.TERM, value)
         super()._before_backward(**kwargs)
 
     def backward(self):
@@ -316,6 +367,12 @@ class EpisodicTemplate(SupervisedTemplate):
         self.mbatch[0] = x
         self.mbatch[1] = y
         self.mbatch[-1] = torch.zeros_like(y)
+
+
+def _concat(first: EpisodeBatch, second: EpisodeBatch) -> EpisodeBatch:
+    """The episodes of ``first`` followed by those of ``second`` (neither has an oracle)."""
+    names = ("support_x", "support_y", "query_x", "query_y", "unlabeled_x")
+    return EpisodeBatch(**{n: torch.cat([getattr(first, n), getattr(second, n)]) for n in names})
 
 
 def _nbytes(value) -> int:

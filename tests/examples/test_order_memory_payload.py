@@ -10,7 +10,7 @@ from avalanche.core import SupervisedPlugin
 
 from avalanche_sets import run_sets, sets_benchmark
 from avalanche_sets.methods import build_strategy
-from avalanche_sets.order import FeatureReservoirReplayPlugin, replay_info_of
+from avalanche_sets.order import FeatureReservoirReplayPlugin
 from avalanche_sets.presets import resolve_preset
 
 
@@ -32,7 +32,7 @@ class Watcher(SupervisedPlugin):
         self.stored: dict[int, torch.Tensor] = {}  # slot -> logits of the task stored there
 
     def before_backward(self, strategy, **kwargs):
-        replayed = replay_info_of(strategy) is not None
+        replayed = strategy.iteration.replayed is not None
         self.iterations.append((replayed, "memory_logits" in strategy.loss_terms))
 
     def on_memory_store(self, strategy, *, stored, **kwargs):

@@ -353,9 +353,9 @@ def _ood_batch(pred_id, is_ood, distances, *, oracle=True) -> dict:
         distances=torch.as_tensor(distances, dtype=torch.float32),
         threshold=torch.zeros(pred_id.shape[0]),
     )
-    state = SimpleNamespace(extras={"ood_split": split})
+    iteration = SimpleNamespace(ood_split=split)
     logits, y = _logits_for([8] * pred_id.shape[0])
-    return {"mb_x": batch, "episode_state": state, "mb_output": logits, "mb_y": y}
+    return {"mb_x": batch, "iteration": iteration, "mb_output": logits, "mb_y": y}
 
 
 def test_ood_precision_recall_on_constructed_case():
@@ -404,8 +404,8 @@ def test_ood_all_id_or_all_ood_episodes_are_pooled():
 def test_ood_metric_silent_without_prediction_or_oracle():
     metric = OODDetection()
     plain = _acc_batch([8, 8])
-    assert _eval(metric, {0: [plain]}) == {}  # no episode_state at all
-    no_split = dict(plain, episode_state=SimpleNamespace(extras={}))
+    assert _eval(metric, {0: [plain]}) == {}  # no iteration at all
+    no_split = dict(plain, iteration=SimpleNamespace(ood_split=None))
     assert _eval(metric, {0: [no_split]}) == {}
     assert metric.last_results == {} and metric.history == []
     no_oracle = _ood_batch([[1, 0]], [[0, 1]], [[0.1, 0.9]], oracle=False)
@@ -435,7 +435,7 @@ def test_ood_ground_truth_comes_only_from_the_oracle():
 
 def test_ood_shape_mismatch_raises():
     batch = _ood_batch([[1, 0]], [[0, 1]], [[0.1, 0.9]])
-    batch["episode_state"].extras["ood_split"].distances = torch.zeros(1, 3)
+    batch["iteration"].ood_split.distances = torch.zeros(1, 3)
     with pytest.raises(ValueError, match="shapes differ"):
         _eval(OODDetection(), {0: [batch]})
 

@@ -1,6 +1,6 @@
 """Data of one's own on ORDER's memory tasks (``MemoryTask.payload``): a plugin learns, through
 the ``on_memory_store`` event, which slot each kept current task went to, reads the payload back
-when the task is replayed (``ReplayInfo`` rows, slots, tasks), and the payload survives a
+when the task is replayed (``strategy.iteration.replayed``: rows, slots, tasks), and the payload survives a
 checkpoint and a resume."""
 
 from __future__ import annotations
@@ -22,8 +22,6 @@ from avalanche_sets.order import (
     FeatureReservoirReplayPlugin,
     MemoryTask,
     StoredTask,
-    current_rows,
-    replay_info_of,
 )
 from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs.experiment import build_benchmark
@@ -84,18 +82,19 @@ class Recorder(SupervisedPlugin):
         self.memory = next(
             p for p in strategy.plugins if isinstance(p, FeatureReservoirReplayPlugin)
         )
-        assert replay_info_of(strategy) is None  # the replay plugin has not run yet
-        assert current_rows(strategy) == range(len(strategy.mb_x))
+        assert strategy.iteration.replayed is None  # the replay plugin has not run yet
+        assert strategy.iteration.current_rows == range(len(strategy.mb_x))
         self.current = strategy.mb_x.query_x.clone()  # the stream's tasks only
         self.before = self.memory.tasks
 
     def before_forward(self, strategy, **kwargs):
-        info = replay_info_of(strategy)
+        it = strategy.iteration
+        info = it.replayed
         if info is None:
-            assert current_rows(strategy) == range(len(self.current))
+            assert it.current_rows == range(len(self.current)) == range(len(strategy.mb_x))
             return
         self.replayed += 1
-        assert info.n_current == len(self.current) and current_rows(strategy) == range(2)
+        assert it.n_current == len(self.current) and it.current_rows == range(2)
         assert list(info.rows) == list(range(2, len(strategy.mb_x)))
         assert len(info.slots) == len(info.tasks) == len(info.rows) == 2
         for row, slot, task in zip(info.rows, info.slots, info.tasks):
@@ -142,7 +141,7 @@ class LogitPayload(SupervisedPlugin):
             task.payload["logits"] = logits[row].clone()
 
     def before_backward(self, strategy, **kwargs):
-        info = replay_info_of(strategy)
+        info = strategy.iteration.replayed
         if info is not None:
             logits = strategy.mb_output.reshape(len(strategy.mb_x), -1, 2)[info.rows.start :]
             stored = torch.stack([t.payload["logits"] for t in info.tasks])

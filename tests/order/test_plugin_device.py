@@ -157,6 +157,7 @@ def test_a_restored_replay_memory_moves_next_to_the_model_at_its_first_replay():
     from avalanche_sets.data import EpisodeBatch
     from avalanche_sets.order import FeatureReservoirReplayPlugin
     from avalanche_sets.order.replay import MemoryTask
+    from avalanche_sets.training.iteration import Iteration
 
     def task(seed: int) -> MemoryTask:
         g = torch.Generator().manual_seed(seed)
@@ -183,14 +184,14 @@ def test_a_restored_replay_memory_moves_next_to_the_model_at_its_first_replay():
             unlabeled_x=torch.empty(1, 3, 4, 4, 3, dtype=torch.uint8, device="meta"),
         )
 
-        def replace_batch(self, x, y):
-            self.merged = x
+        iteration = Iteration(training=True, n_current=1)
 
     strategy = Strategy()
     restored.before_training_iteration(strategy)
     assert {t.features.device.type for t in restored.tasks} == {"meta"}
     assert {t.support_x.device.type for t in restored.tasks} == {"meta"}
-    assert strategy.merged.support_x.shape[0] == 3 and strategy.merged.support_x.is_meta
+    replayed = strategy.iteration.replayed.batch  # what the template appends to the batch
+    assert replayed.support_x.shape[0] == 2 and replayed.support_x.is_meta
     # the memory's content and the reservoir's decisions are those of the saved plugin
     assert restored.reservoir.n_seen == saved.reservoir.n_seen == 5
     assert [t.features.shape for t in restored.tasks] == [t.features.shape for t in saved.tasks]

@@ -140,7 +140,7 @@ def perturb(model, seed: int, scale: float = 0.1) -> None:
 
 class Probe(EpisodicPlugin):
     """Records one dict per training iteration: the meta-batch, the forward's state and logits,
-    every loss term *with its graph* (as plugins add it through ``add_loss_term``), the total
+    every plugin's loss term *with its graph* (as the template records it), the total
     loss, and copies of the MI networks before the iteration and when the loss is complete.
     ``hook(rec, strategy)`` runs when the loss is complete, while its graph is alive (for
     gradients). ``eval_bn`` puts the model in eval mode before each forward: BatchNorm then
@@ -161,19 +161,19 @@ class Probe(EpisodicPlugin):
         if mi and mi[0].estimator is not None:
             self.records[-1]["estimator_before"] = copy.deepcopy(mi[0].estimator)
         if self._wrapped is not strategy:
-            original = strategy.add_loss_term
+            original = strategy._record_term
 
-            def add_loss_term(name, value):
+            def record_term(name, value):
                 self.records[-1]["terms"][name] = value
                 original(name, value)
 
-            strategy.add_loss_term = add_loss_term
+            strategy._record_term = record_term
             self._wrapped = strategy
 
     def after_forward(self, strategy, **kwargs):
         rec = self.records[-1]
         rec.update(batch=strategy.mb_x, state=strategy.episode_state, logits=strategy.mb_output)
-        rec["rows"] = getattr(strategy, "replay_info", None)
+        rec["rows"] = strategy.iteration.replayed
 
     def before_backward(self, strategy, **kwargs):
         rec = self.records[-1]

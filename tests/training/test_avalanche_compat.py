@@ -146,10 +146,10 @@ class FakeOODSplit(SupervisedPlugin):
     """Stands in for ORDER's OOD split: nearest-prototype distance, median threshold."""
 
     def after_encode(self, strategy, *args, **kwargs):
-        state = strategy.episode_state
+        state = strategy.iteration.state
         d = torch.cdist(state.unlabeled_emb, state.prototypes).min(dim=-1).values.detach()
         thr = d.median(dim=1).values
-        state.extras["ood_split"] = SimpleNamespace(
+        strategy.iteration.ood_split = SimpleNamespace(
             is_id=d <= thr[:, None], distances=d, threshold=thr
         )
 

@@ -10,7 +10,6 @@ from torch import Tensor
 from ...data.episodes import EpisodeBatch
 from ...defaults import MEM_SIZE, REPLAY_BATCH, check_mem_size
 from ...functional.reservoir import Reservoir
-from ...order.contract import current_rows
 from ._memory import episode_from_dict, episode_to_dict, learner_batch, stored_episodes
 
 __all__ = ["DERPlugin", "dark_logit_loss"]
@@ -53,8 +52,7 @@ class DERPlugin(SupervisedPlugin):
 
     **Next to ORDER** (``OrderStrategy(plugins=[DERPlugin(...)])``): ORDER's replay appends
     memory tasks to the meta-batch; only the current tasks
-    (:func:`~avalanche_sets.order.current_rows`, counted in ``before_training_iteration``) are
-    offered to this memory, so every task of the stream is offered once.
+    (``strategy.iteration.current_rows``) are offered to this memory, so every task of the stream is offered once.
 
     **Why not Avalanche's** ``avalanche.training.DER``: it is a whole strategy
     (``SupervisedTemplate``) for batches of single samples, not a plugin for the episodic
@@ -98,7 +96,6 @@ class DERPlugin(SupervisedPlugin):
         self.reservoir: Reservoir[dict] = Reservoir(mem_size, seed=seed)
         self.last_logit_loss: Tensor | None = None
         self.last_label_loss: Tensor | None = None
-        self._current: range | None = None
 
     def __len__(self) -> int:
         return len(self.reservoir)
@@ -123,19 +120,14 @@ class DERPlugin(SupervisedPlugin):
             self.last_label_loss = strategy._criterion(model(x), y)
             strategy.add_loss_term("der_labels", self.beta * self.last_label_loss)
 
-    def before_training_iteration(self, strategy, **kwargs) -> None:
-        # Counted now: ORDER's replay forgets which rows it appended by the end of the iteration.
-        self._current = current_rows(strategy)
-
     @torch.no_grad()
     def after_training_iteration(self, strategy, **kwargs) -> None:
         batch: EpisodeBatch = strategy.mb_x
-        rows = range(len(batch)) if self._current is None else self._current
+        rows = strategy.iteration.current_rows
         logits = strategy.mb_output.detach().float()
         logits = logits.reshape(len(batch), -1, logits.shape[-1])[: len(rows)].cpu()
         for b, episode in enumerate(stored_episodes(batch, rows)):
             self.reservoir.offer({"episode": episode, "logits": logits[b].clone()})
-        self._current = None
 
     # ------------------------------------------------------------------ checkpoint
     def state_dict(self) -> dict:

@@ -11,7 +11,6 @@ from avalanche.training.storage_policy import ExemplarsBuffer, ReservoirSampling
 
 from ...data.episodes import collate_episodes
 from ...defaults import MEM_SIZE, check_mem_size
-from ...order.contract import check_partners
 from ...order.replay import FeatureReservoirReplayPlugin
 from ._memory import load_storage_state_dict, seeded_torch, storage_state_dict
 
@@ -60,7 +59,7 @@ class EpisodicReplayPlugin(ReplayPlugin):
         seed: seed of the replay order.
     """
 
-    #: Plugins it cannot share a strategy with, and why (checked at construction: order/contract.py).
+    #: Plugins it cannot share a strategy with, and why (checked when the strategy is built).
     CONFLICTS = {
         FeatureReservoirReplayPlugin: (
             "this plugin's loader puts its memory episodes into the meta-batch, where ORDER's "
@@ -90,10 +89,6 @@ class EpisodicReplayPlugin(ReplayPlugin):
         )
         self.seed = int(seed)
         self.n_updates = 0
-
-    def check_partners(self, plugins) -> None:
-        """Raise ``ValueError`` when ``plugins`` hold one of :attr:`CONFLICTS` (at construction)."""
-        check_partners(self, plugins)
 
     def replay_order(self, n_items: int) -> np.ndarray:
         """Memory positions to replay, ``n_items`` long: fresh permutations of the memory, in

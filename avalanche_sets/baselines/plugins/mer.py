@@ -12,7 +12,6 @@ from torch import Tensor
 from ...data.episodes import Episode
 from ...defaults import MEM_SIZE, REPLAY_BATCH, check_mem_size
 from ...functional.reservoir import Reservoir
-from ...order.contract import check_partners
 from ...order.replay import FeatureReservoirReplayPlugin
 from ._memory import episode_from_dict, episode_to_dict, learner_batch, stored_episodes
 
@@ -105,7 +104,7 @@ class MERPlugin(SupervisedPlugin):
         seed: seed of the reservoir and of memory sampling.
     """
 
-    #: Plugins it cannot share a strategy with, and why (checked at construction: order/contract.py).
+    #: Plugins it cannot share a strategy with, and why (checked when the strategy is built).
     CONFLICTS = {
         FeatureReservoirReplayPlugin: (
             "MER's update runs in SemiMER's own training loop, which OrderStrategy does not run, "
@@ -144,10 +143,6 @@ class MERPlugin(SupervisedPlugin):
 
     def __len__(self) -> int:
         return len(self.reservoir)
-
-    def check_partners(self, plugins) -> None:
-        """Raise ``ValueError`` when ``plugins`` hold one of :attr:`CONFLICTS` (at construction)."""
-        check_partners(self, plugins)
 
     def train_iteration(self, strategy, **kwargs) -> None:
         """MER's update for the current meta-batch ``strategy.mbatch`` (see the class doc)."""

@@ -1,0 +1,183 @@
+"""The per-iteration object plugins hand values through (``avalanche_sets.training.iteration``).
+
+* A plugin that reads what another writes fails when the strategy is built without that
+  partner — matched by class, so DER's and MER's plugins, which also keep a ``reservoir``, do
+  not stand in for ORDER's memory.
+* Tasks handed to ``Iteration.replay`` reach the forward pass after the current ones, and only
+  in that iteration.
+* A plugin's ``loss_term`` is added once: by the template, or by a criterion that assembles it.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from avalanche_sets.baselines.plugins.der import DERPlugin
+from avalanche_sets.models.backbone import ConvBackbone
+from avalanche_sets.models.episodic import PrototypicalModel
+from avalanche_sets.order import (
+    FeatureReservoirReplayPlugin,
+    MIRegularizationPlugin,
+    OODSplitPlugin,
+    OrderStrategy,
+    OTFeatureLossPlugin,
+)
+from avalanche_sets.training import EpisodicTemplate, silent_evaluator
+from avalanche_sets.training.iteration import Iteration
+
+
+def template(*plugins) -> EpisodicTemplate:
+    model = PrototypicalModel(ConvBackbone(n_blocks=2, width=4, image_size=16))
+    return EpisodicTemplate(
+        model=model, optimizer=torch.optim.Adam(model.parameters()), plugins=list(plugins),
+        evaluator=silent_evaluator(),
+    )  # fmt: skip
+
+
+def test_mi_without_the_ood_split_fails_at_construction():
+    with pytest.raises(ValueError, match=r"MIRegularizationPlugin needs OODSplitPlugin in the same "
+                       r"strategy \(it separates U_id from U_ood.*fix: add OODSplitPlugin"):  # fmt: skip
+        template(MIRegularizationPlugin())
+    template(OODSplitPlugin(), MIRegularizationPlugin())  # with its partner: fine
+
+
+def test_ot_without_orders_memory_fails_at_construction_even_next_to_another_reservoir():
+    with pytest.raises(ValueError, match="OTFeatureLossPlugin needs FeatureReservoirReplayPlugin"):
+        template(OTFeatureLossPlugin())
+    der = DERPlugin(mem_size=4)
+    assert hasattr(der, "reservoir")  # looks alike, holds no stored features for OT
+    with pytest.raises(ValueError, match=r"the plugins are \['DERPlugin', 'OTFeatureLossPlugin'\]"):
+        template(der, OTFeatureLossPlugin())
+    template(FeatureReservoirReplayPlugin(mem_size=4), OTFeatureLossPlugin())
+
+
+def test_order_strategy_and_its_ablations_bring_their_partners():
+    for options in (
+        {},
+        {"use_ot": False},
+        {"use_mi": False},
+        {"use_replay": False, "use_ot": False},
+    ):
+        OrderStrategy(evaluator=silent_evaluator(), mem_size=4, **options)
+
+
+def _batch(n: int, seed: int):
+    from avalanche_sets.data.episodes import EpisodeBatch
+
+    g = torch.Generator().manual_seed(seed)
+    img = lambda k: torch.randint(0, 255, (n, k, 16, 16, 3), dtype=torch.uint8, generator=g)  # noqa: E731
+    labels = torch.arange(2).repeat_interleave(2).repeat(n, 1)
+    return EpisodeBatch(
+        support_x=img(4), support_y=labels, query_x=img(4), query_y=labels, unlabeled_x=img(3)
+    )
+
+
+class _Loader(torch.utils.data.Dataset):
+    def __init__(self, batches):
+        self.batches = batches
+
+    def __len__(self):
+        return len(self.batches)
+
+    def __getitem__(self, i):
+        return self.batches[i]
+
+
+def _train(strategy, batches) -> None:
+    """Run ``strategy``'s training loop over pre-made meta-batches (one iteration each)."""
+    strategy.is_training = True
+    strategy.model.train()
+    strategy.make_optimizer()
+    for batch in batches:
+        strategy.mbatch = [batch, batch.query_y.reshape(-1), torch.zeros(1)]
+        strategy._unpack_minibatch()
+        strategy._before_training_iteration()
+        strategy.optimizer.zero_grad()
+        strategy.loss = strategy._make_empty_loss()
+        strategy.mb_output = strategy.forward()
+        strategy.loss += strategy.criterion()
+        strategy._before_backward()
+        strategy.backward()
+        strategy.optimizer_step()
+        strategy._after_training_iteration()
+
+
+class _Replays(EpisodicTemplate.PLUGIN_CLASS):
+    """Replays ``extra`` (a 1-episode batch) in every iteration, and records what it saw."""
+
+    def __init__(self, extra) -> None:
+        super().__init__()
+        self.extra, self.seen = extra, []
+
+    def before_training_iteration(self, strategy, **kwargs):
+        strategy.iteration.replay(self.extra, tasks=["m"], slots=[7])
+
+    def after_forward(self, strategy, **kwargs):
+        it = strategy.iteration
+        self.seen.append((len(strategy.mb_x), it.n_current, it.replayed, strategy.mb_y.shape))
+
+
+def test_replayed_tasks_follow_the_current_ones_in_the_forward_pass_of_their_iteration():
+    extra = _batch(1, seed=9)
+    replays = _Replays(extra)
+    strategy = template(replays)
+    current = [_batch(2, seed=1), _batch(2, seed=2)]
+    _train(strategy, current)
+    for (n_rows, n_current, replayed, y_shape), batch in zip(replays.seen, current):
+        assert (n_rows, n_current) == (3, 2) and y_shape == (3 * 4,)
+        assert replayed.rows == range(2, 3) and replayed.tasks == ["m"] and replayed.slots == [7]
+    assert torch.equal(strategy.mb_x.query_x[:2], current[1].query_x)  # the current tasks first
+    assert torch.equal(strategy.mb_x.query_x[2:], extra.query_x)  # then the replayed one
+    assert strategy.mb_x.oracle is None  # the merged batch is the learner's view
+
+
+def test_replay_is_refused_outside_training_twice_or_with_mismatched_lengths():
+    extra = _batch(1, seed=0)
+    with pytest.raises(RuntimeError, match="training iterations only"):
+        Iteration(training=False, n_current=2).replay(extra, tasks=["a"], slots=[0])
+    it = Iteration(training=True, n_current=2)
+    with pytest.raises(ValueError, match="1 episodes, 2 tasks and 1 slots"):
+        it.replay(extra, tasks=["a", "b"], slots=[0])
+    it.replay(extra, tasks=["a"], slots=[0])
+    with pytest.raises(RuntimeError, match="already replays"):
+        it.replay(extra, tasks=["a"], slots=[0])
+    assert it.current_rows == range(2) and it.replayed.rows == range(2, 3)
+
+
+class _Term(EpisodicTemplate.PLUGIN_CLASS):
+    """A loss term of 2 × the mean query logit, counting its calls."""
+
+    TERM = "probe"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def loss_term(self, strategy):
+        self.calls += 1
+        return 2.0 * strategy.mb_output.mean()
+
+
+class _Assembles(EpisodicTemplate):
+    """A criterion that adds the first plugin's term itself (as OrderStrategy does)."""
+
+    def criterion(self):
+        h = self.meta_term(self._criterion(self.mb_output, self.mb_y))
+        return h + self.term_of(self.plugins[0])
+
+
+def test_a_loss_term_is_added_once_by_the_template_or_by_the_criterion_that_assembles_it():
+    for cls in (EpisodicTemplate, _Assembles):
+        term = _Term()
+        model = PrototypicalModel(ConvBackbone(n_blocks=2, width=4, image_size=16))
+        strategy = cls(
+            model=model, optimizer=torch.optim.Adam(model.parameters()), plugins=[term],
+            evaluator=silent_evaluator(),
+        )  # fmt: skip
+        _train(strategy, [_batch(2, seed=3)])
+        assert term.calls == 1, cls.__name__
+        meta, probe = strategy.loss_terms["meta"], strategy.loss_terms["probe"]
+        assert list(strategy.loss_terms) == ["meta", "probe"]
+        assert torch.allclose(probe, 2.0 * strategy.mb_output.mean().detach())
+        assert torch.allclose(strategy.loss.detach().reshape(()), meta + probe)
