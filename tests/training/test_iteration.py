@@ -124,7 +124,8 @@ def test_replayed_tasks_follow_the_current_ones_in_the_forward_pass_of_their_ite
     strategy = template(replays)
     current = [_batch(2, seed=1), _batch(2, seed=2)]
     _train(strategy, current)
-    for (n_rows, n_current, replayed, y_shape), batch in zip(replays.seen, current):
+    assert len(replays.seen) == len(current)
+    for n_rows, n_current, replayed, y_shape in replays.seen:
         assert (n_rows, n_current) == (3, 2) and y_shape == (3 * 4,)
         assert replayed.rows == range(2, 3) and replayed.tasks == ["m"] and replayed.slots == [7]
     assert torch.equal(strategy.mb_x.query_x[:2], current[1].query_x)  # the current tasks first
