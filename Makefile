@@ -35,25 +35,25 @@ format: install
 	$(VENV)/bin/ruff check --fix avalanche_sets tests benchmarks examples docs/hooks.py
 
 bench-sampler: install
-	$(PY) benchmarks/sampler_throughput.py
+	$(PY) -m benchmarks.sampler_throughput
 
 bench-iteration: install
-	$(PY) benchmarks/iteration_time.py
+	$(PY) -m benchmarks.iteration_time
 
 # The README's and the site's numbers and pictures come from benchmarks/results/
 # (benchmarks/readme.py): `make readme` rewrites their generated blocks; the *-result targets re-measure one of them
 # first (tests/benchmarks/test_readme_numbers.py fails while the README is stale).
 readme: install
-	$(PY) benchmarks/readme.py update
+	$(PY) -m benchmarks.readme update
 
 demo-result: install
-	$(PY) benchmarks/readme.py record-demo
-	$(PY) benchmarks/readme.py update
+	$(PY) -m benchmarks.readme record-demo
+	$(PY) -m benchmarks.readme update
 
 test-result: install
-	$(PY) benchmarks/readme.py record-tests
-	$(PY) benchmarks/readme.py update
+	$(PY) -m benchmarks.readme record-tests
+	$(PY) -m benchmarks.readme update
 
 install-result: install
-	$(PY) benchmarks/readme.py record-install
-	$(PY) benchmarks/readme.py update
+	$(PY) -m benchmarks.readme record-install
+	$(PY) -m benchmarks.readme update

@@ -23,13 +23,21 @@ def package_env() -> dict[str, str]:
     }
 
 
+def command_line() -> str:
+    """This process's command line as typed from the repository root: ``python -m
+    benchmarks.<name> ...`` for a benchmark script, ``python <argv[0]> ...`` otherwise."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    name = spec.name.removesuffix(".__main__") if spec is not None else ""
+    program = f"-m {name}" if name.startswith("benchmarks.") else Path(sys.argv[0]).as_posix()
+    return " ".join(["python", program, *sys.argv[1:]])
+
+
 def provenance(seeds=None) -> dict:
     """``command``, ``date``, ``machine`` and ``seeds`` of a result file
     (:func:`avalanche_sets.runs.folder.provenance`, with the script's command line)."""
     from avalanche_sets.runs.folder import provenance as _provenance
 
-    command = "python " + " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]])
-    return _provenance(command=command, seeds=seeds)
+    return _provenance(command=command_line(), seeds=seeds)
 
 
 def grad_norm(model) -> float:

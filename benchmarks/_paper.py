@@ -14,11 +14,10 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 
-from forgetting import seed_cell, summarise
-
 from avalanche_sets.metrics.stats import combine_paired
 from avalanche_sets.runs.folder import record_identity
 from avalanche_sets.runs.report import aggregate_results, paired_difference
+from benchmarks.forgetting import seed_cell, summarise
 
 _T2 = {
     "protonet": ((31.96, 0.93), (42.62, 0.73)),

@@ -21,11 +21,11 @@ says how far a method gets in the stream's regime.
 Examples::
 
     # 5-shot: both domains and the diagnosis curves (resumable: rerun to continue)
-    python benchmarks/baseline_checks.py --shots 5
+    python -m benchmarks.baseline_checks --shots 5
     # then 1-shot, the sets-mini domain only
-    python benchmarks/baseline_checks.py --shots 1 --sources packs
+    python -m benchmarks.baseline_checks --shots 1 --sources packs
     # only rebuild the tables and plots from the stored curves
-    python benchmarks/baseline_checks.py --report-only
+    python -m benchmarks.baseline_checks --report-only
 
 Writes ``benchmarks/results/baseline_checks/single_domain/`` (``curves/*.json``, ``points.csv``,
 ``summary.json``, ``README.md``, ``checks.md``/``checks.csv``, ``curves_<shot>shot.png``).
@@ -35,14 +35,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, SHARED_PACKS, provenance  # noqa: E402
-from learning_curves import (  # noqa: E402
+from benchmarks._common import RESULTS, SHARED_PACKS, provenance
+from benchmarks.learning_curves import (
     CurveSpec,
     check_methods,
     curve_preset,
@@ -132,7 +130,9 @@ def plan_specs(
 
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m benchmarks.baseline_checks",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument("--shots", nargs="+", type=int, default=[5])
     ap.add_argument("--sources", nargs="+", choices=("packs", "synthetic"),

@@ -24,11 +24,11 @@ the grid ran; the chosen points have been the class defaults since):
 
 Examples::
 
-    python benchmarks/baseline_tuning.py --methods semi-gpm semi-der   # largest gaps first
-    python benchmarks/baseline_tuning.py --methods semi-mer semi-agem
-    python benchmarks/baseline_tuning.py --methods semi-gpm semi-der --diagnosis
-    python benchmarks/baseline_tuning.py --der-scale     # Semi-DER's loss terms, as trained
-    python benchmarks/baseline_tuning.py --report-only
+    python -m benchmarks.baseline_tuning --methods semi-gpm semi-der   # largest gaps first
+    python -m benchmarks.baseline_tuning --methods semi-mer semi-agem
+    python -m benchmarks.baseline_tuning --methods semi-gpm semi-der --diagnosis
+    python -m benchmarks.baseline_tuning --der-scale     # Semi-DER's loss terms, as trained
+    python -m benchmarks.baseline_tuning --report-only
 
 Runs go to ``benchmarks/results/baseline_checks/runs/`` (resumable run folders, ``-valid``
 suffix); the table to ``benchmarks/results/baseline_checks/tuning/`` (``grid.csv``, ``grid.md``,
@@ -44,12 +44,10 @@ import json
 import math
 import multiprocessing as mp
 import os
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, SHARED_PACKS, provenance, save_figure, write_json  # noqa: E402
+from benchmarks._common import RESULTS, SHARED_PACKS, provenance, save_figure, write_json
 
 __all__ = ["GRIDS", "REFERENCE", "OUT", "RUNS", "tuning_preset", "jobs_for", "choose", "rows_for"]
 
@@ -390,7 +388,9 @@ def der_loss_scale(
 
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m benchmarks.baseline_tuning",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument("--methods", nargs="+", default=["semi-gpm", "semi-der"])
     ap.add_argument("--shot", type=int, default=1)

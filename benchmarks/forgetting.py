@@ -14,8 +14,8 @@ preset's sets-mini runs, ``<runs>/<method>/packs-o1-5w<K>s-R50-seed<s>-tasks_per
 
 Nothing is run: this only reads. Missing methods are listed, never silently dropped.
 
-    python benchmarks/forgetting.py                       # the converged regime, 1- and 5-shot
-    python benchmarks/forgetting.py --suffix "" --out benchmarks/results/forgetting_cpu  # cpu runs
+    python -m benchmarks.forgetting                       # the converged regime, 1- and 5-shot
+    python -m benchmarks.forgetting --suffix "" --out benchmarks/results/forgetting_cpu  # cpu runs
 
 Writes ``<out>/results.json`` (command, date, machine, seeds, every row), ``README.md`` and the
 plots.
@@ -29,7 +29,6 @@ import os
 from pathlib import Path
 
 import numpy as np
-from _common import RESULTS, ROOT, header_md, provenance, save_figure, write_json
 
 from avalanche_sets.methods import JOINT_METHODS
 from avalanche_sets.metrics.stats import (
@@ -38,6 +37,7 @@ from avalanche_sets.metrics.stats import (
     backward_transfer,
     seed_ci95,
 )
+from benchmarks._common import RESULTS, ROOT, header_md, provenance, save_figure, write_json
 
 #: The rows that carry the paper's story (issue 13 §5), then the other baselines.
 MAIN_METHODS = ["protonet", "mskm", "semi-seq", "semi-agem", "semi-er", "order-mi-only",
@@ -220,7 +220,9 @@ def plot_heatmaps(rows: dict[str, dict], shot: int, out: Path) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.forgetting", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--runs", default=str(RESULTS / "runs"))
     ap.add_argument("--suffix", default="-tasks_per_domain1400-bf16",
                     help="what follows -seed<s> in the folder name (the regime)")  # fmt: skip

@@ -23,8 +23,8 @@ whole step cannot be one graph because the exact OT plan is solved on the host);
 ``device`` (image pools on the GPU, :class:`~avalanche_sets.data.DeviceEpisodeSampler`, what a
 GPU preset uses) and ``host`` (episodes gathered in host memory and copied each iteration).
 
-    python benchmarks/gpu_step.py            # on a GPU: writes benchmarks/results/gpu_step
-    python benchmarks/gpu_step.py --device cpu --out /tmp/gpu_step --set image_size=16 \\
+    python -m benchmarks.gpu_step            # on a GPU: writes benchmarks/results/gpu_step
+    python -m benchmarks.gpu_step --device cpu --out /tmp/gpu_step --set image_size=16 \\
         --set n_blocks=2 --set width=8 --iters 2 --warm 2 --variants eager   # smoke test
 
 The targets of the paper-scale issue (one H100): ORDER ≤ 15 ms per iteration at R = 50,
@@ -40,15 +40,15 @@ import warnings
 from collections import Counter, defaultdict
 
 import torch
-from _common import RESULTS, header_md, provenance, save_figure, write_json
-from _gpu import device_clock, gpu_arguments, gpu_info, gpu_line, results_folder
-from _timing import instrument, train_range
 from avalanche.core import SupervisedPlugin
-from step_speed import backbone_flops
 
 from avalanche_sets.methods import build_strategy
 from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs.experiment import build_benchmark
+from benchmarks._common import RESULTS, header_md, provenance, save_figure, write_json
+from benchmarks._gpu import device_clock, gpu_arguments, gpu_info, gpu_line, results_folder
+from benchmarks._timing import instrument, train_range
+from benchmarks.step_speed import backbone_flops
 
 METHODS = ("protonet", "mskm", "order")
 VARIANTS = {"eager": None, "compile": "default", "cudagraphs": "reduce-overhead"}
@@ -336,7 +336,9 @@ def _plot(rows: list[dict], out) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.gpu_step", description=__doc__.split("\n")[0]
+    )
     gpu_arguments(ap)
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     ap.add_argument("--n-ood", nargs="+", type=int, default=[50, 250])

@@ -6,7 +6,7 @@ OT are active. Iterations of the methods are interleaved in rounds so that machi
 them alike; we report medians and the ratio ORDER / MSKM (the paper's own: 71 s / 43 s = 1.65
 at R = 50).
 
-    python benchmarks/iteration_time.py [--iters 30] [--replay-batch 2 1]
+    python -m benchmarks.iteration_time [--iters 30] [--replay-batch 2 1]
 
 Superseded by ``benchmarks/step_speed.py`` (CPU seconds rather than wall time, the precision
 and layout variants, the 1-shot ``cpu`` preset the runs use, ORDER's excess over its backbone
@@ -21,12 +21,12 @@ import statistics
 from collections import defaultdict
 
 import torch
-from _common import header_md, out_dir, provenance, save_figure, write_json
-from _timing import IterationClock, instrument, train_range
 
 from avalanche_sets.methods import build_strategy
 from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs.experiment import build_benchmark
+from benchmarks._common import header_md, out_dir, provenance, save_figure, write_json
+from benchmarks._timing import IterationClock, instrument, train_range
 
 
 def run(n_ood: int, iters: int, replay_batch: int, warm: int) -> dict:
@@ -72,7 +72,7 @@ def run(n_ood: int, iters: int, replay_batch: int, warm: int) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.iteration_time", description=__doc__)
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--warm", type=int, default=10)
     ap.add_argument("--replay-batch", type=int, nargs="+", default=[2, 1])

@@ -36,19 +36,19 @@ against its paper's direction (issue 11 §2), as paired per-episode Δ at the fi
 Examples::
 
     # MSKM and ProtoNet on every sets-mini domain, 5-shot, two curves at a time
-    python benchmarks/learning_curves.py --methods mskm protonet --root ../shared/data/sets-mini \
+    python -m benchmarks.learning_curves --methods mskm protonet --root ../shared/data/sets-mini \
         --shots 5 --iters 600 --every 50 --val-episodes 100 --jobs 2
 
     # the synthetic domains
-    python benchmarks/learning_curves.py --source synthetic --methods mskm protonet --shots 5 \
+    python -m benchmarks.learning_curves --source synthetic --methods mskm protonet --shots 5 \
         --out benchmarks/results/learning_curves_synthetic
 
     # Ren et al.'s check: clean unlabeled data and with distractors
-    python benchmarks/learning_curves.py --methods protonet soft-kmeans mskm \
+    python -m benchmarks.learning_curves --methods protonet soft-kmeans mskm \
         --variants clean ood --domains tinyimagenet_animals --shots 1 5 --jobs 2
 
     # rebuild the tables, plots and checks from the stored curves only
-    python benchmarks/learning_curves.py --report-only --out benchmarks/results/learning_curves
+    python -m benchmarks.learning_curves --report-only --out benchmarks/results/learning_curves
 """
 
 from __future__ import annotations
@@ -60,7 +60,6 @@ import hashlib
 import json
 import math
 import os
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -70,10 +69,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, SHARED_PACKS, provenance, save_figure  # noqa: E402
-
-from avalanche_sets.metrics import ci95  # noqa: E402
+from avalanche_sets.metrics import ci95
+from benchmarks._common import RESULTS, SHARED_PACKS, provenance, save_figure
 
 __all__ = [
     "CurveSpec",
@@ -817,7 +814,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     from avalanche_sets.presets import resolve_preset
 
     ap = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m benchmarks.learning_curves",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument("--methods", nargs="+", default=["mskm", "protonet"])
     ap.add_argument("--source", choices=("packs", "synthetic"), default="packs")

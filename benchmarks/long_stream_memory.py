@@ -22,7 +22,7 @@ the reference; the run passes when the largest RSS sampled afterwards exceeds it
 5%. Writes ``benchmarks/results/long_stream_memory/``: ``samples.csv``, ``summary.json``,
 ``README.md`` and ``rss_over_time.png``.
 
-    python benchmarks/long_stream_memory.py [--tasks 20000] [--method order] [--seed 0]
+    python -m benchmarks.long_stream_memory [--tasks 20000] [--method order] [--seed 0]
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _common import RESULTS, header_md, provenance, save_figure, write_json
 
 from avalanche_sets.methods import build_strategy
 from avalanche_sets.metrics.memory import MemoryProbe, find_memory, rss_mib
@@ -44,6 +43,7 @@ from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs.experiment import build_benchmark
 from avalanche_sets.runs.experiment import evaluator as _evaluator
 from avalanche_sets.training import run_sets
+from benchmarks._common import RESULTS, header_md, provenance, save_figure, write_json
 
 LIMIT_PCT = 5.0
 N_DOMAINS = 6
@@ -287,7 +287,11 @@ def readme(prov: dict, settings: dict, summary: dict, wall_s: float) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.long_stream_memory",
+        description=__doc__,
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
     ap.add_argument("--tasks", type=int, default=20_000, help="training tasks (episodes) in all")
     ap.add_argument("--method", default="order", help="a method of avalanche_sets.methods")
     ap.add_argument("--seed", type=int, default=0)

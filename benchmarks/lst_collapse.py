@@ -15,11 +15,11 @@ sees the OOD ground truth; the probe reads it from the episode's oracle, beside 
 Examples::
 
     # the committed run again (inner lr 0.1, the default then), probed
-    python benchmarks/lst_collapse.py --root ../shared/data/sets-mini
+    python -m benchmarks.lst_collapse --root ../shared/data/sets-mini
     # gtsrb alone, 5-shot: the collapse within one domain
-    python benchmarks/lst_collapse.py --domain gtsrb --shot 5 --iters 400
+    python -m benchmarks.lst_collapse --domain gtsrb --shot 5 --iters 400
     # the same stream with the inner-loop step LST's code uses (the default since)
-    python benchmarks/lst_collapse.py --inner-lr 0.01 --out benchmarks/results/baseline_checks/lst_collapse/fixed
+    python -m benchmarks.lst_collapse --inner-lr 0.01 --out benchmarks/results/baseline_checks/lst_collapse/fixed
 
 Writes ``benchmarks/results/baseline_checks/lst_collapse/``: ``iterations.csv`` (one row per
 training iteration), ``phases.csv`` (per domain: training means and, after each domain, the
@@ -32,7 +32,6 @@ import argparse
 import csv
 import json
 import os
-import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -41,9 +40,7 @@ import numpy as np
 import torch
 
 from avalanche_sets.baselines.meta import weighted_cross_entropy
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, SHARED_PACKS, grad_norm, provenance, save_figure, write_json  # noqa: E402
+from benchmarks._common import RESULTS, SHARED_PACKS, grad_norm, provenance, save_figure, write_json
 
 __all__ = ["LSTProbe", "OUT", "COMMITTED"]
 
@@ -159,7 +156,9 @@ class LSTProbe:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.lst_collapse", description=__doc__.split("\n\n")[0]
+    )
     ap.add_argument("--root", default=str(SHARED_PACKS))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--shot", type=int, default=1)

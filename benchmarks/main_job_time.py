@@ -9,7 +9,7 @@ times, alternating. The load averages before and after are recorded: on a shared
 times are upper bounds of what a quiet one takes. Targets on a quiet 2-core machine: the demo
 ≤ 75 s, quick_start ≤ 2 min.
 
-    python benchmarks/main_job_time.py [--repeats 1] [--precision auto]
+    python -m benchmarks.main_job_time [--repeats 1] [--precision auto]
 
 Writes ``benchmarks/results/main_job_time/``: ``results.json``, ``README.md``, ``main_job.png``.
 """
@@ -26,7 +26,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, header_md, out_dir, package_env, provenance, save_figure, write_json
+from benchmarks._common import (
+    ROOT,
+    header_md,
+    out_dir,
+    package_env,
+    provenance,
+    save_figure,
+    write_json,
+)
 
 TARGETS_S = {"avalanche-sets run --preset quick": 75, "python examples/quick_start.py": 120}
 
@@ -68,7 +76,11 @@ def _children_cpu() -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.main_job_time",
+        description=__doc__,
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16"])
     args = ap.parse_args()

@@ -9,7 +9,7 @@ Also writes ``benchmarks/results/main_tables_pairs.md``: the converged regime's 
 between rows that no table column carries (:data:`PROSE_PAIRS`), the numbers the README's
 prose on that regime quotes.
 
-    python benchmarks/main_tables.py [--update-readme]   # also the README's and docs' copies
+    python -m benchmarks.main_tables [--update-readme]   # also the README's and docs' copies
 """
 
 from __future__ import annotations
@@ -17,11 +17,10 @@ from __future__ import annotations
 import json
 import sys
 
-from _common import RESULTS, ROOT
-from _paper import FOOTNOTE, comparison_md, pairs_md, share_of_joint_md
-from reproduce import ARTEFACTS
-
 from avalanche_sets.runs.folder import read_record
+from benchmarks._common import RESULTS, ROOT
+from benchmarks._paper import FOOTNOTE, comparison_md, pairs_md, share_of_joint_md
+from benchmarks.reproduce import ARTEFACTS
 
 # results folder of Table 2/3 (``<table><suffix>``, as ``reproduce.py`` names it) -> (title
 # suffix, what the data is, the preset, README marker)
@@ -61,7 +60,7 @@ def converged_pairs_md() -> str | None:
         "Mean over the seeds both rows ran of each seed's paired per-episode difference (points; "
         "± the episode-level 95% CI, `combine_paired`; per-seed values in brackets), from the "
         "runs of `table2_converged` and `table3_converged`. Written by "
-        "`python benchmarks/main_tables.py`.\n\n"
+        "`python -m benchmarks.main_tables`.\n\n"
         + pairs_md(list(records.values()), PROSE_PAIRS, shots)
     )
 
@@ -100,7 +99,7 @@ def main() -> None:
         (RESULTS / "main_tables_pairs.md").write_text(pairs)
     print(text)
     if "--update-readme" in sys.argv:  # every page that carries a block (make readme)
-        from readme import update_pages
+        from benchmarks.readme import update_pages
 
         for page in update_pages():
             print(f"updated {page.relative_to(ROOT)}")

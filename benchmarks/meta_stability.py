@@ -22,9 +22,9 @@ if its paired Δ to the default excludes 0 (95% CI), else the default — the ru
 
 Examples::
 
-    python benchmarks/meta_stability.py --methods anil            # 3 runs, about 4 min each
-    python benchmarks/meta_stability.py --methods lst             # 3 runs, about 10 min each
-    python benchmarks/meta_stability.py --report-only
+    python -m benchmarks.meta_stability --methods anil            # 3 runs, about 4 min each
+    python -m benchmarks.meta_stability --methods lst             # 3 runs, about 10 min each
+    python -m benchmarks.meta_stability --report-only
 
 Runs (resumable per variant: a finished variant is read, not repeated) go to
 ``benchmarks/results/baseline_checks/meta_stability/runs/<method>/<variant>/`` (``record.json``,
@@ -38,7 +38,6 @@ import argparse
 import csv
 import json
 import os
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -46,9 +45,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, SHARED_PACKS, grad_norm, provenance, save_figure, write_json  # noqa: E402
-from baseline_tuning import choose  # noqa: E402
+from benchmarks._common import RESULTS, SHARED_PACKS, grad_norm, provenance, save_figure, write_json
+from benchmarks.baseline_tuning import choose
 
 __all__ = [
     "VARIANTS", "OUT", "stability_ratio", "InnerLoopProbe", "variant_name", "variant_folder",
@@ -391,7 +389,9 @@ def _plot(curves: dict, rows: list[dict], path: Path) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m benchmarks.meta_stability",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument("--methods", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     ap.add_argument("--shot", type=int, default=5)

@@ -8,8 +8,8 @@ applies the edit there, runs the guarding tests and records which of them fail a
 with no edit comes first: every test must pass on the intact code, otherwise nothing is
 measured.
 
-    python benchmarks/order_mutants.py            # all mutants (~30 min on 1 core)
-    python benchmarks/order_mutants.py --only M02 M07
+    python -m benchmarks.order_mutants            # all mutants (~30 min on 1 core)
+    python -m benchmarks.order_mutants --only M02 M07
 
 Writes ``benchmarks/results/order_mutants/``: ``results.json`` (provenance, one record per
 mutant with the failing tests and their first error line), ``results.csv``, ``README.md``
@@ -30,8 +30,7 @@ import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import ROOT, header_md, out_dir, provenance, save_figure, write_json  # noqa: E402
+from benchmarks._common import ROOT, header_md, out_dir, provenance, save_figure, write_json
 
 WIRING = "tests/order/test_wiring.py"
 DEVICE = "tests/order/test_plugin_device.py"
@@ -183,7 +182,9 @@ def run_tests(copy: Path, xml: Path, tests: list[str]) -> dict[str, str | None]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.order_mutants", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--only", nargs="*", help="mutant ids to run (default: all)")
     args = parser.parse_args()
     chosen = [m for m in MUTANTS if not args.only or m[0] in args.only]

@@ -16,7 +16,7 @@ Solvers: ours (eps-scaling warm start, then at most 200 sweeps: ORDER's default)
 ``ot.bregman.sinkhorn_log`` with 200 and 2,000 iterations (cold start; the log-domain solver
 with a torch backend), POT ``ot.bregman.sinkhorn_epsilon_scaling`` with its defaults.
 
-    python benchmarks/ot_sinkhorn.py [--reps 3] [--seeds 0 1]
+    python -m benchmarks.ot_sinkhorn [--reps 3] [--seeds 0 1]
 
 Writes ``benchmarks/results/ot_sinkhorn/{results.json,results.md,ot_sinkhorn.png}``.
 """
@@ -30,9 +30,9 @@ import warnings
 
 import ot
 import torch
-from _common import header_md, out_dir, provenance, save_figure, write_json
 
 from avalanche_sets.functional.ot import cost_matrix, sinkhorn_log
+from benchmarks._common import header_md, out_dir, provenance, save_figure, write_json
 
 SIZES = (50, 120, 250)
 EPSILONS = (0.05, 0.5)
@@ -76,7 +76,7 @@ def timed_interleaved(fns: dict, reps: int) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.ot_sinkhorn", description=__doc__)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     args = ap.parse_args()

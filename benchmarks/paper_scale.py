@@ -7,8 +7,8 @@ under ``<out>/runs``, checkpoints every 500 iterations, so an interrupted benchm
 where it stopped), and the report gives its wall time (training and evaluation, resumed
 segments added), the final mean accuracy with its 95 % interval, and the machine and GPU.
 
-    python benchmarks/paper_scale.py                       # on a GPU: results/paper_scale
-    python benchmarks/paper_scale.py --device cpu --out /tmp/ps --set image_size=16 \\
+    python -m benchmarks.paper_scale                       # on a GPU: results/paper_scale
+    python -m benchmarks.paper_scale --device cpu --out /tmp/ps --set image_size=16 \\
         --set n_blocks=2 --set width=8 --set tasks_per_domain=4 --set n_test_episodes=2 \\
         --set n_val_episodes=2 --set "domains=['shapes','strokes']"   # smoke test
 
@@ -21,11 +21,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from _common import RESULTS, header_md, provenance, save_figure, write_json
-from _gpu import gpu_arguments, gpu_info, gpu_line, results_folder
-
 from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs.experiment import run_experiment
+from benchmarks._common import RESULTS, header_md, provenance, save_figure, write_json
+from benchmarks._gpu import gpu_arguments, gpu_info, gpu_line, results_folder
 
 METHODS = ("order", "mskm")
 TARGET_MINUTES = 20.0
@@ -108,7 +107,9 @@ def _plot(rows: list[dict], out) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.paper_scale", description=__doc__.split("\n")[0]
+    )
     gpu_arguments(ap)
     ap.add_argument("--methods", nargs="+", default=list(METHODS))
     ap.add_argument("--seed", type=int, default=0)

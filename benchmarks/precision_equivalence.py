@@ -31,7 +31,7 @@ finished runs are not run again, a killed invocation resumes from the runs' chec
 ``--aggregate-only`` writes the result from what has finished, listing what is missing.
 ``--recheck`` re-runs the first cell's fp32 run in a scratch folder: same seed, same numbers?
 
-    python benchmarks/precision_equivalence.py --root ../shared/data/sets-mini [--check-seeds 1]
+    python -m benchmarks.precision_equivalence --root ../shared/data/sets-mini [--check-seeds 1]
 
 Writes ``benchmarks/results/precision_equivalence/``: ``results.csv``, ``results.json``
 (command, date, machine, seeds, load averages), ``README.md`` and ``paired_delta.png``.
@@ -47,7 +47,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from _common import RESULTS, SHARED_PACKS, header_md, provenance, save_figure, write_json
+
+from benchmarks._common import RESULTS, SHARED_PACKS, header_md, provenance, save_figure, write_json
 
 SOURCES = ("packs", "synthetic")
 #: Variant -> preset overrides. The first is the reference of every comparison.
@@ -96,7 +97,11 @@ def preset_for(args, source: str, shot: int, variant: str) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.precision_equivalence",
+        description=__doc__,
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
     ap.add_argument("--root", default=str(SHARED_PACKS), help="packs folder (source=packs)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(

@@ -8,7 +8,7 @@ run on one core for the slowest Table 2/3 method.
 Times are **CPU seconds** of the process (``time.process_time``; torch runs one thread), so a
 shared machine slows the run but not the measured cost; the load averages are recorded.
 
-    python benchmarks/preset_cost.py --preset cpu --root ../shared/data/sets-mini \
+    python -m benchmarks.preset_cost --preset cpu --root ../shared/data/sets-mini \
         --methods order mskm protonet anil tpn lst semi-er semi-mer
 """
 
@@ -20,13 +20,13 @@ import statistics
 import time
 
 import torch
-from _common import SHARED_PACKS, header_md, out_dir, provenance, write_json
 from avalanche.core import SupervisedPlugin
 
 from avalanche_sets.defaults import FOLDER_SOURCES
 from avalanche_sets.methods import build_strategy
 from avalanche_sets.presets import PRESETS, resolve_preset
 from avalanche_sets.runs.experiment import build_benchmark
+from benchmarks._common import SHARED_PACKS, header_md, out_dir, provenance, write_json
 
 
 class _Times(SupervisedPlugin):
@@ -48,7 +48,7 @@ class _Times(SupervisedPlugin):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.preset_cost", description=__doc__)
     ap.add_argument("--preset", default="cpu")
     ap.add_argument("--root", default=str(SHARED_PACKS))
     ap.add_argument("--methods", nargs="+", default=["order", "mskm"])

@@ -8,13 +8,13 @@ the main tables (``main_tables.py``), the main job's wall time (``main_job_time/
 command line's start-up time (``startup_time/``). ``tests/benchmarks/test_readme_numbers.py`` fails when a
 page and those files disagree, and when the demo's record is older than the code it ran.
 
-    python benchmarks/readme.py update           # rewrite every page's blocks   (make readme)
-    python benchmarks/readme.py check            # exit 1 if a block is stale
-    python benchmarks/readme.py record-demo      # run `make demo`'s command, keep its result
-    python benchmarks/readme.py record-tests     # run the test suite, keep its count and time
-    python benchmarks/readme.py record-install   # a fresh install into a temporary venv, timed
-    python benchmarks/readme.py record-l2l-download   # learn2learn's sdist fetch, old vs new
-    python benchmarks/readme.py record-screenshots    # the site as the browser test sees it
+    python -m benchmarks.readme update           # rewrite every page's blocks   (make readme)
+    python -m benchmarks.readme check            # exit 1 if a block is stale
+    python -m benchmarks.readme record-demo      # run `make demo`'s command, keep its result
+    python -m benchmarks.readme record-tests     # run the test suite, keep its count and time
+    python -m benchmarks.readme record-install   # a fresh install into a temporary venv, timed
+    python -m benchmarks.readme record-l2l-download   # learn2learn's sdist fetch, old vs new
+    python -m benchmarks.readme record-screenshots    # the site as the browser test sees it
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import (
+from benchmarks._common import (
     RESULTS,
     ROOT,
     compress_png,
@@ -112,7 +112,7 @@ def install_block() -> str:
         "([result](benchmarks/results/install/README.md)).\n"
     )
     dl = INSTALL / "learn2learn_download.json"
-    if dl.is_file():  # `python benchmarks/readme.py record-l2l-download`
+    if dl.is_file():  # `python -m benchmarks.readme record-l2l-download`
         d = json.loads(dl.read_text())
         times = "; ".join(  # keys: "<when>: <pip flags>"
             f"{k.split(': ', 1)[0]} (`{k.split(': ', 1)[1]}`) {_minutes(v)}"
@@ -144,11 +144,11 @@ def _load_words(res: dict) -> str:
 
 
 def main_job_block() -> str:
-    from main_job_time import TARGETS_S as targets
+    from benchmarks.main_job_time import TARGETS_S as targets
 
     res = _summary(MAIN_JOB, "results.json")
     if res is None:
-        return _not_measured("The main job", "main-job (python benchmarks/main_job_time.py)")
+        return _not_measured("The main job", "main-job (python -m benchmarks.main_job_time)")
     rows = "".join(
         f"| `{r['job']}` | **{_minutes(r['median_s'])}** | {_minutes(min(r['cpu_s']))} | "
         f"{_minutes(targets[r['job']])} | {'yes' if r['median_s'] <= targets[r['job']] else 'no'} |\n"
@@ -167,7 +167,7 @@ def main_job_block() -> str:
 def startup_block() -> str:
     res = _summary(STARTUP, "results.json")
     if res is None:
-        return _not_measured("The start-up time", "startup (python benchmarks/startup_time.py)")
+        return _not_measured("The start-up time", "startup (python -m benchmarks.startup_time)")
     med = {r["command"]: r["median_s"] for r in res["rows"]}
     ref = next(v for k, v in med.items() if k.startswith("reference"))
     cli = ", ".join(f"`{k}` {v:.2f} s" for k, v in med.items() if not k.startswith("reference"))
@@ -183,7 +183,7 @@ def forgetting_block() -> str:
     res = _summary(FORGETTING, "results.json")
     if res is None:
         return _not_measured("Forgetting in the converged regime", "forgetting")
-    from forgetting import markdown_rows, upper_bound_md
+    from benchmarks.forgetting import markdown_rows, upper_bound_md
 
     missing = ", ".join(res["missing"]) or "nothing"
     return (
@@ -210,7 +210,7 @@ def relink(block: str, base: Path) -> str:
 
 def _generated() -> dict[str, str]:
     """Marker -> its text, from the committed result files, links relative to the root."""
-    from main_tables import readme_blocks
+    from benchmarks.main_tables import readme_blocks
 
     return {
         "demo-result": demo_block(),
@@ -462,7 +462,9 @@ def record_screenshots() -> int:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.readme", description=__doc__.splitlines()[0]
+    )
     p.add_argument("what", choices=["update", "check", "record-demo", "record-tests",
                                     "record-install", "record-l2l-download",
                                     "record-screenshots"])  # fmt: skip

@@ -1,6 +1,6 @@
 """Reproduce one artefact of the paper: run its grid, aggregate, write tables and plots.
 
-    python benchmarks/reproduce.py table2 --preset cpu --root ../shared/data/sets-mini \
+    python -m benchmarks.reproduce table2 --preset cpu --root ../shared/data/sets-mini \
         --seeds 0 1 2 --shots 1 5 --jobs 2
 
 Artefacts: table2 (meta-learning baselines), table3 (continual baselines + joint),
@@ -27,7 +27,7 @@ import json
 import sys
 from pathlib import Path
 
-from _common import (
+from benchmarks._common import (
     SHARED_PACKS,
     artefact_name,
     header_md,
@@ -36,7 +36,7 @@ from _common import (
     save_figure,
     write_json,
 )
-from _paper import (
+from benchmarks._paper import (
     FOOTNOTE,
     PAPER,
     comparison_md,
@@ -89,7 +89,11 @@ def _report(outcome) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.reproduce",
+        description=__doc__,
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
     ap.add_argument("artefact", choices=sorted(ARTEFACTS))
     ap.add_argument("--preset", default="cpu")
     ap.add_argument(
@@ -271,7 +275,7 @@ def _plot(rows, by, path: Path, title: str, key: str | None, records: list[dict]
 
     shots = sorted({int(r["n_shot"]) for r in rows})
     if key in ("n_ood", "mem_size") and len({r[key] for r in rows}) > 1:
-        from _paper import REFERENCE
+        from benchmarks._paper import REFERENCE
 
         fig, axes = plt.subplots(len(shots), 2, figsize=(10, 3.8 * len(shots)), squeeze=False)
         xlabel = {"n_ood": "R (OOD images per episode)", "mem_size": "memory size"}[key]

@@ -8,7 +8,7 @@ replay and OT are active. The methods' iterations are interleaved in rounds of 2
 machine noise hits them alike; we report the median iteration time × 200 and the ratio to
 MSKM, next to the paper's seconds and ratios (its GPU, 84 px, 5-block backbone).
 
-    python benchmarks/running_time.py [--iters 40] [--warm 10] [--ood 250 50]
+    python -m benchmarks.running_time [--iters 40] [--warm 10] [--ood 250 50]
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ import json
 import statistics
 
 import torch
-from _common import SHARED_PACKS, header_md, out_dir, provenance, save_figure, write_json
-from _timing import IterationClock, train_range
 
 from avalanche_sets.methods import build_strategy
 from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs.experiment import build_benchmark
+from benchmarks._common import SHARED_PACKS, header_md, out_dir, provenance, save_figure, write_json
+from benchmarks._timing import IterationClock, train_range
 
 METHODS = ("mskm", "tpn", "lst", "order")
 # The paper's Table "Running time (seconds)": 200 iterations, 5-shot, R = 250 and R = 50.
@@ -63,7 +63,11 @@ def time_methods(
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.running_time",
+        description=__doc__,
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
     ap.add_argument("--iters", type=int, default=40, help="timed iterations per method (even)")
     ap.add_argument("--warm", type=int, default=10, help="untimed warm-up iterations")
     ap.add_argument("--ood", type=int, nargs="+", default=[250, 50], help="values of R")

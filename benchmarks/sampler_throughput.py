@@ -3,7 +3,7 @@
 Setting: 5-way 5-shot, Q = 10, Z = 10, R = 50, 32 px, one thread. Target: >= 1,000 episodes/s.
 Measures the synthetic domains and, when present, the real packs in ../shared/data/sets-mini.
 
-    python benchmarks/sampler_throughput.py [--episodes 2000]
+    python -m benchmarks.sampler_throughput [--episodes 2000]
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import argparse
 import time
 
 import torch
-from _common import SHARED_PACKS, header_md, out_dir, provenance, save_figure, write_json
 
 from avalanche_sets.data import EpisodeConfig, EpisodeSampler, collate_episodes
 from avalanche_sets.data.benchmark import load_source
+from benchmarks._common import SHARED_PACKS, header_md, out_dir, provenance, save_figure, write_json
 
 CONFIG = EpisodeConfig(n_way=5, n_shot=5, n_query=10, n_unlabeled=10, n_ood=50)
 
@@ -50,7 +50,9 @@ def measure(domains, oods, n: int) -> list[dict]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.sampler_throughput", description=__doc__
+    )
     ap.add_argument("--episodes", type=int, default=2000)
     args = ap.parse_args()
     torch.set_num_threads(1)

@@ -5,7 +5,7 @@ Each command runs as a fresh process (``python -m avalanche_sets ...``, this che
 command line used to load before it could parse (torch, Avalanche and the package's public
 names). Medians; the load averages are recorded since the machine may be shared.
 
-    python benchmarks/startup_time.py [--repeats 5]
+    python -m benchmarks.startup_time [--repeats 5]
 
 Writes ``benchmarks/results/startup_time/``: ``results.json``, ``README.md``, ``startup.png``.
 """
@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-from _common import header_md, out_dir, package_env, provenance, save_figure, write_json
+from benchmarks._common import header_md, out_dir, package_env, provenance, save_figure, write_json
 
 COMMANDS = {
     "avalanche-sets --help": ["-m", "avalanche_sets", "--help"],
@@ -39,7 +39,7 @@ def timed(args: list[str]) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.startup_time", description=__doc__)
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
     load_start = os.getloadavg()

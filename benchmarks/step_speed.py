@@ -34,7 +34,7 @@ MI and OT terms are built in ``before_backward``). The README shows it for the d
 with ORDER's excess over its backbone floor: ORDER − (1 + B/2) × MSKM, the floor being the
 backbone work of 2 + B tasks instead of 2.
 
-    python benchmarks/step_speed.py [--rounds 3] [--warm 2]
+    python -m benchmarks.step_speed [--rounds 3] [--warm 2]
 """
 
 from __future__ import annotations
@@ -48,12 +48,12 @@ from collections import defaultdict
 from pathlib import Path
 
 import torch
-from _common import header_md, out_dir, provenance, save_figure, write_json
-from _timing import IterationClock, instrument, train_range
 
 from avalanche_sets.methods import build_strategy
 from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs.experiment import build_benchmark
+from benchmarks._common import header_md, out_dir, provenance, save_figure, write_json
+from benchmarks._timing import IterationClock, instrument, train_range
 
 VARIANTS = {
     # name -> (channels_last, precision, compile)
@@ -399,7 +399,11 @@ def _plot(rows: list[dict], path: Path) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.step_speed",
+        description=__doc__,
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--warm", type=int, default=2)
     ap.add_argument("--ood", type=int, nargs="+", default=[50, 250])

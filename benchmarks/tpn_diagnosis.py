@@ -19,8 +19,8 @@ episodes with both *heads* on every *backbone*:
 If propagation on ProtoNet's backbone matches its prototypes, the propagation is not what holds
 TPN back and its embedding is; if prototypes on TPN's backbone fall as low as TPN, the same.
 
-    python benchmarks/tpn_diagnosis.py            # ~4 CPU minutes
-    python benchmarks/tpn_diagnosis.py --iters 80 --episodes 10   # a quick look
+    python -m benchmarks.tpn_diagnosis            # ~4 CPU minutes
+    python -m benchmarks.tpn_diagnosis --iters 80 --episodes 10   # a quick look
 
 Writes ``benchmarks/results/baseline_checks/tpn_diagnosis/`` (``results.json``, ``README.md``,
 ``heads.png``).
@@ -30,28 +30,25 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, SHARED_PACKS, header_md, provenance, save_figure, write_json  # noqa: E402
-from baseline_checks import base_preset  # noqa: E402
-from learning_curves import CurveSpec, build_learner, curve_preset, domain_experiences  # noqa: E402
-
-from avalanche_sets.baselines.tpn import (  # noqa: E402
+from avalanche_sets.baselines.tpn import (
     gaussian_affinity,
     knn_sparsify,
     label_propagation,
     normalize_graph,
 )
-from avalanche_sets.data.episodes import collate_episodes  # noqa: E402
-from avalanche_sets.metrics.stats import ci95, paired_difference  # noqa: E402
-from avalanche_sets.models.backbone import embed_episodes  # noqa: E402
-from avalanche_sets.models.heads import squared_euclidean  # noqa: E402
+from avalanche_sets.data.episodes import collate_episodes
+from avalanche_sets.metrics.stats import ci95, paired_difference
+from avalanche_sets.models.backbone import embed_episodes
+from avalanche_sets.models.heads import squared_euclidean
+from benchmarks._common import RESULTS, SHARED_PACKS, header_md, provenance, save_figure, write_json
+from benchmarks.baseline_checks import base_preset
+from benchmarks.learning_curves import CurveSpec, build_learner, curve_preset, domain_experiences
 
 OUT = RESULTS / "baseline_checks" / "tpn_diagnosis"
 ALPHAS = (0.99, 0.9, 0.5)
@@ -140,7 +137,9 @@ def _plot(rows: list[dict], path: Path) -> None:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.tpn_diagnosis", description=__doc__.splitlines()[0]
+    )
     ap.add_argument("--domain", default="gtsrb")
     ap.add_argument("--shot", type=int, default=5)
     ap.add_argument("--iters", type=int, default=640, help="training iterations per learner")

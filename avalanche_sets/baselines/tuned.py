@@ -50,6 +50,6 @@ def tuned_options(method: str, preset: str = "cpu") -> dict[str, Any]:
     if preset not in TUNED:
         raise ValueError(
             f"no tuned baseline options for preset {preset!r}; tuned presets: {sorted(TUNED)} "
-            "(run benchmarks/baseline_tuning.py on another preset's validation stream first)"
+            "(run python -m benchmarks.baseline_tuning on another preset's validation stream first)"
         )
     return copy.deepcopy(TUNED[preset].get(method, {}))

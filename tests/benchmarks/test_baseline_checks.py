@@ -1,13 +1,9 @@
 """The issue-11 single-domain check plan (benchmarks/baseline_checks.py) and the curves' precision."""
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-bc = pytest.importorskip("baseline_checks")
-lc = pytest.importorskip("learning_curves")
+from benchmarks import baseline_checks as bc
+from benchmarks import learning_curves as lc
 
 
 def test_plan_gives_every_check_a_pair_on_each_source():

@@ -2,16 +2,12 @@
 
 import inspect
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-bt = pytest.importorskip("baseline_tuning")
-
-from avalanche_sets.methods import _strategy_class, check_method  # noqa: E402
-from avalanche_sets.presets import resolve_preset  # noqa: E402
+from avalanche_sets.methods import _strategy_class, check_method
+from avalanche_sets.presets import resolve_preset
+from benchmarks import baseline_tuning as bt
 
 
 def test_every_grid_point_is_distinct_and_accepted_and_the_default_is_one_of_them():

@@ -9,8 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import forgetting  # noqa: E402  (benchmarks/forgetting.py)
+from benchmarks import forgetting
 
 DOMAINS = ["a_one", "b_two", "c_three"]
 SUFFIX = "-tasks_per_domain1400-bf16"

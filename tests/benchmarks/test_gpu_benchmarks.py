@@ -4,14 +4,10 @@ ones: a CPU run must name its own output folder and judges no GPU target."""
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-gpu_step = pytest.importorskip("gpu_step")
-paper_scale = pytest.importorskip("paper_scale")
+from benchmarks import gpu_step, paper_scale
 
 TINY = ["--set", "image_size=16", "--set", "n_blocks=2", "--set", "width=4", "--set", "threads=1"]
 

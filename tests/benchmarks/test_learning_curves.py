@@ -2,16 +2,12 @@
 
 import hashlib
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-lc = pytest.importorskip("learning_curves")
-
-from avalanche_sets.presets import resolve_preset  # noqa: E402
+from avalanche_sets.presets import resolve_preset
+from benchmarks import learning_curves as lc
 
 TINY = dict(source="synthetic", image_size=16, n_query=2, n_unlabeled=2, n_ood=4, eval_mb_size=4)
 

@@ -2,18 +2,14 @@
 
 import csv
 import json
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-ms = pytest.importorskip("meta_stability")
-
-from avalanche_sets.baselines.meta import ANILModel, weighted_cross_entropy  # noqa: E402
-from avalanche_sets.presets import resolve_preset  # noqa: E402
+from avalanche_sets.baselines.meta import ANILModel, weighted_cross_entropy
+from avalanche_sets.presets import resolve_preset
+from benchmarks import meta_stability as ms
 
 
 @pytest.mark.parametrize("weighted", [False, True])

@@ -1,13 +1,10 @@
 """Our runs next to the paper's: cells, paired differences and references per artefact."""
 
 import sys
-from pathlib import Path
 
 import numpy as np
-import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-_paper = pytest.importorskip("_paper")
+from benchmarks import _paper
 
 
 def _rec(method, seed, episodes, shot=5, overrides=None, **preset):
@@ -121,8 +118,8 @@ def test_main_tables_show_the_packs_and_the_synthetic_tables_each_from_its_own_r
 ):
     import json
 
-    main_tables = pytest.importorskip("main_tables")
     from avalanche_sets.runs.folder import write_record
+    from benchmarks import main_tables
 
     results = tmp_path / "results"
     acc = {("packs", "mskm"): 0.5, ("packs", "order"): 0.55,

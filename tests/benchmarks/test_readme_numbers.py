@@ -6,13 +6,10 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import readme  # noqa: E402  (benchmarks/readme.py)
+from benchmarks import readme
 
 
 def test_readme_and_docs_agree_with_the_result_files():

@@ -1,12 +1,6 @@
 """The running-time benchmark: interleaved timing of real training iterations, and its report."""
 
-import sys
-from pathlib import Path
-
-import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-running_time = pytest.importorskip("running_time")
+from benchmarks import running_time
 
 
 def test_times_every_method_for_the_asked_iterations():

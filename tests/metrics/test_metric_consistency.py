@@ -7,7 +7,7 @@ rows) reported an average forgetting of 1/32 instead of 5/24. The places checked
 * ``result.json`` and ``table.md`` written by ``run_experiment`` (the runner's ``RunResult``);
 * a format-2 ``result.json`` holding the old stored forgetting, read back by ``read_record``;
 * the reporting tables (``aggregate_results`` / ``write_table``: markdown and CSV);
-* the benchmark aggregation (``benchmarks/reproduce.py --aggregate-only``: its table,
+* the benchmark aggregation (``python -m benchmarks.reproduce --aggregate-only``: its table,
   ``summary.json`` and the run's refreshed ``table.md``);
 * the ``AccuracyMatrix`` Avalanche metric fed the same accuracies through its callbacks.
 """
@@ -32,8 +32,6 @@ from avalanche_sets.runs.experiment import run_experiment
 from avalanche_sets.runs.folder import read_record, run_dir_name
 from avalanche_sets.runs.report import aggregate_results, find_results, write_table
 from avalanche_sets.training.runner import RunResult
-
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 EIGHTHS = [
     [5, 7, 1, 2],
@@ -133,8 +131,8 @@ def test_benchmark_aggregation(run_folder, monkeypatch):
     root, got = run_folder
     folder = root / "runs" / run_dir_name("semi-seq", got["preset"], 0)
     (folder / "table.md").write_text("stale\n")  # reproduce.py rewrites it from result.json
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    reproduce = pytest.importorskip("reproduce")
+    from benchmarks import reproduce
+
     argv = ["reproduce.py", "table3", "--preset", "quick",
             "--seeds", "0", "--shots", "1", "--methods", "semi-seq", "--aggregate-only",
             "--out", str(root / "table3")]  # fmt: skip

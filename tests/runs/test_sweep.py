@@ -5,7 +5,6 @@ entry points handing their grid to the same ``run_sweep``."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -15,7 +14,6 @@ from avalanche_sets.runs import sweep
 from avalanche_sets.runs.folder import RunLockedError
 from avalanche_sets.runs.sweep import RunSpec, run_sweep
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 PRESET = resolve_preset("quick")
 
 
@@ -106,8 +104,8 @@ def test_the_command_lines_sweep_and_reproduce_use_the_one_sweep(
                                                    ("mskm", 1)]  # fmt: skip
     assert options["jobs"] == 2 and options["ray_address"] is None
 
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    reproduce = pytest.importorskip("reproduce")
+    from benchmarks import reproduce
+
     monkeypatch.setattr(sys, "argv", ["reproduce.py", "table2", "--preset", "quick",
                                       "--methods", "order", "--seeds", "3", "--shots", "1",
                                       "--jobs", "3", "--out", str(tmp_path / "table2")])  # fmt: skip

@@ -1,0 +1,1 @@
+"""The benchmark scripts, run from the repository root as ``python -m benchmarks.<name>``."""
