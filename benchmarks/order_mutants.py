@@ -51,10 +51,11 @@ MI, OT, RP, SP, ST = (
 )
 SUM = "loss = sum(self._criterion(logits[b], labels[b]) for b in range(n_tasks))"
 COST = "sq = x.pow(2).sum(1, keepdim=True) + y.pow(2).sum(1).unsqueeze(0) - 2.0 * x @ y.T"
-MI_TERM = 'strategy.add_loss_term("mi", self.lam * reg)'
+MI_TERM = "return self.lam * reg"
 FIT = "fit = estimator.fit_step(cat(0), cat(1), cat(2), cat(3))"
-OT_ROWS = "for row, task in zip(info.rows, info.tasks):"
-WEIGHT = "state.unlabeled_weight = result.is_id.to(state.unlabeled_weight.dtype)"
+OT_ROWS = "for row, task in zip(replayed.rows, replayed.tasks):"
+WEIGHT = "state.unlabeled_weight = split.is_id.to(state.unlabeled_weight.dtype)"
+U_ID = "u_id = it.ood_split.is_id[b]"
 RESTORE = '        self._restored = None if state["estimator"] is None else dict(state)'
 OPTS = (
     "        self.opt_q = torch.optim.Adam(self.q.parameters(), lr=lr_q)\n"
@@ -90,7 +91,7 @@ MUTANTS = [
      "features = torch.cat([state.support_emb[b], state.unlabeled_emb[b][u_id]])",
      "features = state.support_emb[b]"),
     ("M13", "slip", "memory stores features of S ∪ U (U_ood included)", RP,
-     "u_id = state.unlabeled_weight[b] > 0.5", "u_id = state.unlabeled_weight[b] > -1"),
+     U_ID, "u_id = torch.ones_like(it.ood_split.is_id[b])"),
     ("M14", "slip", "MI: embeddings detached", MI,
      "e = state.unlabeled_emb[b]", "e = state.unlabeled_emb[b].detach()"),
     ("M15", "slip", "MI: prototypes detached", MI,
@@ -100,18 +101,17 @@ MUTANTS = [
      "return torch.cat(current), torch.cat(stored)",
      "return torch.cat(current).detach(), torch.cat(stored)"),
     ("M17", "slip", "λ dropped", MI, MI_TERM, MI_TERM.replace("self.lam * reg", "reg")),
-    ("M18", "slip", "β dropped", OT,
-     'strategy.add_loss_term("ot", self.beta * value)', 'strategy.add_loss_term("ot", value)'),
+    ("M18", "slip", "β dropped", OT, "return self.beta * value", "return value"),
     ("M19", "slip", "OT on the wrong rows (the current tasks')", OT,
-     OT_ROWS, "for row, task in zip(range(len(info.tasks)), info.tasks):"),
+     OT_ROWS, "for row, task in zip(range(len(replayed.tasks)), replayed.tasks):"),
     ("M20", "slip", "OT rows of the replayed tasks swapped", OT,
-     OT_ROWS, "for row, task in zip(reversed(info.rows), info.tasks):"),
+     OT_ROWS, "for row, task in zip(reversed(replayed.rows), replayed.tasks):"),
     ("M21", "slip", "OT: current side uses all of U, not the stored U_id", OT,
      "state.unlabeled_emb[row][u_id]])", "state.unlabeled_emb[row]])"),
     ("M22", "slip", "OOD split never reaches the head (unlabeled_weight not set)", SP,
      WEIGHT, "pass"),
     ("M23", "slip", "OOD split inverted in the head", SP,
-     WEIGHT, WEIGHT.replace("result.is_id", "(~result.is_id)")),
+     WEIGHT, WEIGHT.replace("split.is_id", "(~split.is_id)")),
     ("M24", "slip", "head ignores the weights (soft k-means on all U)",
      "avalanche_sets/models/episodic.py",
      "weights=state.unlabeled_weight[b],", "weights=None,"),
@@ -125,7 +125,7 @@ MUTANTS = [
     ("M28", "defect", "β silently rescaled: MI a mean over the tasks", ST,
      'reduction="sum",', 'reduction="mean",'),
     ("M29", "slip", "memory stores features of U_ood instead of U_id", RP,
-     "u_id = state.unlabeled_weight[b] > 0.5", "u_id = state.unlabeled_weight[b] < 0.5"),
+     U_ID, "u_id = ~it.ood_split.is_id[b]"),
     ("M30", "slip", "OOD threshold without its k·std (k = 0)", SP, "k=self.k,", "k=0.0,"),
     ("M31", "slip", "memory tasks never replayed", RP,
      "        if len(self.reservoir) == 0:\n            return", "        if True:\n            return"),
@@ -141,8 +141,8 @@ MUTANTS = [
      'self.estimator_on(state["dim"], torch.device("cpu"))'),
     ("M37", "defect", "checkpoint read without saying where to (no map_location)",
      "avalanche_sets/training/checkpoint.py",
-     'torch.load(io.BytesIO(payload), map_location="cpu", weights_only=False)',
-     "torch.load(io.BytesIO(payload), weights_only=False)"),
+     'torch.load(io.BytesIO(payload), map_location="cpu", weights_only=True)',
+     "torch.load(io.BytesIO(payload), weights_only=True)"),
     ("M38", "defect", "MI optimisers created before the networks move to their device",
      F + "mi.py", MOVE + OPTS, OPTS + "\n" + MOVE.rstrip("\n")),
     ("M39", "slip", "OOD threshold calibrated on the unlabeled distances, not the query's",
