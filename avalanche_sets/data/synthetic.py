@@ -56,8 +56,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..files import atomic_write
 from .domain import SPLITS, Domain
+from .files import atomic_write
 
 __all__ = [
     "SYNTHETIC_ID_DOMAINS",
