@@ -8,10 +8,38 @@ Quick start::
     print(result.table())
 """
 
-from ._lazy import lazy_names as _lazy_names
+# private names: the package's namespace shows only its API (and ``dir()`` lists it)
+import collections.abc as _abc
+import importlib as _importlib
+import typing as _typing
 
-# The public names load on first use (PEP 562): ``import avalanche_sets.cli`` — the command
-# line's start — must not pay for torch and Avalanche before it has parsed its arguments.
+
+def _lazy_names(
+    package: str, names: dict[str, str]
+) -> tuple[_abc.Callable[[str], _typing.Any], _abc.Callable[[], list[str]]]:
+    """The ``__getattr__`` and ``__dir__`` of ``package`` for ``names`` (name → submodule).
+
+    A name is imported from its submodule (relative to ``package``) when first read, then
+    cached in the package's namespace (PEP 562). This package, :mod:`.data` and :mod:`.runs`
+    load their names so, to keep importing them cheap.
+    """
+    namespace = vars(_importlib.import_module(package))
+
+    def __getattr__(name: str) -> _typing.Any:
+        if name in names:
+            value = getattr(_importlib.import_module(names[name], package), name)
+            namespace[name] = value
+            return value
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    def __dir__() -> list[str]:
+        return sorted({*namespace, *names})
+
+    return __getattr__, __dir__
+
+
+# The public names load on first use: ``import avalanche_sets.cli`` — the command line's
+# start — must not pay for torch and Avalanche before it has parsed its arguments.
 _LAZY = {
     "Domain": ".data",
     "EpisodeConfig": ".data",

@@ -306,11 +306,11 @@ def _cmd_run(args) -> int:
     preset = _preset_from_args(args)
     seeds = args.seeds or preset["seeds"]
     strategy_overrides = _parse_sets(args.strategy_set, grid=False, flag="--strategy-set")
+    from .data.visualize import plot_episodes
     from .methods import check_method
     from .runs.experiment import build_benchmark, run_experiment
     from .runs.folder import RUN_FILES, run_folder
     from .runs.report import run_table
-    from .visualize import plot_episodes
 
     # the one check of the method, before any data is loaded
     check_method(args.method, preset, strategy_overrides, given=given, eval_stream=args.eval_stream)

@@ -1,24 +1,60 @@
-"""Domains, episodes and SETS benchmarks (Avalanche scenarios)."""
+"""Domains, episodes and SETS benchmarks (Avalanche scenarios).
 
-from .benchmark import (
-    ORDER_PERMUTATIONS,
-    EpisodeDataset,
-    SETSBenchmark,
-    SETSExperience,
-    load_source,
-    sets_benchmark,
-)
-from .device_episodes import DeviceEpisodeSampler, DeviceImagePools
-from .domain import Domain
-from .episodes import (
-    Episode,
-    EpisodeBatch,
-    EpisodeConfig,
-    EpisodeDraw,
-    EpisodeOracle,
-    EpisodeSampler,
-    collate_episodes,
-)
+Besides them: images and the ``.npz`` domain packs (:mod:`.images`, :mod:`.packs`), class
+splits and stream folders of one's own data (:mod:`.splits`, :mod:`.stream_folder`), the
+synthetic and the paper's datasets (:mod:`.synthetic`, :mod:`.paper`), public torchvision
+datasets as packs (:mod:`.prepare`), pictures of episodes (:mod:`.visualize`), and the atomic
+file writer every layer writes through (:mod:`.files`).
+
+The names below load on first use (PEP 562), as the package's own: the command line's start
+imports :mod:`.files` (standard library only) through the run folders, before it needs torch.
+"""
+
+from typing import TYPE_CHECKING
+
+from .. import _lazy_names
+
+# The documentation (mkdocstrings reads the source, it does not import it) and type checkers
+# see the names through these imports and the literal ``__all__``; ``_LAZY`` loads them.
+if TYPE_CHECKING:
+    from .benchmark import (
+        ORDER_PERMUTATIONS,
+        EpisodeDataset,
+        SETSBenchmark,
+        SETSExperience,
+        load_source,
+        sets_benchmark,
+    )
+    from .device_episodes import DeviceEpisodeSampler, DeviceImagePools
+    from .domain import Domain
+    from .episodes import (
+        Episode,
+        EpisodeBatch,
+        EpisodeConfig,
+        EpisodeDraw,
+        EpisodeOracle,
+        EpisodeSampler,
+        collate_episodes,
+    )
+
+_LAZY = {
+    "Domain": ".domain",
+    "Episode": ".episodes",
+    "EpisodeBatch": ".episodes",
+    "EpisodeConfig": ".episodes",
+    "EpisodeOracle": ".episodes",
+    "EpisodeSampler": ".episodes",
+    "EpisodeDraw": ".episodes",
+    "DeviceEpisodeSampler": ".device_episodes",
+    "DeviceImagePools": ".device_episodes",
+    "collate_episodes": ".episodes",
+    "EpisodeDataset": ".benchmark",
+    "SETSBenchmark": ".benchmark",
+    "SETSExperience": ".benchmark",
+    "sets_benchmark": ".benchmark",
+    "load_source": ".benchmark",
+    "ORDER_PERMUTATIONS": ".benchmark",
+}
 
 __all__ = [
     "Domain",
@@ -38,3 +74,6 @@ __all__ = [
     "load_source",
     "ORDER_PERMUTATIONS",
 ]
+
+
+__getattr__, __dir__ = _lazy_names(__name__, _LAZY)

@@ -183,3 +183,15 @@ class Domain:
             f"Domain({self.name!r}, images={s['images']}, size={s['image_size']}, "
             f"classes={s['classes']})"
         )
+
+
+def _min_class_size(labeled_fraction: float, n_labeled: int, n_unlabeled: int) -> int | None:
+    """Fewest images a class needs so that its labeled/unlabeled parts (as :class:`Domain`
+    splits them) hold ``n_labeled`` and ``n_unlabeled`` images; None if none up to 10^5 does."""
+    for n in range(max(1, n_labeled + n_unlabeled), 100_001):
+        lab = int(round(labeled_fraction * n))
+        if n >= 2:
+            lab = min(max(lab, 1), n - 1)
+        if lab >= n_labeled and n - lab >= n_unlabeled:
+            return n
+    return None

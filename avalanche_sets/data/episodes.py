@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from ..defaults import N_OOD
-from .domain import SPLITS, Domain
+from .domain import SPLITS, Domain, _min_class_size
 
 __all__ = [
     "SMALL_CLASSES",
@@ -62,18 +62,6 @@ def _check_count(name: str, what: str, value: object, *, minimum: int) -> None:
             f"EpisodeConfig.{name} ({what}) must be {kind}, got {value!r}; "
             f"fix: pass {name}={minimum} or more"
         )
-
-
-def _min_class_size(labeled_fraction: float, n_labeled: int, n_unlabeled: int) -> int | None:
-    """Fewest images a class needs so that its labeled/unlabeled parts (as :class:`Domain`
-    splits them) hold ``n_labeled`` and ``n_unlabeled`` images; None if none up to 10^5 does."""
-    for n in range(max(1, n_labeled + n_unlabeled), 100_001):
-        lab = int(round(labeled_fraction * n))
-        if n >= 2:
-            lab = min(max(lab, 1), n - 1)
-        if lab >= n_labeled and n - lab >= n_unlabeled:
-            return n
-    return None
 
 
 def _what_classes_lack(domain, classes, n_lab, n_unl, cfg) -> str:

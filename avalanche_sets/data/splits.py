@@ -19,7 +19,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .domain import SPLITS
+from ..presets import PRESETS
+from .domain import SPLITS, _min_class_size
 from .images import split_classes
 
 __all__ = [
@@ -197,9 +198,6 @@ def min_class_images(preset: str = "cpu", labeled_fraction: float = 0.4) -> int:
     and ``labeled_fraction`` of its images are labeled (:class:`~.domain.Domain`), so the
     ``cpu`` preset (1-shot, 5 queries, 10 unlabeled) needs 16 images per class.
     """
-    from ..presets import PRESETS
-    from .episodes import _min_class_size
-
     p = PRESETS[preset]
     least = _min_class_size(labeled_fraction, p["n_shot"] + p["n_query"], p["n_unlabeled"])
     if least is None:  # pragma: no cover - the presets' shapes all fit
@@ -220,8 +218,6 @@ def warn_small_classes(
     (``"error"``); the warning names them, the need, and the splits that would be left with
     fewer than ``n_way`` classes.
     """
-    from ..presets import PRESETS
-
     need = min_class_images(preset)
     small = [c for c, n in sizes.items() if n < need]
     if not small:

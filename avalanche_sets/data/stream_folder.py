@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from .. import __version__
+from ..presets import PRESETS
 from .domain import SPLITS, Domain
 from .images import scan_image_folder
 from .packs import build_pack_from_folder, load_pack, save_pack
@@ -204,8 +205,6 @@ def _source(item: StreamItem, dom: Domain, seed: int) -> str:
 def _warn_small_ood(item: StreamItem, images: dict[str, int], n_sources: int) -> None:
     """An episode draws ``n_ood / n_sources`` images from each OOD source's classes of its
     split: warn when the ``cpu`` preset's episodes would draw more than a split holds."""
-    from ..presets import PRESETS
-
     n_ood = PRESETS["cpu"]["n_ood"]
     per_source = -(-n_ood // n_sources)
     short = {s: n for s, n in images.items() if n < per_source}

@@ -256,6 +256,7 @@ def accuracy_matrix_figure(
 ):
     """The matplotlib ``Figure`` :func:`plot_accuracy_matrix` saves (percent cells, a 0–100
     colour bar and a title)."""
+    # matplotlib is heavy to import and only the pictures need it
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure

@@ -21,8 +21,11 @@ one per training iteration. The tools here check it:
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import gc
 import os
+import resource
 import sys
 import time
 import types
@@ -57,10 +60,20 @@ def rss_mib() -> float:
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * _PAGE / 2**20
     except OSError:
-        import resource
-
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
+
+
+class _Mallinfo2(ctypes.Structure):
+    """glibc's ``struct mallinfo2``."""
+
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd",
+            "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost",
+        )
+    ]  # fmt: skip
 
 
 _MALLINFO2 = None
@@ -78,20 +91,8 @@ def malloc_mib() -> tuple[float, float]:
     if _MALLINFO2 is None:
         _MALLINFO2 = False
         try:
-            import ctypes
-            import ctypes.util
-
-            class _Info(ctypes.Structure):
-                _fields_ = [
-                    (name, ctypes.c_size_t)
-                    for name in (
-                        "arena", "ordblks", "smblks", "hblks", "hblkhd",
-                        "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost",
-                    )
-                ]  # fmt: skip
-
             fn = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallinfo2
-            fn.restype = _Info
+            fn.restype = _Mallinfo2
             _MALLINFO2 = fn
         except (OSError, AttributeError):
             pass

@@ -12,7 +12,7 @@ The names below load on first use (PEP 562), as the package's own: the command l
 :mod:`.folder` (standard library only) before it needs torch.
 """
 
-from .._lazy import lazy_names as _lazy_names
+from .. import _lazy_names
 
 _LAZY = {
     "RunLock": ".folder",

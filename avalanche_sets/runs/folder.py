@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..files import atomic_write
+from ..data.files import atomic_write
 from ..methods import method_folder_name
 from ..presets import NAMING_PRESETS, PRESETS
 

@@ -222,7 +222,7 @@ class WandBLogger(_Resumable, _AvalancheWandBLogger):
 
     def import_wandb(self) -> None:
         try:
-            import wandb
+            import wandb  # an optional dependency (pip install 'avalanche-sets[wandb]')
             from wandb.sdk.lib.runid import generate_id
         except ImportError as err:
             raise ImportError(

@@ -183,7 +183,7 @@ def scan_fishprocess(base: Path, spec: PaperDataset) -> _Listing:
 # ---------------------------------------------------------------------------- torchmeta
 def _h5py(spec: PaperDataset, path: Path):
     try:
-        import h5py
+        import h5py  # an optional dependency (pip install 'avalanche-sets[datasets]')
     except ImportError as err:
         raise DatasetNotFoundError(
             spec,

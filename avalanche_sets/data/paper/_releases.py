@@ -433,7 +433,7 @@ def scan_flowers(ds: Path, spec: PaperDataset) -> _Listing:
     """``jpg/image_NNNNN.jpg`` with ``imagelabels.mat`` (``labels``: class ids 1..102)."""
     jpg, mat_path = ds / "jpg", ds / "imagelabels.mat"
     try:
-        import scipy.io
+        import scipy.io  # heavy to import; only VGG-Flower's labels need it
 
         labels = np.asarray(scipy.io.loadmat(str(mat_path))["labels"]).reshape(-1)
     except Exception as err:  # scipy raises MatReadError, ValueError, KeyError, ...

@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from avalanche_sets.files import atomic_write
+from avalanche_sets.data.files import atomic_write
 from avalanche_sets.runs.folder import atomic_write as folder_atomic_write
 
 

@@ -1,7 +1,7 @@
 from PIL import Image
 
 from avalanche_sets import sets_benchmark
-from avalanche_sets.visualize import plot_episodes
+from avalanche_sets.data.visualize import plot_episodes
 
 
 def test_plot_episodes_one_block_per_domain(tmp_path):

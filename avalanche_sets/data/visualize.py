@@ -16,6 +16,7 @@ def plot_episodes(
     in-distribution and unlabeled OOD images (the split uses the episode's ground truth: this
     is a picture for people, not something a learner sees).
     """
+    # matplotlib is heavy to import and only this picture needs it
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

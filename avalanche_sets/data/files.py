@@ -5,8 +5,9 @@ file or the whole new one, never a torn one: the content goes to a temporary fil
 folder, is flushed to disk (``fsync``) and renamed over the target (:func:`os.replace` is atomic
 on POSIX file systems); the folder is then synced so the rename itself survives a power cut.
 
-It lives below every other module (the data packs and caches, checkpoints and run folders all
-write through it), so that no lower layer imports an upper one to share it.
+It lives in the lowest layer, :mod:`avalanche_sets.data` (the data packs and caches,
+checkpoints and run folders all write through it), so that no lower layer imports an upper one
+to share it; it needs the standard library alone, as the command line's start imports it.
 """
 
 from __future__ import annotations
