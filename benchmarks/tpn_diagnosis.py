@@ -49,9 +49,9 @@ from avalanche_sets.baselines.tpn import (  # noqa: E402
     normalize_graph,
 )
 from avalanche_sets.data.episodes import collate_episodes  # noqa: E402
+from avalanche_sets.functional.distance import squared_euclidean  # noqa: E402
 from avalanche_sets.metrics.stats import ci95, paired_difference  # noqa: E402
 from avalanche_sets.models.backbone import embed_episodes  # noqa: E402
-from avalanche_sets.models.heads import squared_euclidean  # noqa: E402
 
 OUT = RESULTS / "baseline_checks" / "tpn_diagnosis"
 ALPHAS = (0.99, 0.9, 0.5)

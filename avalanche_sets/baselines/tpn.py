@@ -26,8 +26,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..data.episodes import EpisodeBatch
+from ..functional.distance import squared_euclidean
 from ..models.backbone import autocast_bf16, cpu_backbone, embed_episodes
-from ..models.heads import squared_euclidean
 from .meta import EpisodicBaseline, embedding_dim
 
 __all__ = [

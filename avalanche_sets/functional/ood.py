@@ -33,6 +33,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .distance import squared_euclidean
+
 __all__ = ["OOD_RULES", "OODSplit", "prototypes_from_support", "split_ood", "split_ood_batched"]
 
 #: Names accepted by ``rule=``.
@@ -78,12 +80,7 @@ def prototypes_from_support(
 
 def _min_distance(w: Tensor, protos: Tensor) -> tuple[Tensor, Tensor]:
     """``min_c ||w - p_c||`` and the arg-min: ``[B, n, d]``, ``[B, N, d]`` -> ``[B, n]`` x2."""
-    d2 = (
-        w.pow(2).sum(-1, keepdim=True)
-        + protos.pow(2).sum(-1).unsqueeze(-2)
-        - 2.0 * w @ protos.transpose(-1, -2)
-    ).clamp_min(0.0)
-    d2min, idx = d2.min(-1)
+    d2min, idx = squared_euclidean(w, protos, expand=True).min(-1)
     return d2min.sqrt(), idx
 
 
