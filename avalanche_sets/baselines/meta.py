@@ -150,8 +150,7 @@ class EpisodicBaseline(EpisodicTemplate):
             return
         if not valid:
             raise TypeError(
-                f"{cls.__name__} takes no model options (got {unknown}): it builds its own "
-                "model; fix: pass model=... instead"
+                f"{cls.__name__} takes no model options (got {unknown}); fix: pass model=..."
             )
         hints = "".join(
             f" (did you mean {close[0]!r}?)"
@@ -165,7 +164,13 @@ class EpisodicBaseline(EpisodicTemplate):
 
     def default_model(self, *, backbone: nn.Module | None = None, **options: Any) -> nn.Module:
         """``model_class(backbone, **fixed_model_options, **options)``; ``backbone`` default
-        :func:`~avalanche_sets.models.cpu_backbone`."""
+        :func:`~avalanche_sets.models.cpu_backbone`.
+
+        Raises:
+            TypeError: the class names no :attr:`model_class` (pass ``model``).
+        """
+        if self.model_class is None:
+            raise TypeError(f"{type(self).__name__} has no default model; fix: pass model=...")
         backbone = cpu_backbone() if backbone is None else backbone
         return self.model_class(backbone, **self.fixed_model_options, **options)
 

@@ -20,7 +20,14 @@ from avalanche.core import SupervisedPlugin
 from avalanche.training.plugins import EvaluationPlugin
 
 from avalanche_sets.baselines.lst import LST, LSTModel
-from avalanche_sets.baselines.meta import ANIL, MSKM, ANILModel, ProtoNet, ProtoNetModel
+from avalanche_sets.baselines.meta import (
+    ANIL,
+    MSKM,
+    ANILModel,
+    EpisodicBaseline,
+    ProtoNet,
+    ProtoNetModel,
+)
 from avalanche_sets.baselines.tpn import (
     TPN,
     TPNModel,
@@ -210,6 +217,18 @@ def test_model_options_reach_the_model_and_bad_ones_fail_at_construction():
         MSKM(model_options={"refine": "none"}, evaluator=ev)
     with pytest.raises(TypeError, match="inner_steps"):  # model options go in model_options
         ANIL(inner_steps=5, evaluator=ev)
+
+
+def test_the_base_class_builds_no_model_of_its_own():
+    assert EpisodicBaseline.model_option_names() == ()
+    with pytest.raises(TypeError, match="EpisodicBaseline has no default model; fix: pass model"):
+        EpisodicBaseline(evaluator=EvaluationPlugin())
+    with pytest.raises(
+        TypeError, match=r"EpisodicBaseline takes no model options \(got \['bf16'\]\)"
+    ):
+        EpisodicBaseline(model_options={"bf16": True}, evaluator=EvaluationPlugin())
+    strategy = EpisodicBaseline(model=ProtoNetModel(_backbone()), evaluator=EvaluationPlugin())
+    assert isinstance(strategy.optimizer, torch.optim.Adam) and strategy.cl_plugin is None
 
 
 def test_a_given_model_replaces_the_model_options():
