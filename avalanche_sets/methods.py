@@ -216,9 +216,16 @@ def _strategy_class(name: str) -> type:
     return getattr(importlib.import_module(f".baselines.{module}", __package__), cls_name)
 
 
+def _model_option_names(cls: type) -> tuple[str, ...]:
+    """The options a baseline hands its model (its ``model_options``); none for ORDER."""
+    names = getattr(cls, "model_option_names", None)
+    return names() if names is not None else ()
+
+
 def _accepted_options(cls: type) -> set[str]:
-    """Keyword arguments ``cls`` or any class it inherits from accepts (as Avalanche checks)."""
-    names: set[str] = set()
+    """Keyword arguments ``cls`` or any class it inherits from accepts (as Avalanche checks),
+    and the options it hands its model."""
+    names: set[str] = set(_model_option_names(cls))
     for klass in cls.__mro__:
         init = klass.__dict__.get("__init__")
         if init is None or klass is object:
@@ -226,6 +233,7 @@ def _accepted_options(cls: type) -> set[str]:
         for p in inspect.signature(init).parameters.values():
             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self":
                 names.add(p.name)
+    names.discard("model_options")  # its entries are options of their own
     return names
 
 
@@ -491,7 +499,7 @@ def build_strategy(
         kwargs.update(ORDER_VARIANTS[name])
         kwargs.update({k: preset[k] for k in _ORDER_PRESET_OPTIONS if k in preset})
     elif "backbone" in accepted:  # the meta-learners build their own head on the backbone
-        kwargs.update(backbone=backbone, lr=preset["lr"])
+        kwargs.update(model_options={"backbone": backbone}, lr=preset["lr"])
     else:  # every continual baseline is MSKM + a mechanism (paper §5.3)
         kwargs["model"] = PrototypicalModel(backbone, refine="mskm")
         if name != "semi-gpm":  # GPM's update is orthogonal only with its own SGD default
@@ -499,5 +507,8 @@ def build_strategy(
     if "seed" in accepted:
         kwargs["seed"] = seed
     kwargs.update({k: preset[k] for k in _PRESET_OPTIONS if k in accepted})
-    kwargs.update(overrides)
+    model_options = _model_option_names(cls)
+    for key, value in overrides.items():  # a meta-learner's model options go to its model
+        target = kwargs["model_options"] if key in model_options else kwargs
+        target[key] = value
     return cls(**kwargs)

@@ -50,7 +50,7 @@ MI, OT, RP, SP, ST = (
     ORD + "strategy.py",
 )
 SUM = "loss = sum(self._criterion(logits[b], labels[b]) for b in range(n_tasks))"
-COST = "sq = x.pow(2).sum(1, keepdim=True) + y.pow(2).sum(1).unsqueeze(0) - 2.0 * x @ y.T"
+COST = "cost = squared_euclidean(current, stored, expand=True)"
 MI_TERM = "return self.lam * reg"
 FIT = "fit = estimator.fit_step(cat(0), cat(1), cat(2), cat(3))"
 OT_ROWS = "for row, task in zip(replayed.rows, replayed.tasks):"
@@ -78,9 +78,10 @@ MUTANTS = [
     ("M06", "§3", "OOD split: top-K with the oracle ID count (6) instead of the threshold", SP,
      "rule=self.rule,\n            n_id=self.n_id,", 'rule="topk",\n            n_id=6,'),
     ("M07", "§3", "OT cost mis-broadcast: C_ij = |x_i|² + |y_i|² − 2 x_i·y_j", F + "ot.py",
-     COST, COST.replace("y.pow(2).sum(1).unsqueeze(0)", "y.pow(2).sum(1, keepdim=True)")),
+     COST, "cost = (current.pow(2).sum(1, keepdim=True) + stored.pow(2).sum(1, keepdim=True)"
+     " - 2.0 * current @ stored.T).clamp_min(0.0)"),
     ("M08", "§3", "OT cost mis-broadcast: row i = ‖x_i − y_i‖² repeated", F + "ot.py",
-     COST, "sq = (x - y).pow(2).sum(1, keepdim=True).expand(-1, y.shape[0])"),
+     COST, "cost = (current - stored).pow(2).sum(1, keepdim=True).expand(-1, stored.shape[0])"),
     ("M09", "§3", "OT plan transposed", F + "ot.py",
      "    return (plan * cost).sum()", "    return (plan.T * cost).sum()"),
     ("M10", "§3", "MI on one task of each meta-batch only", MI,
@@ -133,7 +134,8 @@ MUTANTS = [
      FIT, "fit = estimator.fit_step(cat(2), cat(3), cat(0), cat(1))"),
     ("M33", "defect", "MI networks rebuilt on a hard-coded 'cpu'", MI,
      "est = self._build(dim, device)", 'est = self._build(dim, "cpu")'),
-    ("M34", "slip", "OT cost without the norms (−2 x·y)", F + "ot.py", COST, "sq = -2.0 * x @ y.T"),
+    ("M34", "slip", "OT cost without the norms (−2 x·y)", F + "ot.py",
+     COST, "cost = (-2.0 * current @ stored.T).clamp_min(0.0)"),
     ("M35", "defect", "OOD split accepted with a head that ignores it", ST,
      'if use_ood_split and getattr(model, "uses_unlabeled_weight", True) is False:', "if False:"),
     ("M36", "defect", "MI state rebuilt on the CPU at load time (the reported resume bug)", MI,

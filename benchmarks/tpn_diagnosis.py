@@ -43,9 +43,9 @@ from avalanche_sets.baselines.tpn import (
     normalize_graph,
 )
 from avalanche_sets.data.episodes import collate_episodes
+from avalanche_sets.functional.distance import squared_euclidean
 from avalanche_sets.metrics.stats import ci95, paired_difference
 from avalanche_sets.models.backbone import embed_episodes
-from avalanche_sets.models.heads import squared_euclidean
 from benchmarks._common import RESULTS, SHARED_PACKS, header_md, provenance, save_figure, write_json
 from benchmarks.baseline_checks import base_preset
 from benchmarks.learning_curves import CurveSpec, build_learner, curve_preset, domain_experiences

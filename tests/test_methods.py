@@ -7,7 +7,13 @@ import pytest
 import torch
 
 from avalanche_sets import run_sets, sets_benchmark
-from avalanche_sets.methods import JOINT_METHODS, METHODS, build_strategy
+from avalanche_sets.methods import (
+    JOINT_METHODS,
+    METHODS,
+    MethodOptionError,
+    build_strategy,
+    check_method,
+)
 from avalanche_sets.presets import resolve_preset
 
 
@@ -39,3 +45,46 @@ def test_every_method_runs_with_the_preset_backbone(name, bench):
 def test_unknown_method_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown method"):
         build_strategy("ordr", resolve_preset("quick"))
+
+
+#: The strategy options each meta-learner took (``--strategy-set KEY=VALUE``) when it still
+#: re-declared its model's options (each given a value other than its default); they are its
+#: model's options now, and must all still work.
+META_OPTIONS = {
+    "protonet": {"bf16": True},
+    "mskm": {"bf16": True},
+    "anil": {"n_way": 3, "inner_steps": 2, "inner_lr": 0.02, "first_order": False,
+             "eval_inner_steps": 3, "bf16": True},
+    "tpn": {"alpha": 0.5, "k": 3, "sigma_hidden": (4,), "bf16": True, "sigma_mode": "raw",
+            "self_loops": True, "support_loss": True},
+    "lst": {"n_way": 3, "inner_steps": 2, "inner_lr": 0.02, "retrain_steps": 1,
+            "finetune_steps": 1, "n_select": 2, "n_stages": 1, "swn_hidden": (4,),
+            "first_order": False, "bf16": True},
+}  # fmt: skip
+#: Where a built strategy keeps the options its model does not store under their own name.
+_READ = {
+    "sigma_hidden": lambda s: (s.model.sigma_net[0].out_features,),
+    "swn_hidden": lambda s: (s.model.swn.net[0].out_features,),
+    "support_loss": lambda s: s.support_loss,
+}
+
+
+@pytest.mark.parametrize("name", list(META_OPTIONS))
+def test_every_meta_learner_option_reaches_its_model(name):
+    preset = resolve_preset("quick", width=4)
+    options = META_OPTIONS[name]
+    check_method(name, preset, options)
+    strategy = build_strategy(name, preset, seed=0, **options)
+    for key, value in options.items():
+        got = _READ[key](strategy) if key in _READ else getattr(strategy.model, key)
+        assert got == value, key
+
+
+def test_meta_learner_option_errors_name_the_option():
+    preset = resolve_preset("quick", width=4)
+    with pytest.raises(MethodOptionError, match=r"\['n_stagez'\] \(did you mean 'n_stages'\?\)"):
+        check_method("lst", preset, {"n_stagez": 1})
+    with pytest.raises(ValueError, match="n_stages must be an integer >= 1, got 0"):
+        build_strategy("lst", preset, n_stages=0)
+    with pytest.raises(MethodOptionError, match=r"\['alpha'\]"):  # a TPN option, not LST's
+        check_method("lst", preset, {"alpha": 0.5})

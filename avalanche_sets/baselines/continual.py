@@ -27,15 +27,11 @@ Joint``            (ORDER's work per step)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import torch
-
 from ..defaults import MEM_SIZE, REPLAY_BATCH
 from ..models.backbone import cpu_backbone
 from ..models.episodic import PrototypicalModel
-from ..training.template import EpisodicTemplate
 from .joint import joint_benchmark
+from .meta import EpisodicBaseline
 from .plugins import (
     DERPlugin,
     EpisodicAGEMPlugin,
@@ -60,68 +56,34 @@ __all__ = [
 
 
 def mskm_model(image_size: int = 32, width: int = 64) -> PrototypicalModel:
-    """The MSKM learner every continual baseline uses by default (4-block CPU backbone)."""
+    """The MSKM learner every continual baseline builds when given no model (4-block CPU
+    backbone): MSKM's default model."""
     return PrototypicalModel(cpu_backbone(image_size, width), refine="mskm")
 
 
-class _MSKMBaseline(EpisodicTemplate):
-    """Shared construction: MSKM model and optimiser defaults, the mechanism plugin first."""
-
-    def __init__(
-        self,
-        *,
-        model: torch.nn.Module | None,
-        optimizer: torch.optim.Optimizer | None,
-        lr: float,
-        sgd: bool = False,
-        cl_plugin=None,
-        plugins: Sequence | None = None,
-        train_mb_size: int = 2,
-        **kwargs,
-    ) -> None:
-        if model is None:
-            model = mskm_model()
-        if optimizer is None:
-            cls = torch.optim.SGD if sgd else torch.optim.Adam
-            optimizer = cls(model.parameters(), lr=lr)
-        self.cl_plugin = cl_plugin
-        """The continual-learning mechanism (``None`` for SemiSeq / JointTraining)."""
-        own = [cl_plugin] if cl_plugin is not None else []
-        super().__init__(
-            model=model,
-            optimizer=optimizer,
-            train_mb_size=train_mb_size,
-            plugins=[*own, *(plugins or [])],
-            **kwargs,
-        )
-
-
-class SemiSeq(_MSKMBaseline):
+class SemiSeq(EpisodicBaseline):
     """Semi-Seq: the MSKM learner (Ren et al., ICLR 2018) trained sequentially on the domains,
-    without any mechanism against forgetting (the paper's "Seq" lower bound).
+    without any mechanism against forgetting (the paper's "Seq" lower bound). Every other
+    continual baseline is Semi-Seq with its mechanism's plugin (``cl_plugin``).
+
+    It takes a whole model, no model options: its learner is the paper's MSKM learner, which
+    :func:`~avalanche_sets.methods.build_strategy` builds on the preset's backbone.
 
     Args:
         model: an episodic model; default :func:`mskm_model` (4 blocks, 32 px).
         optimizer: default Adam(lr) (paper: Adam, 1e-3).
         lr: learning rate of the default optimiser.
-        train_mb_size: episodes per meta-batch (paper: 2).
-        plugins: extra Avalanche plugins. Other keyword arguments go to
-            :class:`~avalanche_sets.training.EpisodicTemplate` (``evaluator``, ``device`` …).
+        plugins: extra Avalanche plugins, after the mechanism's. Other keyword arguments go to
+            :class:`~avalanche_sets.baselines.meta.EpisodicBaseline` (``train_mb_size`` —
+            paper 2 —, ``evaluator``, ``device`` …).
     """
 
-    def __init__(
-        self,
-        *,
-        model: torch.nn.Module | None = None,
-        optimizer: torch.optim.Optimizer | None = None,
-        lr: float = 1e-3,
-        plugins: Sequence | None = None,
-        **kwargs,
-    ) -> None:
-        super().__init__(model=model, optimizer=optimizer, lr=lr, plugins=plugins, **kwargs)
+    def default_model(self) -> PrototypicalModel:
+        """:func:`mskm_model`: the paper's MSKM learner."""
+        return mskm_model()
 
 
-class SemiER(_MSKMBaseline):
+class SemiER(SemiSeq):
     """Semi-ER: MSKM + experience replay (Chaudhry et al. 2019, "On Tiny Episodic Memories in
     Continual Learning") with Avalanche's ``ReplayPlugin`` and storage policies, through
     :class:`~avalanche_sets.baselines.plugins.EpisodicReplayPlugin`.
@@ -141,25 +103,19 @@ class SemiER(_MSKMBaseline):
     def __init__(
         self,
         *,
-        model: torch.nn.Module | None = None,
-        optimizer: torch.optim.Optimizer | None = None,
-        lr: float = 1e-3,
         mem_size: int = MEM_SIZE,
         replay_batch: int = REPLAY_BATCH,
         storage_policy=None,
         seed: int = 0,
-        plugins: Sequence | None = None,
         **kwargs,
     ) -> None:
         plugin = EpisodicReplayPlugin(
             mem_size=mem_size, batch_size_mem=replay_batch, storage_policy=storage_policy, seed=seed
         )
-        super().__init__(
-            model=model, optimizer=optimizer, lr=lr, cl_plugin=plugin, plugins=plugins, **kwargs
-        )
+        super().__init__(cl_plugin=plugin, **kwargs)
 
 
-class SemiAGEM(_MSKMBaseline):
+class SemiAGEM(SemiSeq):
     """Semi-A-GEM: MSKM + averaged gradient episodic memory (Chaudhry et al., ICLR 2019) with
     Avalanche's ``AGEMPlugin`` through
     :class:`~avalanche_sets.baselines.plugins.EpisodicAGEMPlugin`.
@@ -176,22 +132,16 @@ class SemiAGEM(_MSKMBaseline):
     def __init__(
         self,
         *,
-        model: torch.nn.Module | None = None,
-        optimizer: torch.optim.Optimizer | None = None,
-        lr: float = 1e-3,
         mem_size: int = MEM_SIZE,
         sample_size: int = 2,
         seed: int = 0,
-        plugins: Sequence | None = None,
         **kwargs,
     ) -> None:
         plugin = EpisodicAGEMPlugin(mem_size=mem_size, sample_size=sample_size, seed=seed)
-        super().__init__(
-            model=model, optimizer=optimizer, lr=lr, cl_plugin=plugin, plugins=plugins, **kwargs
-        )
+        super().__init__(cl_plugin=plugin, **kwargs)
 
 
-class SemiGEM(_MSKMBaseline):
+class SemiGEM(SemiSeq):
     """Semi-GEM: MSKM + gradient episodic memory (Lopez-Paz & Ranzato, NeurIPS 2017) with
     Avalanche's ``GEMPlugin`` QP (``quadprog``) through
     :class:`~avalanche_sets.baselines.plugins.EpisodicGEMPlugin`.
@@ -208,14 +158,10 @@ class SemiGEM(_MSKMBaseline):
     def __init__(
         self,
         *,
-        model: torch.nn.Module | None = None,
-        optimizer: torch.optim.Optimizer | None = None,
-        lr: float = 1e-3,
         mem_size: int = MEM_SIZE,
         memory_strength: float = 0.5,
         constraint_batch: int | None = 2,
         seed: int = 0,
-        plugins: Sequence | None = None,
         **kwargs,
     ) -> None:
         plugin = EpisodicGEMPlugin(
@@ -224,12 +170,10 @@ class SemiGEM(_MSKMBaseline):
             constraint_batch=constraint_batch,
             seed=seed,
         )
-        super().__init__(
-            model=model, optimizer=optimizer, lr=lr, cl_plugin=plugin, plugins=plugins, **kwargs
-        )
+        super().__init__(cl_plugin=plugin, **kwargs)
 
 
-class SemiMER(_MSKMBaseline):
+class SemiMER(SemiSeq):
     """Semi-MER: MSKM + meta-experience replay (Riemer et al., ICLR 2019) through
     :class:`~avalanche_sets.baselines.plugins.MERPlugin`.
 
@@ -249,16 +193,12 @@ class SemiMER(_MSKMBaseline):
     def __init__(
         self,
         *,
-        model: torch.nn.Module | None = None,
-        optimizer: torch.optim.Optimizer | None = None,
-        lr: float = 1e-3,
         mem_size: int = MEM_SIZE,
         replay_batch: int = REPLAY_BATCH,
         n_batches: int = 1,
         beta: float = 1.0,
         gamma: float = 1.0,
         seed: int = 0,
-        plugins: Sequence | None = None,
         **kwargs,
     ) -> None:
         plugin = MERPlugin(
@@ -269,9 +209,7 @@ class SemiMER(_MSKMBaseline):
             gamma=gamma,
             seed=seed,
         )
-        super().__init__(
-            model=model, optimizer=optimizer, lr=lr, cl_plugin=plugin, plugins=plugins, **kwargs
-        )
+        super().__init__(cl_plugin=plugin, **kwargs)
 
     def training_epoch(self, **kwargs):
         for mbatch in self.dataloader:
@@ -284,7 +222,7 @@ class SemiMER(_MSKMBaseline):
             self._after_training_iteration(**kwargs)
 
 
-class SemiGPM(_MSKMBaseline):
+class SemiGPM(SemiSeq):
     """Semi-GPM: MSKM + gradient projection memory (Saha et al., ICLR 2021) through
     :class:`~avalanche_sets.baselines.plugins.GPMPlugin`.
 
@@ -307,15 +245,12 @@ class SemiGPM(_MSKMBaseline):
     def __init__(
         self,
         *,
-        model: torch.nn.Module | None = None,
-        optimizer: torch.optim.Optimizer | None = None,
         lr: float = 0.01,
         threshold: float = 0.9,
         threshold_increment: float = 0.003,
         n_episodes: int = 10,
         other_params: str = "freeze",
         seed: int = 0,
-        plugins: Sequence | None = None,
         **kwargs,
     ) -> None:
         plugin = GPMPlugin(
@@ -325,18 +260,10 @@ class SemiGPM(_MSKMBaseline):
             other_params=other_params,
             seed=seed,
         )
-        super().__init__(
-            model=model,
-            optimizer=optimizer,
-            lr=lr,
-            sgd=True,
-            cl_plugin=plugin,
-            plugins=plugins,
-            **kwargs,
-        )
+        super().__init__(lr=lr, sgd=True, cl_plugin=plugin, **kwargs)
 
 
-class SemiDER(_MSKMBaseline):
+class SemiDER(SemiSeq):
     """Semi-DER: MSKM + dark experience replay++ (Buzzega et al., NeurIPS 2020; the paper's
     "DEGCL") through :class:`~avalanche_sets.baselines.plugins.DERPlugin`.
 
@@ -355,23 +282,17 @@ class SemiDER(_MSKMBaseline):
     def __init__(
         self,
         *,
-        model: torch.nn.Module | None = None,
-        optimizer: torch.optim.Optimizer | None = None,
-        lr: float = 1e-3,
         mem_size: int = MEM_SIZE,
         replay_batch: int = REPLAY_BATCH,
         alpha: float = 0.001,
         beta: float = 0.5,
         seed: int = 0,
-        plugins: Sequence | None = None,
         **kwargs,
     ) -> None:
         plugin = DERPlugin(
             mem_size=mem_size, replay_batch=replay_batch, alpha=alpha, beta=beta, seed=seed
         )
-        super().__init__(
-            model=model, optimizer=optimizer, lr=lr, cl_plugin=plugin, plugins=plugins, **kwargs
-        )
+        super().__init__(cl_plugin=plugin, **kwargs)
 
 
 class JointTraining(SemiSeq):

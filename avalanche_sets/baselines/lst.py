@@ -31,7 +31,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ..models.backbone import cpu_backbone
 from ..models.heads import prototypes
 from .meta import ANILModel, EpisodicBaseline, embedding_dim
 
@@ -242,47 +241,13 @@ class LST(EpisodicBaseline):
       LST's two optimisers with equal learning rates.
 
     Args:
-        model: default :class:`LSTModel` from the options below.
-        backbone: default :func:`~avalanche_sets.models.cpu_backbone`.
-        LSTModel's options: ``n_way``, ``inner_steps``, ``inner_lr``, ``retrain_steps``,
-            ``finetune_steps``, ``n_select``, ``n_stages``, ``swn_hidden``, ``first_order``,
-            ``bf16`` go to :class:`LSTModel`.
-        optimizer / lr: default Adam(lr = 1e-3). **kwargs: :class:`EpisodicTemplate`.
+        model: default :class:`LSTModel` built from ``model_options``, its keyword options
+            (``LST(model_options={"n_stages": 1})``; ``backbone`` default
+            :func:`~avalanche_sets.models.cpu_backbone`).
+        optimizer / lr: default Adam(lr = 1e-3). **kwargs: :class:`EpisodicBaseline`.
     """
 
-    def __init__(
-        self,
-        *,
-        backbone: nn.Module | None = None,
-        n_way: int = 5,
-        inner_steps: int = 5,
-        inner_lr: float = 0.01,
-        retrain_steps: int = 5,
-        finetune_steps: int = 5,
-        n_select: int = 5,
-        n_stages: int = 2,
-        swn_hidden: tuple[int, ...] = (64, 8),
-        first_order: bool = True,
-        bf16: bool = False,
-        **kwargs,
-    ) -> None:
-        self._options = dict(
-            n_way=n_way,
-            inner_steps=inner_steps,
-            inner_lr=inner_lr,
-            retrain_steps=retrain_steps,
-            finetune_steps=finetune_steps,
-            n_select=n_select,
-            n_stages=n_stages,
-            swn_hidden=swn_hidden,
-            first_order=first_order,
-            bf16=bf16,
-        )
-        self._backbone = backbone
-        super().__init__(**kwargs)
-
-    def default_model(self) -> nn.Module:
-        return LSTModel(self._backbone or cpu_backbone(), **self._options)
+    model_class = LSTModel
 
     def criterion(self):
         """Query cross-entropy of the final head, plus (training) the SWN's query loss."""

@@ -13,16 +13,25 @@ their original papers would.
 
 Shared pieces:
 
-* :class:`EpisodicBaseline` — the strategy constructor every baseline shares (default model,
-  default Adam optimiser, keyword-only arguments).
+* :class:`EpisodicBaseline` — the strategy every baseline is, the continual ones of
+  :mod:`.continual` included: a default model built from ``model_options`` (the model's own
+  keyword options), the default optimiser, the continual mechanism's plugin first;
+  keyword-only arguments.
 * :class:`ANILModel` — backbone + linear head whose learn2learn ``MAML`` clone is adapted per
   episode; :class:`~avalanche_sets.baselines.lst.LSTModel` extends it.
 """
 
 from __future__ import annotations
 
+import difflib
+import inspect
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, ClassVar
+
 import torch
 import torch.nn.functional as F
+from avalanche.core import SupervisedPlugin
 from torch import Tensor, nn
 
 from ..data.episodes import EpisodeBatch
@@ -55,31 +64,115 @@ def embedding_dim(backbone: nn.Module, emb_dim: int | None = None) -> int:
 
 
 class EpisodicBaseline(EpisodicTemplate):
-    """The constructor every baseline shares: a default model and the paper's Adam optimiser.
+    """The strategy every baseline is: an episodic model, the paper's optimiser and, for the
+    continual baselines, their mechanism's plugin ahead of any other.
 
-    Subclasses implement :meth:`default_model` (called only when ``model`` is None, with the
-    subclass's model options, which a given ``model`` makes irrelevant); everything else goes to :class:`EpisodicTemplate`
-    (``train_mb_size`` — paper 2 —, ``train_epochs``, ``evaluator``, ``plugins``, ``device``...).
+    A method sets what makes it different — the class of its default model, the model options
+    it fixes — and at most adds a constructor that builds its plugin, and a criterion.
+
+    The model's options are declared once, by the model: a strategy takes them as one mapping,
+    ``model_options``, checked against the model's signature (:meth:`model_option_names`) and
+    handed to it, ``model_class(backbone, **fixed_model_options, **model_options)``; so
+    ``LST(model_options={"n_stages": 1})`` builds ``LSTModel(cpu_backbone(), n_stages=1)``, and
+    the model refuses a bad value, naming it, when the strategy is built.
+
+    Args:
+        model: the episodic model; default :attr:`model_class` built from ``model_options``
+            (a given model makes them irrelevant; their names are still checked).
+        model_options: keyword arguments of :attr:`model_class`, ``backbone`` (default
+            :func:`~avalanche_sets.models.cpu_backbone`) included.
+        optimizer: default ``Adam(model.parameters(), lr)`` (``SGD`` with ``sgd=True``).
+        lr: learning rate of the default optimiser (paper: Adam, 1e-3).
+        sgd: make the default optimiser plain SGD.
+        cl_plugin: the continual-learning mechanism, kept as :attr:`cl_plugin` and run first.
+        plugins: further Avalanche plugins, after it.
+        **kwargs: :class:`EpisodicTemplate` arguments (``train_mb_size`` — paper 2 —,
+            ``train_epochs``, ``evaluator``, ``device``...).
+
+    Raises:
+        TypeError: a name in ``model_options`` that :attr:`model_class` does not take (with
+            the closest one), or any other unknown argument.
+        ValueError: ``lr`` is not positive; the model refuses one of its options.
     """
+
+    #: The default model's class; ``None``: the method builds its model in
+    #: :meth:`default_model` and takes no model options.
+    model_class: ClassVar[type[nn.Module] | None] = None
+    #: Options of :attr:`model_class` the method fixes (MSKM's ``refine="mskm"``).
+    fixed_model_options: ClassVar[Mapping[str, Any]] = MappingProxyType({})
 
     def __init__(
         self,
         *,
         model: nn.Module | None = None,
+        model_options: Mapping[str, Any] | None = None,
         optimizer: torch.optim.Optimizer | None = None,
         lr: float = 1e-3,
+        sgd: bool = False,
+        cl_plugin: SupervisedPlugin | None = None,
+        plugins: Sequence[SupervisedPlugin] | None = None,
         **kwargs,
     ) -> None:
+        options = dict(model_options or {})
+        self._check_model_options(options)
         if not lr > 0:
             raise ValueError(f"lr must be positive, got {lr!r}")
         if model is None:
-            model = self.default_model()
+            model = self.default_model(**options)
         if optimizer is None:
-            optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-        super().__init__(model=model, optimizer=optimizer, **kwargs)
+            optimizer = (torch.optim.SGD if sgd else torch.optim.Adam)(model.parameters(), lr=lr)
+        self.cl_plugin = cl_plugin
+        """The continual-learning mechanism (``None`` for a method without one)."""
+        own = [cl_plugin] if cl_plugin is not None else []
+        super().__init__(
+            model=model, optimizer=optimizer, plugins=[*own, *(plugins or [])], **kwargs
+        )
 
-    def default_model(self) -> nn.Module:  # pragma: no cover - overridden
-        raise NotImplementedError
+    @classmethod
+    def model_option_names(cls) -> tuple[str, ...]:
+        """The names ``model_options`` may hold: the keyword parameters of :attr:`model_class`
+        (``backbone`` first) less :attr:`fixed_model_options`; none without a model class."""
+        if cls.model_class is None:
+            return ()
+        params = inspect.signature(cls.model_class).parameters.values()
+        return tuple(
+            p.name
+            for p in params
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+            and p.name not in cls.fixed_model_options
+        )
+
+    @classmethod
+    def _check_model_options(cls, options: Mapping[str, Any]) -> None:
+        valid = cls.model_option_names()
+        unknown = sorted(set(options) - set(valid))
+        if not unknown:
+            return
+        if not valid:
+            raise TypeError(
+                f"{cls.__name__} takes no model options (got {unknown}); fix: pass model=..."
+            )
+        hints = "".join(
+            f" (did you mean {close[0]!r}?)"
+            for close in (difflib.get_close_matches(k, valid, n=1) for k in unknown)
+            if close
+        )
+        raise TypeError(
+            f"{cls.__name__}'s model {cls.model_class.__name__} does not take option(s) "
+            f"{unknown}{hints}; fix: use its options {list(valid)}"
+        )
+
+    def default_model(self, *, backbone: nn.Module | None = None, **options: Any) -> nn.Module:
+        """``model_class(backbone, **fixed_model_options, **options)``; ``backbone`` default
+        :func:`~avalanche_sets.models.cpu_backbone`.
+
+        Raises:
+            TypeError: the class names no :attr:`model_class` (pass ``model``).
+        """
+        if self.model_class is None:
+            raise TypeError(f"{type(self).__name__} has no default model; fix: pass model=...")
+        backbone = cpu_backbone() if backbone is None else backbone
+        return self.model_class(backbone, **self.fixed_model_options, **options)
 
 
 # --------------------------------------------------------------------------- ProtoNet, MSKM
@@ -115,20 +208,14 @@ class ProtoNet(EpisodicBaseline):
     and OOD alike) — the unlabeled images are not even embedded (:class:`ProtoNetModel`).
 
     Args:
-        model: default ``ProtoNetModel(backbone)``.
-        backbone: default :func:`~avalanche_sets.models.cpu_backbone` (4 blocks, 32 px).
-        bf16: bfloat16 autocast for the backbone (where supported).
+        model: default :class:`ProtoNetModel` built from ``model_options``, its keyword
+            options ``backbone`` (default :func:`~avalanche_sets.models.cpu_backbone`, 4
+            blocks, 32 px) and ``bf16``.
         optimizer / lr: default Adam(lr = 1e-3, the paper's).
-        **kwargs: :class:`EpisodicTemplate` arguments.
+        **kwargs: :class:`EpisodicBaseline` arguments.
     """
 
-    def __init__(self, *, backbone: nn.Module | None = None, bf16: bool = False, **kwargs) -> None:
-        self._options = dict(backbone=backbone, bf16=bf16)
-        super().__init__(**kwargs)
-
-    def default_model(self) -> nn.Module:
-        o = self._options
-        return ProtoNetModel(o["backbone"] or cpu_backbone(), bf16=o["bf16"])
+    model_class = ProtoNetModel
 
 
 class MSKM(EpisodicBaseline):
@@ -143,17 +230,13 @@ class MSKM(EpisodicBaseline):
     also the meta-learner the paper's continual baselines (Semi-*) build on.
 
     Args:
-        model: default ``PrototypicalModel(backbone, refine="mskm")``.
-        backbone, bf16, optimizer, lr, **kwargs: as :class:`ProtoNet`.
+        model: default ``PrototypicalModel(backbone, refine="mskm", bf16=bf16)``, the
+            ``model_options`` ``backbone`` and ``bf16`` as :class:`ProtoNet`'s.
+        optimizer, lr, **kwargs: as :class:`ProtoNet`.
     """
 
-    def __init__(self, *, backbone: nn.Module | None = None, bf16: bool = False, **kwargs) -> None:
-        self._options = dict(backbone=backbone, bf16=bf16)
-        super().__init__(**kwargs)
-
-    def default_model(self) -> nn.Module:
-        o = self._options
-        return PrototypicalModel(o["backbone"] or cpu_backbone(), refine="mskm", bf16=o["bf16"])
+    model_class = PrototypicalModel
+    fixed_model_options = MappingProxyType({"refine": "mskm"})
 
 
 # --------------------------------------------------------------------------- ANIL
@@ -349,34 +432,10 @@ class ANIL(EpisodicBaseline):
     supervised only, the unlabeled set (ID and OOD) is ignored.
 
     Args:
-        model: default :class:`ANILModel` built from the options below.
-        backbone: default :func:`~avalanche_sets.models.cpu_backbone`.
-        n_way, inner_steps, inner_lr, first_order, eval_inner_steps, bf16: :class:`ANILModel`.
-        optimizer / lr: default Adam(lr = 1e-3). **kwargs: :class:`EpisodicTemplate`.
+        model: default :class:`ANILModel` built from ``model_options``, its keyword options
+            (``ANIL(model_options={"inner_steps": 5})``; ``backbone`` default
+            :func:`~avalanche_sets.models.cpu_backbone`).
+        optimizer / lr: default Adam(lr = 1e-3). **kwargs: :class:`EpisodicBaseline`.
     """
 
-    def __init__(
-        self,
-        *,
-        backbone: nn.Module | None = None,
-        n_way: int = 5,
-        inner_steps: int = 20,
-        inner_lr: float = 0.01,
-        first_order: bool = True,
-        eval_inner_steps: int | None = None,
-        bf16: bool = False,
-        **kwargs,
-    ) -> None:
-        self._options = dict(
-            n_way=n_way,
-            inner_steps=inner_steps,
-            inner_lr=inner_lr,
-            first_order=first_order,
-            eval_inner_steps=eval_inner_steps,
-            bf16=bf16,
-        )
-        self._backbone = backbone
-        super().__init__(**kwargs)
-
-    def default_model(self) -> nn.Module:
-        return ANILModel(self._backbone or cpu_backbone(), **self._options)
+    model_class = ANILModel

@@ -26,8 +26,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..data.episodes import EpisodeBatch
-from ..models.backbone import autocast_bf16, cpu_backbone, embed_episodes
-from ..models.heads import squared_euclidean
+from ..functional.distance import squared_euclidean
+from ..models.backbone import autocast_bf16, embed_episodes
 from .meta import EpisodicBaseline, embedding_dim
 
 __all__ = [
@@ -230,42 +230,21 @@ class TPN(EpisodicBaseline):
     writes the sum), see :func:`gaussian_affinity`.
 
     Args:
-        model: default :class:`TPNModel` from the options below.
-        backbone: default :func:`~avalanche_sets.models.cpu_backbone`.
-        TPNModel's options: ``alpha`` (0.9; the paper's 0.99 is one option away), ``k`` (20),
-            ``sigma_hidden``, ``bf16``, ``sigma_mode`` ("exp"), ``self_loops`` (False) go to
-            :class:`TPNModel`.
+        model: default :class:`TPNModel` built from ``model_options``, its keyword options
+            (``TPN(model_options={"alpha": 0.99})``, the paper's; ``backbone`` default
+            :func:`~avalanche_sets.models.cpu_backbone`).
         support_loss: train on the cross-entropy of the support and query rows of ``F*``
             together (one mean over all of them, as the authors' code), not the query rows only.
-        optimizer / lr: default Adam(lr = 1e-3). **kwargs: :class:`EpisodicTemplate`.
+        optimizer / lr: default Adam(lr = 1e-3). **kwargs: :class:`EpisodicBaseline`.
 
     Raises:
         ValueError: ``support_loss=True`` with a ``model`` that does not keep
             ``last_support_logits`` (a :class:`TPNModel` does).
     """
 
-    def __init__(
-        self,
-        *,
-        backbone: nn.Module | None = None,
-        alpha: float = 0.9,
-        k: int | None = 20,
-        sigma_hidden: tuple[int, ...] = (64, 8),
-        bf16: bool = False,
-        sigma_mode: str = "exp",
-        self_loops: bool = False,
-        support_loss: bool = False,
-        **kwargs,
-    ) -> None:
-        self._options = dict(
-            alpha=alpha,
-            k=k,
-            sigma_hidden=sigma_hidden,
-            bf16=bf16,
-            sigma_mode=sigma_mode,
-            self_loops=self_loops,
-        )
-        self._backbone = backbone
+    model_class = TPNModel
+
+    def __init__(self, *, support_loss: bool = False, **kwargs) -> None:
         self.support_loss = bool(support_loss)
         super().__init__(**kwargs)
         if self.support_loss and not hasattr(self.model, "last_support_logits"):
@@ -284,6 +263,3 @@ class TPN(EpisodicBaseline):
         loss = F.cross_entropy(logits, labels)
         self.loss_terms["meta"] = loss.detach()
         return loss
-
-    def default_model(self) -> nn.Module:
-        return TPNModel(self._backbone or cpu_backbone(), **self._options)

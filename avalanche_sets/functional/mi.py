@@ -31,6 +31,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from .distance import squared_euclidean
+
 __all__ = [
     "GaussianConditional",
     "Critic",
@@ -217,18 +219,16 @@ def tuba_lower_bound(critic: Critic, e: Tensor, p: Tensor, *, clamp: float | Non
 
 
 def nearest_prototype(embeddings: Tensor, prototypes: Tensor) -> Tensor:
-    """``c' = argmin_c ||e - p_c||`` for each row: ``[..., L, d]``, ``[..., N, d]`` -> ``[..., L]``."""
+    """``c' = argmin_c ||e - p_c||`` for each row: ``[..., L, d]``, ``[..., N, d]`` -> ``[..., L]``.
+
+    A tie (a row within rounding error of several prototypes: distance 0 to each) goes to the
+    lowest index ``c``."""
     if embeddings.shape[-1] != prototypes.shape[-1]:
         raise ValueError("embeddings and prototypes must have the same feature size")
     if prototypes.shape[-2] == 0:
         raise ValueError("need at least one prototype")
     with torch.no_grad():
-        e, pr = embeddings.detach(), prototypes.detach().to(embeddings.dtype)
-        d2 = (
-            e.pow(2).sum(-1, keepdim=True)
-            + pr.pow(2).sum(-1).unsqueeze(-2)
-            - 2.0 * e @ pr.transpose(-1, -2)
-        )
+        d2 = squared_euclidean(embeddings.detach(), prototypes.detach(), expand=True)
         return d2.argmin(-1)
 
 

@@ -13,9 +13,9 @@ on the encoder's output norm, which drifts during training. We therefore L2-norm
 prototypes too (``normalize_prototypes=True``, the default), so that
 ``||w - p̂_c||² = 2 - 2 cos(w, p_c)``: the split depends on directions only and every distance
 lies in ``[0, 2]``. The recommended prototypes are the class means of the *normalised* support
-embeddings (:func:`prototypes_from_support` with ``normalize=True``); after the final
-normalisation only their direction matters. ``normalize_prototypes=False`` reproduces the
-paper's literal mix.
+embeddings (:func:`~avalanche_sets.models.heads.prototypes` of
+``F.normalize(support_emb, dim=-1)``); after the final normalisation only their direction
+matters. ``normalize_prototypes=False`` reproduces the paper's literal mix.
 
 **Standard deviation.** The population standard deviation (``ddof = 0``) of the query
 distances; it is defined for a single query point (the threshold is then that distance).
@@ -33,7 +33,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-__all__ = ["OOD_RULES", "OODSplit", "prototypes_from_support", "split_ood", "split_ood_batched"]
+from .distance import squared_euclidean
+
+__all__ = ["OOD_RULES", "OODSplit", "split_ood", "split_ood_batched"]
 
 #: Names accepted by ``rule=``.
 OOD_RULES: tuple[str, ...] = ("threshold", "topk")
@@ -56,34 +58,9 @@ class OODSplit(NamedTuple):
     nearest: Tensor
 
 
-def prototypes_from_support(
-    support_emb: Tensor, support_labels: Tensor, n_classes: int, *, normalize: bool = True
-) -> Tensor:
-    """Class means of the support embeddings (Algorithm 1 line 2).
-
-    Args:
-        support_emb: ``[S, d]`` or ``[B, S, d]``.
-        support_labels: long ``[S]`` or ``[B, S]`` in ``0..n_classes-1``.
-        n_classes: N.
-        normalize: L2-normalise the embeddings before averaging (recommended for the OOD split).
-
-    Returns:
-        ``[N, d]`` or ``[B, N, d]``; a class without support points gets a zero prototype.
-    """
-    emb = F.normalize(support_emb, dim=-1) if normalize else support_emb
-    onehot = F.one_hot(support_labels.long(), n_classes).to(emb.dtype)  # [..., S, N]
-    counts = onehot.sum(-2).clamp_min(1.0).unsqueeze(-1)  # [..., N, 1]
-    return onehot.transpose(-1, -2) @ emb / counts
-
-
 def _min_distance(w: Tensor, protos: Tensor) -> tuple[Tensor, Tensor]:
     """``min_c ||w - p_c||`` and the arg-min: ``[B, n, d]``, ``[B, N, d]`` -> ``[B, n]`` x2."""
-    d2 = (
-        w.pow(2).sum(-1, keepdim=True)
-        + protos.pow(2).sum(-1).unsqueeze(-2)
-        - 2.0 * w @ protos.transpose(-1, -2)
-    ).clamp_min(0.0)
-    d2min, idx = d2.min(-1)
+    d2min, idx = squared_euclidean(w, protos, expand=True).min(-1)
     return d2min.sqrt(), idx
 
 

@@ -7,7 +7,8 @@ them, the loss is the optimal value of the discrete OT problem
 
     L_{OT} = \\min_{W \\in \\Pi(\\mu, \\nu)} \\sum_{ij} W_{ij} \\, d(e_i, g_j),
 
-with uniform marginals by default and the squared Euclidean cost ``d``. Three solvers:
+with uniform marginals by default and the squared Euclidean cost ``d``
+(:func:`~avalanche_sets.functional.distance.squared_euclidean`, expanded form). Three solvers:
 
 * ``"exact"``: the LP optimum. For ``n == m`` with uniform weights the optimum is attained
   at a (scaled) permutation matrix (Birkhoff–von Neumann), so the assignment problem is solved
@@ -40,11 +41,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .distance import squared_euclidean
+
 __all__ = [
     "OT_SOLVERS",
     "CVXPYLAYERS_MAX_ENTRIES",
     "check_solver",
-    "cost_matrix",
     "ot_plan",
     "sinkhorn_log",
     "cvxpylayers_plan",
@@ -91,30 +93,6 @@ def _check_points(name: str, x: Tensor) -> None:
         raise ValueError(f"{name} must be a floating-point tensor, got {x.dtype}")
     if x.numel() and not bool(torch.isfinite(x).all()):
         raise ValueError(f"{name} contains non-finite values")
-
-
-def cost_matrix(x: Tensor, y: Tensor) -> Tensor:
-    """Squared Euclidean cost ``C_ij = ||x_i - y_j||²``.
-
-    Computed as ``|x_i|² + |y_j|² - 2 x_i·y_j`` (memory ``O(nm)``, not ``O(nmd)``) and clamped at
-    0 so rounding never gives negative costs. Differentiable in ``x`` and ``y``.
-
-    Args:
-        x: ``[n, d]``.
-        y: ``[m, d]``.
-
-    Returns:
-        ``[n, m]``, same dtype as ``x``.
-    """
-    _check_points("x", x)
-    _check_points("y", y)
-    if x.shape[1] != y.shape[1]:
-        raise ValueError(
-            f"x and y must have the same feature size, got {x.shape[1]} and {y.shape[1]}"
-        )
-    y = y.to(x.dtype)
-    sq = x.pow(2).sum(1, keepdim=True) + y.pow(2).sum(1).unsqueeze(0) - 2.0 * x @ y.T
-    return sq.clamp_min(0.0)
 
 
 def _weights(w: Tensor | np.ndarray | None, n: int, name: str) -> np.ndarray:
@@ -426,7 +404,7 @@ def ot_loss(
             current = current[idx_c.to(current.device)]
         if idx_s is not None:
             stored = stored[idx_s.to(current.device)]
-    cost = cost_matrix(current, stored)
+    cost = squared_euclidean(current, stored, expand=True)  # memory O(nm), not O(nmd)
     if solver == "cvxpylayers":
         plan = cvxpylayers_plan(cost, quad_reg=quad_reg, solver_args=solver_args)
     else:

@@ -16,11 +16,9 @@ from torch import Tensor, nn
 
 from ..data.episodes import EpisodeBatch
 from .backbone import autocast_bf16, embed_episodes
-from .heads import MaskedSoftKMeans, proto_logits, prototypes, soft_kmeans_refine
+from .heads import REFINE_MODES, MaskedSoftKMeans, proto_logits, prototypes, soft_kmeans_refine
 
-__all__ = ["EpisodeState", "PrototypicalModel", "REFINEMENTS"]
-
-REFINEMENTS = ("none", "soft_kmeans", "mskm")
+__all__ = ["EpisodeState", "PrototypicalModel"]
 
 
 @dataclass
@@ -66,8 +64,8 @@ class PrototypicalModel(nn.Module):
 
     def __init__(self, backbone: nn.Module, *, refine: str = "none", bf16: bool = False) -> None:
         super().__init__()
-        if refine not in REFINEMENTS:
-            raise ValueError(f"refine must be one of {REFINEMENTS}, got {refine!r}")
+        if refine not in REFINE_MODES:
+            raise ValueError(f"refine must be one of {REFINE_MODES}, got {refine!r}")
         self.backbone = backbone
         self.refine = refine
         self.bf16 = bool(bf16)

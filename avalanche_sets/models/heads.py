@@ -9,7 +9,8 @@ state: embeddings from a bf16-autocast backbone are float32 already (design §8:
 distances stay in fp32).
 
 * :func:`prototypes` — class means of the support embeddings (Snell et al. 2017).
-* :func:`squared_euclidean`, :func:`proto_logits` — ``-‖h(q) - p_c‖²``.
+* :func:`proto_logits` — ``-‖h(q) - p_c‖²``, the distances from
+  :func:`~avalanche_sets.functional.distance.squared_euclidean` (as every distance here).
 * :func:`soft_kmeans_refine` — one soft k-means step with unlabeled data (Ren et al. 2018;
   ORDER, design §3.3), optionally weighted per unlabeled example.
 * :class:`MaskedSoftKMeans` — Ren et al. 2018's masked soft k-means (the MSKM baseline).
@@ -25,9 +26,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..functional.distance import squared_euclidean
+
 __all__ = [
     "prototypes",
-    "squared_euclidean",
     "proto_logits",
     "soft_kmeans_refine",
     "MaskedSoftKMeans",
@@ -36,10 +38,6 @@ __all__ = [
 ]
 
 REFINE_MODES = ("none", "soft_kmeans", "mskm")
-
-# Above this many elements of the [..., M, N, d] difference tensor, squared_euclidean switches
-# from the exact broadcast form to the (matmul) expansion ‖x‖² + ‖p‖² - 2 x·p.
-_BROADCAST_LIMIT = 1 << 22
 
 
 def _fp32(*tensors: Tensor) -> contextlib.AbstractContextManager:
@@ -92,38 +90,10 @@ def prototypes(support_emb: Tensor, support_y: Tensor, n_way: int) -> Tensor:
         return sums / counts.unsqueeze(-1)
 
 
-def squared_euclidean(x: Tensor, protos: Tensor) -> Tensor:
-    """Squared Euclidean distances ``‖x_m - p_c‖²``.
-
-    Args:
-        x: ``[..., M, d]``.
-        protos: ``[..., N, d]``.
-
-    Returns:
-        ``[..., M, N]`` float32. Exact (broadcast difference, zero for identical points) for
-        episode-sized inputs; for very large ``M·N·d`` it uses the matmul expansion
-        ``‖x‖² + ‖p‖² − 2x·p`` (clamped at 0) to bound memory.
-    """
-    if x.shape[-1] != protos.shape[-1]:
-        raise ValueError(
-            f"embedding sizes differ: x {tuple(x.shape)} vs protos {tuple(protos.shape)}"
-        )
-    with _fp32(x):
-        x = x.float()
-        protos = protos.float()
-        m, n, d = x.shape[-2], protos.shape[-2], x.shape[-1]
-        lead = torch.broadcast_shapes(x.shape[:-2], protos.shape[:-2])
-        if math.prod(lead) * m * n * d <= _BROADCAST_LIMIT:
-            return (x.unsqueeze(-2) - protos.unsqueeze(-3)).pow(2).sum(-1)
-        x2 = x.pow(2).sum(-1, keepdim=True)  # [..., M, 1]
-        p2 = protos.pow(2).sum(-1).unsqueeze(-2)  # [..., 1, N]
-        return (x2 + p2 - 2.0 * (x @ protos.transpose(-1, -2))).clamp_min(0.0)
-
-
 def proto_logits(query_emb: Tensor, protos: Tensor) -> Tensor:
     """Prototypical-network logits ``-‖h(q) - p_c‖²``: ``[..., Q, d]``, ``[..., N, d]`` →
-    ``[..., Q, N]``."""
-    return -squared_euclidean(query_emb, protos)
+    ``[..., Q, N]`` (float32)."""
+    return -squared_euclidean(query_emb.float(), protos)
 
 
 def soft_kmeans_refine(

@@ -11,6 +11,7 @@ restore every baseline exactly.
 from __future__ import annotations
 
 import copy
+import inspect
 from dataclasses import replace
 
 import pytest
@@ -19,7 +20,14 @@ from avalanche.core import SupervisedPlugin
 from avalanche.training.plugins import EvaluationPlugin
 
 from avalanche_sets.baselines.lst import LST, LSTModel
-from avalanche_sets.baselines.meta import ANIL, MSKM, ANILModel, ProtoNet, ProtoNetModel
+from avalanche_sets.baselines.meta import (
+    ANIL,
+    MSKM,
+    ANILModel,
+    EpisodicBaseline,
+    ProtoNet,
+    ProtoNetModel,
+)
 from avalanche_sets.baselines.tpn import (
     TPN,
     TPNModel,
@@ -99,7 +107,7 @@ def _strategy(name: str, seed: int = 0, **kwargs):
         ),
     }
     cls, opts = options[name]
-    return cls(backbone=_backbone(), **opts, **kwargs)
+    return cls(model_options={"backbone": _backbone(), **opts}, **kwargs)
 
 
 def _eval_logits(model, x):
@@ -143,7 +151,8 @@ def test_default_strategies_follow_the_paper():
     mskm = MSKM(evaluator=EvaluationPlugin()).model
     assert isinstance(mskm, PrototypicalModel) and mskm.refine == "mskm"
     assert TPN(evaluator=EvaluationPlugin()).model.alpha == 0.9
-    assert ANIL(n_way=N_WAY, evaluator=EvaluationPlugin()).model.inner_steps == 20
+    anil = ANIL(model_options={"n_way": N_WAY}, evaluator=EvaluationPlugin())
+    assert anil.model.inner_steps == 20
 
 
 def test_invalid_options_raise():
@@ -154,7 +163,78 @@ def test_invalid_options_raise():
     with pytest.raises(ValueError, match="n_select"):
         LSTModel(_backbone(), n_select=0)
     with pytest.raises(ValueError, match="lr"):
-        ProtoNet(backbone=_backbone(), lr=-1.0, evaluator=EvaluationPlugin())
+        ProtoNet(model_options={"backbone": _backbone()}, lr=-1.0, evaluator=EvaluationPlugin())
+
+
+STRATEGY_MODELS = {
+    ProtoNet: ProtoNetModel,
+    MSKM: PrototypicalModel,
+    ANIL: ANILModel,
+    TPN: TPNModel,
+    LST: LSTModel,
+}
+
+
+@pytest.mark.parametrize("cls", list(STRATEGY_MODELS), ids=lambda c: c.__name__)
+def test_a_strategy_takes_its_models_options_once(cls):
+    """The options are the model's keyword parameters (backbone included; MSKM's refine is
+    fixed), declared on the model only: the strategy's own signature repeats none of them."""
+    params = inspect.signature(STRATEGY_MODELS[cls]).parameters
+    expected = tuple(p for p in params if p != "refine")
+    assert cls.model_option_names() == expected
+    assert expected[0] == "backbone" and "bf16" in expected
+    declared = {
+        name
+        for klass in cls.__mro__
+        if "__init__" in vars(klass)
+        for name in inspect.signature(vars(klass)["__init__"]).parameters
+    }
+    assert not declared & set(expected)
+
+
+def test_model_options_reach_the_model_and_bad_ones_fail_at_construction():
+    ev = EvaluationPlugin()
+    backbone = _backbone()
+    options = {"backbone": backbone, "n_way": N_WAY, "n_stages": 1, "swn_hidden": (4,)}
+    lst = LST(model_options=options, evaluator=ev).model
+    assert isinstance(lst, LSTModel) and lst.backbone is backbone
+    assert (lst.n_way, lst.n_stages, lst.inner_steps) == (N_WAY, 1, 5)  # the rest: defaults
+    assert TPN(model_options={"alpha": 0.5}, evaluator=ev).model.alpha == 0.5
+    assert MSKM(model_options={"bf16": True}, evaluator=ev).model.bf16
+    anil = ANIL(model_options={"n_way": N_WAY, "emb_dim": 32}, evaluator=ev).model
+    assert anil.head.module.in_features == 32
+    with pytest.raises(ValueError, match="n_select must be an integer >= 1, got 0"):
+        LST(model_options={"n_select": 0}, evaluator=ev)
+    with pytest.raises(ValueError, match=r"alpha must lie in \(0, 1\), got 1.0"):
+        TPN(model_options={"alpha": 1.0}, evaluator=ev)
+    with pytest.raises(
+        TypeError,
+        match=r"LST's model LSTModel does not take option\(s\) \['n_selct'\] \(did you mean "
+        r"'n_select'\?\); fix: use its options \['backbone', 'n_way', ",
+    ):
+        LST(model_options={"n_selct": 2}, evaluator=ev)
+    with pytest.raises(TypeError, match=r"\['refine'\]"):  # fixed by MSKM, not an option
+        MSKM(model_options={"refine": "none"}, evaluator=ev)
+    with pytest.raises(TypeError, match="inner_steps"):  # model options go in model_options
+        ANIL(inner_steps=5, evaluator=ev)
+
+
+def test_the_base_class_builds_no_model_of_its_own():
+    assert EpisodicBaseline.model_option_names() == ()
+    with pytest.raises(TypeError, match="EpisodicBaseline has no default model; fix: pass model"):
+        EpisodicBaseline(evaluator=EvaluationPlugin())
+    with pytest.raises(
+        TypeError, match=r"EpisodicBaseline takes no model options \(got \['bf16'\]\)"
+    ):
+        EpisodicBaseline(model_options={"bf16": True}, evaluator=EvaluationPlugin())
+    strategy = EpisodicBaseline(model=ProtoNetModel(_backbone()), evaluator=EvaluationPlugin())
+    assert isinstance(strategy.optimizer, torch.optim.Adam) and strategy.cl_plugin is None
+
+
+def test_a_given_model_replaces_the_model_options():
+    model = LSTModel(_backbone(), n_way=N_WAY, n_stages=2)
+    strategy = LST(model=model, model_options={"n_stages": 1}, evaluator=EvaluationPlugin())
+    assert strategy.model is model and model.n_stages == 2
 
 
 def test_anil_rejects_episodes_of_another_width(batch):

@@ -6,7 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from avalanche_sets.functional import prototypes_from_support, split_ood, split_ood_batched
+from avalanche_sets.functional import split_ood, split_ood_batched
+from avalanche_sets.models.heads import prototypes
 
 
 def _episode(
@@ -30,7 +31,7 @@ def _episode(
         [torch.ones(len(unl_id), dtype=torch.bool), torch.zeros(n_ood, dtype=torch.bool)]
     )
     perm = torch.randperm(len(unlabeled), generator=g)
-    protos = prototypes_from_support(support, labels, n_way)
+    protos = prototypes(F.normalize(support, dim=-1), labels, n_way)  # the recommended ones
     return query, unlabeled[perm], protos, is_id[perm]
 
 
@@ -129,20 +130,6 @@ def test_no_gradient_and_input_dtype():
     assert not res.distances.requires_grad
     half = split_ood(query.bfloat16(), unlabeled.detach().bfloat16(), protos.bfloat16())
     assert half.distances.dtype == torch.float32
-
-
-def test_prototypes_from_support():
-    emb = torch.tensor([[3.0, 0.0], [0.0, 2.0], [0.0, 4.0]])
-    labels = torch.tensor([0, 1, 1])
-    torch.testing.assert_close(
-        prototypes_from_support(emb, labels, 3), torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
-    )
-    torch.testing.assert_close(
-        prototypes_from_support(emb, labels, 2, normalize=False),
-        torch.tensor([[3.0, 0.0], [0.0, 3.0]]),
-    )
-    batched = prototypes_from_support(emb.expand(2, 3, 2), labels.expand(2, 3), 2)
-    assert batched.shape == (2, 2, 2)
 
 
 def test_bad_inputs_raise():

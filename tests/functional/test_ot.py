@@ -13,9 +13,9 @@ from avalanche_sets.functional import (
     CVXPYLAYERS_MAX_ENTRIES,
     OT_SOLVERS,
     check_solver,
-    cost_matrix,
     ot_loss,
     ot_plan,
+    squared_euclidean,
     subsample_pairs,
 )
 
@@ -33,6 +33,11 @@ def _points(n: int, d: int, seed: int, dtype=torch.float64) -> torch.Tensor:
     return torch.randn(n, d, generator=g, dtype=dtype)
 
 
+def _cost(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The cost :func:`ot_loss` transports on: squared Euclidean, expanded form."""
+    return squared_euclidean(x, y, expand=True)
+
+
 def _lp_value(cost: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
     n, m = cost.shape
     a_eq = np.zeros((n + m, n * m))
@@ -47,25 +52,15 @@ def _lp_value(cost: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
     return float(res.fun)
 
 
-def test_cost_matrix_matches_brute_force_and_is_nonnegative():
-    x, y = _points(5, 3, 0), _points(4, 3, 1)
-    c = cost_matrix(x, y)
-    ref = ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1)
-    assert c.shape == (5, 4)
-    torch.testing.assert_close(c, ref)
-    z = _points(6, 3, 2, dtype=torch.float32) * 100
-    assert (cost_matrix(z, z) >= 0).all()
-
-
 @pytest.mark.parametrize("seed", range(5))
 @pytest.mark.parametrize("n", [2, 4, 6])
 def test_exact_equals_brute_force_over_permutations(n, seed):
     x, y = _points(n, 3, seed), _points(n, 3, 100 + seed)
-    c = cost_matrix(x, y).numpy()
+    c = _cost(x, y).numpy()
     best = min(sum(c[i, p[i]] for i in range(n)) for p in itertools.permutations(range(n))) / n
     value = ot_loss(x, y, solver="exact")
     assert value.item() == pytest.approx(best, rel=1e-12, abs=1e-12)
-    plan = ot_plan(cost_matrix(x, y))
+    plan = ot_plan(_cost(x, y))
     torch.testing.assert_close(plan.sum(0), torch.full((n,), 1.0 / n, dtype=plan.dtype))
     torch.testing.assert_close(plan.sum(1), torch.full((n,), 1.0 / n, dtype=plan.dtype))
 
@@ -73,7 +68,7 @@ def test_exact_equals_brute_force_over_permutations(n, seed):
 @pytest.mark.parametrize("seed", range(3))
 def test_exact_unequal_sizes_and_weights_agree_with_linprog(seed):
     n, m = 5, 7
-    c = cost_matrix(_points(n, 2, seed), _points(m, 2, 50 + seed))
+    c = _cost(_points(n, 2, seed), _points(m, 2, 50 + seed))
     uniform = ot_plan(c)
     assert uniform.shape == (n, m)
     assert (uniform * c).sum().item() == pytest.approx(
@@ -87,7 +82,7 @@ def test_exact_unequal_sizes_and_weights_agree_with_linprog(seed):
     np.testing.assert_allclose(plan.sum(1).numpy(), a, atol=1e-12)
     np.testing.assert_allclose(plan.sum(0).numpy(), b, atol=1e-12)
     # equal sizes but non-uniform weights take the ot.emd path too
-    sq = cost_matrix(_points(4, 2, seed), _points(4, 2, 9 + seed))
+    sq = _cost(_points(4, 2, seed), _points(4, 2, 9 + seed))
     w = torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64)
     plan = ot_plan(sq, a=w)
     u = np.full(4, 0.25)
@@ -97,7 +92,7 @@ def test_exact_unequal_sizes_and_weights_agree_with_linprog(seed):
 @pytest.mark.parametrize("seeds", [(3, 4), (0, 1)])
 def test_sinkhorn_converges_to_exact_as_eps_decreases(seeds):
     x, y = _points(8, 2, seeds[0]), _points(8, 2, seeds[1])
-    c = cost_matrix(x, y)  # costs up to ~15, exact value ~1
+    c = _cost(x, y)  # costs up to ~15, exact value ~1
     exact = (ot_plan(c) * c).sum().item()
     uniform = torch.full((8,), 1 / 8, dtype=torch.float64)
     errors = []
@@ -113,7 +108,7 @@ def test_sinkhorn_converges_to_exact_as_eps_decreases(seeds):
 
 def test_sinkhorn_is_stable_for_tiny_eps_and_large_costs():
     x, y = _points(6, 4, 5) * 30, _points(6, 4, 6) * 30
-    plan = ot_plan(cost_matrix(x, y), solver="sinkhorn", eps=1e-3, n_iter=50)
+    plan = ot_plan(_cost(x, y), solver="sinkhorn", eps=1e-3, n_iter=50)
     assert torch.isfinite(plan).all()
     value = ot_loss(x.float(), y.float(), solver="sinkhorn", eps=1e-3, n_iter=50)
     assert torch.isfinite(value)
@@ -132,7 +127,7 @@ def test_cvxpylayers_value_and_gradient_agree_with_exact():
     assert -1e-6 <= v_cvx.item() - v_ex.item() <= quad_reg / n + 1e-6
     assert torch.isfinite(g_cvx).all()
     torch.testing.assert_close(g_cvx, g_ex, atol=5e-3, rtol=0)
-    c = cost_matrix(x.detach(), y)
+    c = _cost(x.detach(), y)
     plan = ot_plan(c, solver="cvxpylayers", quad_reg=quad_reg)
     assert not plan.requires_grad
     torch.testing.assert_close(plan, ot_plan(c), atol=1e-3, rtol=0)
@@ -210,9 +205,9 @@ def test_bad_inputs_raise():
     with pytest.raises(ValueError, match="eps"):
         ot_loss(x, x, solver="sinkhorn", eps=0.0)
     with pytest.raises(ValueError, match="mass"):
-        ot_plan(cost_matrix(x, x), a=torch.ones(4, dtype=torch.float64))
+        ot_plan(_cost(x, x), a=torch.ones(4, dtype=torch.float64))
     with pytest.raises(ValueError, match="shape"):
-        ot_plan(cost_matrix(x, x), b=torch.ones(3, dtype=torch.float64) / 3)
+        ot_plan(_cost(x, x), b=torch.ones(3, dtype=torch.float64) / 3)
     with pytest.raises(TypeError):
         ot_loss(x.numpy(), x)
     with pytest.raises(ValueError, match="floating"):
@@ -248,16 +243,16 @@ def test_sinkhorn_value_gradient_and_plan_match_pot(seed, n, m, eps):
     if n == m:
         ours = ot_loss(ours_x, y, solver="sinkhorn", eps=eps, n_iter=3000)
     else:  # ot_loss pairs rows only when n == m; the plan is the same function either way
-        cost = cost_matrix(ours_x, y)
+        cost = _cost(ours_x, y)
         ours = (ot_plan(cost, solver="sinkhorn", eps=eps, n_iter=3000) * cost).sum()
     (ours_grad,) = torch.autograd.grad(ours, ours_x)
 
     pot_x = x.clone().requires_grad_(True)
-    res = ot.solve(cost_matrix(pot_x, y), a, b, reg=eps, grad="envelope", max_iter=50_000,
+    res = ot.solve(_cost(pot_x, y), a, b, reg=eps, grad="envelope", max_iter=50_000,
                    tol=1e-13)  # fmt: skip
     (pot_grad,) = torch.autograd.grad(res.value, pot_x)
 
-    plan = ot_plan(cost_matrix(x, y), solver="sinkhorn", eps=eps, n_iter=3000)
+    plan = ot_plan(_cost(x, y), solver="sinkhorn", eps=eps, n_iter=3000)
     torch.testing.assert_close(plan, res.plan, atol=1e-7, rtol=1e-4)
     assert ours.item() == pytest.approx(float(res.value_linear), rel=1e-6)
     torch.testing.assert_close(ours_grad, pot_grad, atol=1e-6, rtol=1e-4)

@@ -3,15 +3,14 @@ import math
 import pytest
 import torch
 
+from avalanche_sets.functional.distance import squared_euclidean
 from avalanche_sets.models import (
     MaskedSoftKMeans,
     episode_logits,
     proto_logits,
     prototypes,
     soft_kmeans_refine,
-    squared_euclidean,
 )
-from avalanche_sets.models import heads as heads_module
 
 
 def _episode(n_way=3, n_shot=2, n_query=4, n_unlabeled=5, d=4, batch=(), seed=0):
@@ -142,23 +141,6 @@ def test_logits_equal_naive_loop():
     close64(squared_euclidean(q, p), naive_sqdist(q, p))
     close64(proto_logits(q, p), -naive_sqdist(q, p))
     assert proto_logits(q, p).shape == (12, 3)
-
-
-def test_squared_euclidean_identical_points_are_zero_and_batched():
-    x = torch.randn(2, 5, 3)
-    d = squared_euclidean(x, x)
-    assert d.shape == (2, 5, 5)
-    assert torch.all(d.diagonal(dim1=-2, dim2=-1) == 0)
-    torch.testing.assert_close(d[1], squared_euclidean(x[1], x[1]))
-
-
-def test_squared_euclidean_large_input_path(monkeypatch):
-    g = torch.Generator().manual_seed(0)
-    x, p = torch.randn(40, 16, generator=g), torch.randn(30, 16, generator=g)
-    exact = squared_euclidean(x, p)
-    monkeypatch.setattr(heads_module, "_BROADCAST_LIMIT", 10)
-    torch.testing.assert_close(squared_euclidean(x, p), exact, rtol=1e-5, atol=1e-4)
-    assert squared_euclidean(x, x).min() >= 0
 
 
 def test_heads_stay_fp32_under_autocast():
