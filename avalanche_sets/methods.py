@@ -499,7 +499,9 @@ def build_strategy(
         kwargs.update(ORDER_VARIANTS[name])
         kwargs.update({k: preset[k] for k in _ORDER_PRESET_OPTIONS if k in preset})
     elif "backbone" in accepted:  # the meta-learners build their own head on the backbone
-        kwargs.update(model_options={"backbone": backbone}, lr=preset["lr"])
+        kwargs["lr"] = preset["lr"]
+        if "model" not in overrides:  # a model handed over is used as it is
+            kwargs["model_options"] = {"backbone": backbone}
     else:  # every continual baseline is MSKM + a mechanism (paper §5.3)
         kwargs["model"] = PrototypicalModel(backbone, refine="mskm")
         if name != "semi-gpm":  # GPM's update is orthogonal only with its own SGD default
@@ -509,6 +511,6 @@ def build_strategy(
     kwargs.update({k: preset[k] for k in _PRESET_OPTIONS if k in accepted})
     model_options = _model_option_names(cls)
     for key, value in overrides.items():  # a meta-learner's model options go to its model
-        target = kwargs["model_options"] if key in model_options else kwargs
+        target = kwargs.setdefault("model_options", {}) if key in model_options else kwargs
         target[key] = value
     return cls(**kwargs)

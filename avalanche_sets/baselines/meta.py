@@ -78,7 +78,7 @@ class EpisodicBaseline(EpisodicTemplate):
 
     Args:
         model: the episodic model; default :attr:`model_class` built from ``model_options``
-            (a given model makes them irrelevant; their names are still checked).
+            (which must then be empty: they shape only the model built here).
         model_options: keyword arguments of :attr:`model_class`, ``backbone`` (default
             :func:`~avalanche_sets.models.cpu_backbone`) included.
         optimizer: default ``Adam(model.parameters(), lr)`` (``SGD`` with ``sgd=True``).
@@ -92,7 +92,8 @@ class EpisodicBaseline(EpisodicTemplate):
     Raises:
         TypeError: a name in ``model_options`` that :attr:`model_class` does not take (with
             the closest one), or any other unknown argument.
-        ValueError: ``lr`` is not positive; the model refuses one of its options.
+        ValueError: ``lr`` is not positive; the model refuses one of its options; both a
+            ``model`` and ``model_options`` are given.
     """
 
     #: The default model's class; ``None``: the method builds its model in
@@ -119,6 +120,12 @@ class EpisodicBaseline(EpisodicTemplate):
             raise ValueError(f"lr must be positive, got {lr!r}")
         if model is None:
             model = self.default_model(**options)
+        elif options:
+            raise ValueError(
+                f"{type(self).__name__} got both a model and model_options "
+                f"{sorted(options)}, which only shape the model it builds itself; fix: build "
+                "the model with those options, or leave model out"
+            )
         if optimizer is None:
             optimizer = (torch.optim.SGD if sgd else torch.optim.Adam)(model.parameters(), lr=lr)
         self.cl_plugin = cl_plugin

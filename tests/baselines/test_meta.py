@@ -217,6 +217,10 @@ def test_model_options_reach_the_model_and_bad_ones_fail_at_construction():
         MSKM(model_options={"refine": "none"}, evaluator=ev)
     with pytest.raises(TypeError, match="inner_steps"):  # model options go in model_options
         ANIL(inner_steps=5, evaluator=ev)
+    given = LST(model_options=options, evaluator=ev).model
+    assert LST(model=given, evaluator=ev).model is given
+    with pytest.raises(ValueError, match=r"LST got both a model and model_options \['n_stages'\]"):
+        LST(model=given, model_options={"n_stages": 2}, evaluator=ev)  # not silently dropped
 
 
 def test_the_base_class_builds_no_model_of_its_own():
@@ -229,12 +233,6 @@ def test_the_base_class_builds_no_model_of_its_own():
         EpisodicBaseline(model_options={"bf16": True}, evaluator=EvaluationPlugin())
     strategy = EpisodicBaseline(model=ProtoNetModel(_backbone()), evaluator=EvaluationPlugin())
     assert isinstance(strategy.optimizer, torch.optim.Adam) and strategy.cl_plugin is None
-
-
-def test_a_given_model_replaces_the_model_options():
-    model = LSTModel(_backbone(), n_way=N_WAY, n_stages=2)
-    strategy = LST(model=model, model_options={"n_stages": 1}, evaluator=EvaluationPlugin())
-    assert strategy.model is model and model.n_stages == 2
 
 
 def test_anil_rejects_episodes_of_another_width(batch):
