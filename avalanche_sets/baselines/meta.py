@@ -369,7 +369,7 @@ class ANILModel(nn.Module):
     def detached_head(self) -> nn.Module:
         """A clone of the head's initialisation cut off from it: gradients through it reach
         neither the head nor anything upstream (its parameters still require grad)."""
-        from learn2learn.utils import detach_module
+        from learn2learn.utils import detach_module  # imported on first use (class docstring)
 
         clone = self.clone_head()
         detach_module(clone, keep_requires_grad=True)

@@ -187,6 +187,7 @@ def sinkhorn_log(
 
 
 def _build_cvxpy_layer(n: int, m: int, quad_reg: float):
+    # cvxpy and cvxpylayers take seconds to import; only solver="cvxpylayers" needs them.
     import cvxpy as cp
     from cvxpylayers.torch import CvxpyLayer
 
@@ -296,7 +297,7 @@ def ot_plan(
     c_det = cost.detach()
     if solver == "exact":
         if n == m and _is_uniform(a_np) and _is_uniform(b_np):
-            from scipy.optimize import linear_sum_assignment
+            from scipy.optimize import linear_sum_assignment  # heavy; only this solver path
 
             rows, cols = linear_sum_assignment(c_det.double().cpu().numpy())
             plan = c_det.new_zeros((n, m))
@@ -304,7 +305,7 @@ def ot_plan(
                 torch.as_tensor(rows, device=plan.device), torch.as_tensor(cols, device=plan.device)
             ] = float(a_np[0])
             return plan
-        import ot
+        import ot  # POT: heavy to import, needed only for unequal or weighted marginals
 
         plan_np = ot.emd(a_np, b_np, np.ascontiguousarray(c_det.double().cpu().numpy()))
         return torch.as_tensor(plan_np).to(c_det)
