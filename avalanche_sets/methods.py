@@ -4,7 +4,8 @@
 for and the strategy; the command line, the examples and the benchmark scripts all go through
 it, so a method means the same thing everywhere. The preset is a
 :class:`~avalanche_sets.presets.RunConfig` (checked when it was made); a dictionary of settings
-is checked once, on arrival.
+is checked once, on arrival. A continual baseline gets its tuned options from their one home,
+:mod:`avalanche_sets.baselines.tuned`, before the options it is handed.
 
 A method of your own is a **factory**, ``factory(preset, *, seed, evaluator, plugins,
 **options) -> strategy``, named wherever a built-in name goes (``--method``, ``run_experiment``,
@@ -455,7 +456,9 @@ def build_strategy(
     is checked once, on arrival). ``plugins`` are added after the method's own plugins, so
     their callbacks run after them in every event. The model is initialised from
     ``torch.manual_seed(seed)``. A strategy whose constructor takes ``seed``, ``mem_size`` or
-    ``replay_batch`` receives the seed and the preset's values. ``check=False`` skips :func:`check_method` when the caller has run
+    ``replay_batch`` receives the seed and the preset's values; a continual baseline receives
+    its tuned options (:func:`avalanche_sets.baselines.tuned.default_options`), which
+    ``overrides`` override. ``check=False`` skips :func:`check_method` when the caller has run
     it on these arguments already (a run checks its method once, before loading any data).
 
     A method of one's own (see the module's docstring) is built by its factory, called as
@@ -471,6 +474,7 @@ def build_strategy(
     import torch
     from avalanche.training.templates import BaseTemplate
 
+    from .baselines.tuned import default_options
     from .models.episodic import PrototypicalModel
     from .training.template import silent_evaluator
 
@@ -517,5 +521,6 @@ def build_strategy(
     if "seed" in accepted:
         kwargs["seed"] = seed
     kwargs.update({k: getattr(config, k) for k in _PRESET_OPTIONS if k in accepted})
+    kwargs.update(default_options(name))
     kwargs.update(overrides)
     return cls(**kwargs)

@@ -44,6 +44,13 @@ from .plugins import (
     GPMPlugin,
     MERPlugin,
 )
+from .tuned import default_options
+
+# The defaults tuned on the validation stream, read from their one home (.tuned).
+_AGEM = default_options("semi-agem")
+_MER = default_options("semi-mer")
+_GPM = default_options("semi-gpm")
+_DER = default_options("semi-der")
 
 __all__ = [
     "SemiSeq",
@@ -169,7 +176,8 @@ class SemiAGEM(_MSKMBaseline):
     seen, updated at domain ends).
 
     Args:
-        mem_size: memory in tasks (paper: 200). sample_size: episodes in the reference batch.
+        mem_size: memory in tasks (paper: 200). sample_size: episodes in the reference batch
+            (default: :mod:`~avalanche_sets.baselines.tuned`).
         seed: seed of memory sampling. Others: as :class:`SemiSeq`.
     """
 
@@ -180,7 +188,7 @@ class SemiAGEM(_MSKMBaseline):
         optimizer: torch.optim.Optimizer | None = None,
         lr: float = 1e-3,
         mem_size: int = MEM_SIZE,
-        sample_size: int = 2,
+        sample_size: int = _AGEM["sample_size"],
         seed: int = 0,
         plugins: Sequence | None = None,
         **kwargs,
@@ -240,8 +248,8 @@ class SemiMER(_MSKMBaseline):
 
     Args:
         mem_size: memory in tasks (paper: 200). replay_batch: memory episodes per inner batch.
-        n_batches: inner batches per iteration (MER's k). beta, gamma: Reptile rates; β = 1
-            (MER's 0.3 before the validation-stream tuning, +3.5 points there:
+        n_batches: inner batches per iteration (MER's k). beta, gamma: Reptile rates (defaults
+            tuned on the validation stream, MER's β = 0.3 one option away:
             :mod:`~avalanche_sets.baselines.tuned`).
         seed: seed of the reservoir. Others: as :class:`SemiSeq`.
     """
@@ -255,8 +263,8 @@ class SemiMER(_MSKMBaseline):
         mem_size: int = MEM_SIZE,
         replay_batch: int = REPLAY_BATCH,
         n_batches: int = 1,
-        beta: float = 1.0,
-        gamma: float = 1.0,
+        beta: float = _MER["beta"],
+        gamma: float = _MER["gamma"],
         seed: int = 0,
         plugins: Sequence | None = None,
         **kwargs,
@@ -295,9 +303,9 @@ class SemiGPM(_MSKMBaseline):
 
     Args:
         lr: SGD learning rate of the default optimiser.
-        threshold, threshold_increment: GPM's energy threshold schedule (0.9, +0.003; GPM's
-            ε = 0.97 before the validation-stream tuning, +5.7 points there with 0.9:
-            :mod:`~avalanche_sets.baselines.tuned`).
+        threshold, threshold_increment: GPM's energy threshold schedule (``threshold`` tuned on
+            the validation stream, GPM's ε = 0.97 one option away:
+            :mod:`~avalanche_sets.baselines.tuned`; +0.003 per domain).
         n_episodes: episodes of a finished domain forming its representation matrices.
         other_params: ``"freeze"`` (GPM's code: BatchNorm affine frozen after the first
             domain) or ``"train"``. seed: seed of the episode choice. Others: as
@@ -309,8 +317,8 @@ class SemiGPM(_MSKMBaseline):
         *,
         model: torch.nn.Module | None = None,
         optimizer: torch.optim.Optimizer | None = None,
-        lr: float = 0.01,
-        threshold: float = 0.9,
+        lr: float = _GPM["lr"],
+        threshold: float = _GPM["threshold"],
         threshold_increment: float = 0.003,
         n_episodes: int = 10,
         other_params: str = "freeze",
@@ -345,10 +353,10 @@ class SemiDER(_MSKMBaseline):
 
     Args:
         mem_size: memory in tasks (paper: 200). replay_batch: memory episodes per term.
-        alpha: logit-matching weight, 0.001 (DER++'s 0.1 suits softmax logits; MSKM's are
-            negative squared distances, and with 0.1 the logit term outweighed the task's own
-            loss: +12.8 points on the validation stream with 0.001,
-            :mod:`~avalanche_sets.baselines.tuned`). beta: memory label weight (0: plain DER).
+        alpha: logit-matching weight, tuned on the validation stream
+            (:mod:`~avalanche_sets.baselines.tuned`: DER++'s 0.1 suits softmax logits; MSKM's
+            are negative squared distances, and with 0.1 the logit term outweighed the task's
+            own loss). beta: memory label weight (0: plain DER).
         seed: seed of the reservoir. Others: as :class:`SemiSeq`.
     """
 
@@ -360,8 +368,8 @@ class SemiDER(_MSKMBaseline):
         lr: float = 1e-3,
         mem_size: int = MEM_SIZE,
         replay_batch: int = REPLAY_BATCH,
-        alpha: float = 0.001,
-        beta: float = 0.5,
+        alpha: float = _DER["alpha"],
+        beta: float = _DER["beta"],
         seed: int = 0,
         plugins: Sequence | None = None,
         **kwargs,
