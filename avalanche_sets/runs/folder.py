@@ -34,8 +34,10 @@ was checked when it was made, and a record holds what a run computed with.
 
 from __future__ import annotations
 
+import argparse
 import datetime as _dt
 import fcntl
+import importlib.util
 import json
 import os
 import platform
@@ -134,8 +136,6 @@ def check_loggers(loggers) -> tuple[str, ...]:
     if unknown:
         raise ValueError(f"unknown logger(s) {unknown}; choose from {', '.join(LISTED_LOGGERS)}")
     if "wandb" in loggers:
-        import importlib.util
-
         if importlib.util.find_spec("wandb") is None:
             raise ValueError(
                 f"the wandb logger needs wandb, which is not installed: {WANDB_INSTALL}"
@@ -146,8 +146,6 @@ def check_loggers(loggers) -> tuple[str, ...]:
 def logger_argument(name: str) -> str:
     """The command line's ``--loggers`` type: :func:`check_loggers` of one name, its error as an
     argparse error."""
-    import argparse
-
     try:
         return check_loggers([name])[0]
     except ValueError as err:

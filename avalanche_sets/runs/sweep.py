@@ -227,7 +227,7 @@ def _ray_pass(
     """The unfinished runs as Ray tasks; connects to ``address`` unless this process already
     is connected (and then leaves the connection open). A worker imports a method of one's
     own as the driver does: the driver's working folder and Python path go with the job."""
-    import ray  # an optional dependency (pip install 'avalanche-sets[ray]')
+    import ray  # optional and heavy: only a Ray sweep loads it (pip install 'avalanche-sets[ray]')
 
     todo = []
     for i, spec, wait, keep_going in items:
