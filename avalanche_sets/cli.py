@@ -22,6 +22,10 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .presets import RunConfig
 
 __all__ = ["main", "build_parser"]
 
@@ -290,7 +294,9 @@ def _given(args) -> set[str]:
     return sets | flags
 
 
-def _preset_from_args(args, extra: dict | None = None) -> dict:
+def _preset_from_args(args, extra: dict | None = None) -> RunConfig:
+    """The run's config: the preset, its ``--set`` values (or ``extra``: one grid point) and
+    setting flags, checked once here."""
     from .presets import resolve_preset
 
     overrides = dict(_parse_sets(args.set, grid=False) if extra is None else extra)
@@ -304,7 +310,7 @@ def _preset_from_args(args, extra: dict | None = None) -> dict:
 def _cmd_run(args) -> int:
     given = _given(args)
     preset = _preset_from_args(args)
-    seeds = args.seeds or preset["seeds"]
+    seeds = args.seeds or list(preset.seeds)
     strategy_overrides = _parse_sets(args.strategy_set, grid=False, flag="--strategy-set")
     from .data.visualize import plot_episodes
     from .methods import check_method
@@ -346,14 +352,14 @@ def _cmd_run(args) -> int:
     return 0
 
 
-def _grid(args) -> list[tuple[str, dict, int]]:
+def _grid(args) -> list[tuple[str, RunConfig, int]]:
     grid = _parse_sets(args.set, grid=True)
     keys = sorted(grid)
     runs = []
     for values in itertools.product(*(grid[k] for k in keys)) if keys else [()]:
         preset = _preset_from_args(args, dict(zip(keys, values)))
         for method in args.methods:
-            for seed in args.seeds or preset["seeds"]:
+            for seed in args.seeds or preset.seeds:
                 runs.append((method, preset, seed))
     return runs
 

@@ -2,7 +2,10 @@
 
 ``build_strategy(name, preset, seed=..., evaluator=...)`` builds the backbone the preset asks
 for and the strategy; the command line, the examples and the benchmark scripts all go through
-it, so a method means the same thing everywhere.
+it, so a method means the same thing everywhere. The preset is a
+:class:`~avalanche_sets.presets.RunConfig` (checked when it was made); a dictionary of settings
+is checked once, on arrival. A continual baseline gets its tuned options from their one home,
+:mod:`avalanche_sets.baselines.tuned`, before the options it is handed.
 
 A method of your own is a **factory**, ``factory(preset, *, seed, evaluator, plugins,
 **options) -> strategy``, named wherever a built-in name goes (``--method``, ``run_experiment``,
@@ -13,7 +16,9 @@ sweeps, tables) in one of two ways:
   in the ``[project.entry-points."avalanche_sets.methods"]`` table of its ``pyproject.toml``.
 
 The factory must hand ``evaluator`` and ``plugins`` to the strategy it builds (checked); it
-usually calls :func:`build_strategy` on a built-in method with its own plugins added.
+usually calls :func:`build_strategy` on a built-in method with its own plugins added. It is
+handed the run's :class:`~avalanche_sets.presets.RunConfig`, which reads as the preset
+dictionary (``preset["lr"]``, ``{**preset, "width": 16}``).
 """
 
 from __future__ import annotations
@@ -23,9 +28,11 @@ import importlib
 import inspect
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
+
+from .presets import RunConfig
 
 if TYPE_CHECKING:  # torch loads only when a strategy is built (the CLI parses without it)
     from .models.backbone import ConvBackbone
@@ -167,27 +174,28 @@ def method_factory(name: str) -> Callable[..., Any]:
     return factory
 
 
-def make_backbone(preset: dict) -> ConvBackbone:
+def make_backbone(preset: RunConfig | Mapping[str, Any]) -> ConvBackbone:
     """The backbone a preset asks for: channels-last (the fast CPU layout; ``channels_last=False``
     in the preset makes it NCHW-contiguous, the same network with another float summation
     order) in the preset's ``precision`` (``"auto"``: bf16 where the device runs it natively; a
     preset without the setting, as those of runs recorded before it existed, means ``"fp32"``)."""
-    from .models.backbone import ConvBackbone
+    from .models.backbone import ConvBackbone  # torch: the CLI parses without it
 
+    config = RunConfig.of(preset)
     return ConvBackbone(
-        n_blocks=preset["n_blocks"],
-        width=preset["width"],
-        image_size=preset["image_size"],
-        channels_last=preset.get("channels_last", True),
-        precision=preset.get("precision", "fp32"),
+        n_blocks=config.n_blocks,
+        width=config.width,
+        image_size=config.image_size,
+        channels_last=config.channels_last,
+        precision=config.precision,
     )
 
 
-def _common(preset: dict, evaluator, plugins) -> dict[str, Any]:
+def _common(config: RunConfig, evaluator, plugins) -> dict[str, Any]:
     return dict(
-        train_mb_size=preset["meta_batch"],
-        eval_mb_size=preset["eval_mb_size"],
-        device=preset["device"],
+        train_mb_size=config.meta_batch,
+        eval_mb_size=config.eval_mb_size,
+        device=config.device,
         evaluator=evaluator,
         plugins=plugins,
     )
@@ -209,7 +217,7 @@ STRATEGY_PRESET_KEYS = (
 
 def _strategy_class(name: str) -> type:
     if name in ORDER_VARIANTS:
-        from .order import OrderStrategy
+        from .order import OrderStrategy  # torch: the CLI parses without it
 
         return OrderStrategy
     module, cls_name = BASELINES[name]
@@ -251,13 +259,15 @@ _STREAM_SETTINGS = {"n_val_episodes": "valid", "n_test_episodes": "test"}
 
 def check_method(
     name: str,
-    preset: dict,
+    preset: RunConfig | Mapping[str, Any],
     overrides: dict[str, Any] | None = None,
     *,
     given: Iterable[str] = (),
     eval_stream: str = "test",
-) -> None:
-    """Check a method name, the preset it is built for and its strategy options.
+) -> RunConfig:
+    """Check a method name, the preset it is built for and its strategy options; returns the
+    run's config (``preset`` itself when it is a :class:`~avalanche_sets.presets.RunConfig`,
+    else the dictionary's settings checked once: :meth:`RunConfig.of`).
 
     :func:`build_strategy` calls it first; call it yourself to fail before loading any data.
     ``given``: the preset settings the user set explicitly (the command line's ``--set``); each
@@ -267,7 +277,8 @@ def check_method(
 
     Raises:
         ValueError: an unknown method (with the closest name), a preset without the settings
-            a strategy needs, an override that contradicts the ORDER ablation it is applied to
+            a strategy needs or with a bad one, an override that contradicts the ORDER ablation
+            it is applied to
             (``build_strategy("order-no-ot", ..., use_ot=True)``), a setting or option the run
             would not read, or an OT set-up the ``cvxpylayers`` solver cannot build (more than
             100 points per side).
@@ -281,23 +292,13 @@ def check_method(
             f"that entry point in its package's {ENTRY_POINT_GROUP!r} group"
         )
     factory = method_factory(name) if is_custom_method(name) else None
-    if not isinstance(preset, dict):
-        raise TypeError(
-            f"preset must be a dict of settings, got {type(preset).__name__}; fix: "
-            "preset = avalanche_sets.presets.resolve_preset('quick')"
-        )
-    missing = [k for k in STRATEGY_PRESET_KEYS if k not in preset]
-    if missing:
-        raise ValueError(
-            f"the preset lacks setting(s) {missing} that method {name!r} needs; fix: start from "
-            "avalanche_sets.presets.resolve_preset(<name>, **overrides)"
-        )
+    config = _method_config(name, preset)
     overrides = dict(overrides or {})
     unread = _unread_stream_settings(set(given), eval_stream)
     if factory is not None:
         _check_factory(name, factory, overrides)
         _refuse_unread(name, unread)
-        return
+        return config
     cls = _strategy_class(name)
     accepted = _accepted_options(cls)
     unknown = sorted(set(overrides) - accepted)
@@ -320,7 +321,7 @@ def check_method(
         )
     if name not in ORDER_VARIANTS:
         _refuse_unread(name, unread)
-        return
+        return config
     variant = ORDER_VARIANTS[name]
     for key, value in overrides.items():
         if key in variant and _normal(value) != _normal(variant[key]):
@@ -334,7 +335,6 @@ def check_method(
             )
     defaults = inspect.signature(cls.__init__).parameters
     settings = {k: p.default for k, p in defaults.items() if p.default is not p.empty}
-    settings.update({k: preset[k] for k in ("ot_solver", "ot_max_points") if k in preset})
     settings.update(variant)
     settings.update(overrides)
     for switch, options in ORDER_COMPONENT_OPTIONS.items():
@@ -346,7 +346,7 @@ def check_method(
     _refuse_unread(name, unread)
     if settings.get("use_replay", True) and settings.get("use_ot", True):
         if settings.get("ot_solver") == "cvxpylayers":
-            from .functional.ot import CVXPYLAYERS_MAX_ENTRIES
+            from .functional.ot import CVXPYLAYERS_MAX_ENTRIES  # torch: the CLI parses without it
 
             g = settings.get("ot_max_points")
             side = int(CVXPYLAYERS_MAX_ENTRIES**0.5)
@@ -359,6 +359,26 @@ def check_method(
                     f"like (n·m)²); fix: pass ot_max_points={side} or less, or "
                     "ot_solver='exact'"
                 )
+    return config
+
+
+def _method_config(name: str, preset: RunConfig | Mapping[str, Any]) -> RunConfig:
+    """The config of a run of ``name``: ``preset`` itself when it is a :class:`RunConfig`, else
+    the dictionary's settings checked once (naming first those a strategy needs)."""
+    if isinstance(preset, RunConfig):
+        return preset
+    if not isinstance(preset, Mapping):
+        raise TypeError(
+            f"preset must be a RunConfig or a dict of settings, got {type(preset).__name__}; "
+            "fix: preset = avalanche_sets.presets.resolve_preset('quick')"
+        )
+    missing = [k for k in STRATEGY_PRESET_KEYS if k not in preset]
+    if missing:
+        raise ValueError(
+            f"the preset lacks setting(s) {missing} that method {name!r} needs; fix: start from "
+            "avalanche_sets.presets.resolve_preset(<name>, **overrides)"
+        )
+    return RunConfig.of(preset)
 
 
 def _unread_stream_settings(given: set[str], eval_stream: str) -> dict[str, str]:
@@ -426,13 +446,11 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
 #: Preset settings a strategy receives when its constructor takes them (read from its signature
 #: by :func:`_accepted_options`, as ``seed``): the memory size and the replayed tasks per step.
 _PRESET_OPTIONS = ("mem_size", "replay_batch")
-#: ORDER's weights and OT set-up, taken from the preset when it sets them.
-_ORDER_PRESET_OPTIONS = ("lam", "beta", "ot_solver", "ot_max_points")
 
 
 def build_strategy(
     name: str,
-    preset: dict,
+    preset: RunConfig | Mapping[str, Any],
     *,
     seed: int = 0,
     evaluator=None,
@@ -442,11 +460,14 @@ def build_strategy(
 ):
     """Build method ``name`` for ``preset``; ``overrides`` go to the strategy constructor.
 
-    ``plugins`` are added after the method's own plugins, so their callbacks run after them
-    in every event. The model is initialised from ``torch.manual_seed(seed)``. A strategy
-    whose constructor takes ``seed``, ``mem_size`` or ``replay_batch`` receives the seed and the
-    preset's values. ``check=False`` skips :func:`check_method` when the caller has run it on
-    these arguments already (a run checks its method once, before loading any data).
+    ``preset``: the run's :class:`~avalanche_sets.presets.RunConfig` (a dictionary of settings
+    is checked once, on arrival). ``plugins`` are added after the method's own plugins, so
+    their callbacks run after them in every event. The model is initialised from
+    ``torch.manual_seed(seed)``. A strategy whose constructor takes ``seed``, ``mem_size`` or
+    ``replay_batch`` receives the seed and the preset's values; a continual baseline receives
+    its tuned options (:func:`avalanche_sets.baselines.tuned.default_options`), which
+    ``overrides`` override. ``check=False`` skips :func:`check_method` when the caller has run
+    it on these arguments already (a run checks its method once, before loading any data).
 
     A method of one's own (see the module's docstring) is built by its factory, called as
     ``factory(preset, seed=seed, evaluator=evaluator, plugins=plugins, **overrides)``.
@@ -455,11 +476,13 @@ def build_strategy(
         ValueError, TypeError: as :func:`check_method`; a factory that returns no Avalanche
             strategy, or one without the evaluator or the plugins it was handed.
     """
-    if check:
-        check_method(name, preset, overrides)
+    config = check_method(name, preset, overrides) if check else _method_config(name, preset)
+    # torch, Avalanche and the strategies load here, when a strategy is built: the command
+    # line imports this module to parse its arguments without them
     import torch
     from avalanche.training.templates import BaseTemplate
 
+    from .baselines.tuned import default_options
     from .models.episodic import PrototypicalModel
     from .training.template import silent_evaluator
 
@@ -468,7 +491,7 @@ def build_strategy(
     if is_custom_method(name):
         torch.manual_seed(seed)
         strategy = method_factory(name)(
-            preset, seed=seed, evaluator=evaluator, plugins=plugins, **overrides
+            config, seed=seed, evaluator=evaluator, plugins=plugins, **overrides
         )
         if not isinstance(strategy, BaseTemplate) or strategy.evaluator is not evaluator:
             what = (
@@ -492,23 +515,23 @@ def build_strategy(
     cls: Callable = _strategy_class(name)
     accepted = _accepted_options(cls)
     torch.manual_seed(seed)
-    backbone = make_backbone(preset)
-    kwargs: dict[str, Any] = _common(preset, evaluator, plugins or None)
+    backbone = make_backbone(config)
+    kwargs: dict[str, Any] = _common(config, evaluator, plugins or None)
     if name in ORDER_VARIANTS:
-        kwargs.update(model=PrototypicalModel(backbone, refine="soft_kmeans"), lr=preset["lr"])
+        kwargs.update(model=PrototypicalModel(backbone, refine="soft_kmeans"), lr=config.lr)
         kwargs.update(ORDER_VARIANTS[name])
-        kwargs.update({k: preset[k] for k in _ORDER_PRESET_OPTIONS if k in preset})
     elif "backbone" in accepted:  # the meta-learners build their own head on the backbone
-        kwargs["lr"] = preset["lr"]
+        kwargs["lr"] = config.lr
         if "model" not in overrides:  # a model handed over is used as it is
             kwargs["model_options"] = {"backbone": backbone}
     else:  # every continual baseline is MSKM + a mechanism (paper §5.3)
         kwargs["model"] = PrototypicalModel(backbone, refine="mskm")
         if name != "semi-gpm":  # GPM's update is orthogonal only with its own SGD default
-            kwargs["lr"] = preset["lr"]
+            kwargs["lr"] = config.lr
     if "seed" in accepted:
         kwargs["seed"] = seed
-    kwargs.update({k: preset[k] for k in _PRESET_OPTIONS if k in accepted})
+    kwargs.update({k: getattr(config, k) for k in _PRESET_OPTIONS if k in accepted})
+    kwargs.update(default_options(name))
     model_options = _model_option_names(cls)
     for key, value in overrides.items():  # a meta-learner's model options go to its model
         target = kwargs.setdefault("model_options", {}) if key in model_options else kwargs

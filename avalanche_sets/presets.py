@@ -20,23 +20,37 @@ The backbone is channels-last; ``channels_last=False`` (an extra setting, in no 
 it NCHW-contiguous: the same network, its convolutions summing in another order — the
 float-order noise control of ``benchmarks/precision_equivalence.py``.
 
-``resolve_preset(name, **overrides)`` returns a copy with overrides applied and checked: unknown
-names (with the closest valid one), values of the wrong type or range and contradicting settings
-raise :class:`ValueError` before anything is loaded or trained.
+``resolve_preset(name, **overrides)`` returns the run's :class:`RunConfig`: the preset with the
+overrides applied, every setting checked once, here, where the user hands it over: unknown names
+(with the closest valid one), values of the wrong type or range and contradicting settings raise
+:class:`ValueError` before anything is loaded or trained. The config is frozen and typed
+(``config.n_shot``) and reads as the dictionary it was made from (``config["n_shot"]``,
+``{**config, "n_shot": 5}``, ``dict(config)``); the functions that build and name a run take it
+and check nothing again. A dictionary handed to them instead is checked once, on arrival
+(:meth:`RunConfig.of`).
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import difflib
 import numbers
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from .defaults import FOLDER_SOURCES, MEM_SIZE, N_OOD, PRECISIONS, REPLAY_BATCH, SOURCES
 
-__all__ = ["PRESETS", "PRESET_SCHEMA", "resolve_preset", "check_preset", "preset_names"]
+__all__ = [
+    "PRESETS",
+    "PRESET_SCHEMA",
+    "RunConfig",
+    "resolve_preset",
+    "check_preset",
+    "preset_names",
+]
 
 _EPISODE = dict(n_way=5, n_shot=1, n_unlabeled=10, n_ood=N_OOD)
 
@@ -192,17 +206,18 @@ def _close(name: str, valid: Any) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def check_preset(preset: dict[str, Any], *, name: str = "preset") -> dict[str, Any]:
+def check_preset(preset: Mapping[str, Any], *, name: str = "preset") -> Mapping[str, Any]:
     """Check every setting of a (resolved) preset; raise ValueError naming the first bad one.
 
     Also refuses combinations that cannot work (``order`` together with ``domains``,
     ``n_ood > 0`` with ``ood=[]``) or that would be ignored (a ``root`` for a source that reads
-    no folder) and builds the :class:`EpisodeConfig` so that an impossible
-    episode shape fails here, before any data is loaded.
+    no folder). The episode settings' ranges are those of
+    :class:`~avalanche_sets.data.EpisodeConfig`, so an impossible episode shape fails here,
+    before any data is loaded. Returns ``preset``.
     """
     for key, value in preset.items():
         if key not in PRESET_SCHEMA:
-            continue  # unknown keys are refused by resolve_preset
+            continue  # unknown keys are refused by resolve_preset and RunConfig.of
         ok, what = PRESET_SCHEMA[key]
         if not ok(value):
             example = PRESETS["quick"].get(key)
@@ -232,20 +247,172 @@ def check_preset(preset: dict[str, Any], *, name: str = "preset") -> dict[str, A
             f"{name}: n_ood={preset['n_ood']} OOD images per episode need OOD sources, but "
             "ood=[]; fix: set n_ood=0 or name OOD sources"
         )
-    from .data.episodes import EpisodeConfig
-
-    EpisodeConfig(**{k: preset[k] for k in _EPISODE_KEYS if k in preset})
     return preset
 
 
-_EPISODE_KEYS = ("n_way", "n_shot", "n_query", "n_unlabeled", "n_ood")
+# ----------------------------------------------------------------------------- the config
+#: Settings held as tuples in a :class:`RunConfig` (frozen) and read as lists (as a preset
+#: dictionary and a ``result.json`` hold them).
+_SEQUENCES = ("seeds", "domains", "ood")
 
 
-def resolve_preset(name: str, **overrides: Any) -> dict[str, Any]:
-    """A copy of preset ``name`` with ``overrides`` applied and checked.
+@dataclass(frozen=True, eq=False, repr=False)
+class RunConfig(Mapping[str, Any]):
+    """The settings of a run, each checked once, when the config is made; frozen and typed.
+
+    Made by :func:`resolve_preset` (a named preset and overrides) or :meth:`of` (a dictionary
+    of settings, e.g. a preset copied and edited); direct construction,
+    ``RunConfig(source="synthetic", ...)``, is checked the same way. The functions that build,
+    name and run a run (:func:`~avalanche_sets.methods.check_method`,
+    :func:`~avalanche_sets.methods.build_strategy`,
+    :func:`~avalanche_sets.runs.experiment.run_experiment`, a sweep's
+    :class:`~avalanche_sets.runs.sweep.RunSpec`, ...) take it and check nothing again.
+
+    It is also a read-only mapping of the settings it was given, in their order: ``config[k]``,
+    ``config.get(k)``, ``{**config, k: v}`` and ``dict(config)`` read as the preset dictionary
+    did (``seeds``, ``domains`` and ``ood`` as lists), so a run's identity, its folder's name
+    and its ``result.json`` say what they said of that dictionary. A setting it was not given
+    is absent from the mapping, and its attribute holds what its absence means (``precision``:
+    fp32, as every run recorded before the setting existed; ``order``: ``None``, the paper's
+    order 1 unless ``domains`` sets one).
+
+    Attributes:
+        source: where the domains come from (:data:`~avalanche_sets.defaults.SOURCES`).
+        image_size, n_blocks, width: the images' side and the backbone (blocks, filters).
+        n_way, n_shot, n_unlabeled, n_ood, n_query: the episode (N, K, Z, R, Q).
+        tasks_per_domain, meta_batch: training tasks per domain, tasks per iteration.
+        n_val_episodes, n_test_episodes, interim_test_episodes: evaluation episodes per
+            domain (``interim_test_episodes``: for the accuracy matrix's intermediate rows;
+            ``None``: as many as ``n_test_episodes``).
+        eval_mb_size, lr, mem_size, replay_batch: evaluation batch, learning rate, memory in
+            tasks, memory tasks replayed per iteration.
+        seeds, device, threads: the seeds a command runs, the torch device, torch threads.
+        precision, channels_last: the backbone's precision (``auto``, ``fp32``, ``bf16``) and
+            memory layout.
+        small_classes: what a domain does with classes too small for an episode.
+        root, order, domains, ood: the data folder, the paper's domain order (1-3) or a custom
+            list of domains, the OOD sources (``None``: the source's own).
+    """
+
+    source: str
+    image_size: int
+    n_blocks: int
+    width: int
+    n_way: int
+    n_shot: int
+    n_unlabeled: int
+    n_ood: int
+    n_query: int
+    tasks_per_domain: int
+    meta_batch: int
+    n_val_episodes: int
+    n_test_episodes: int
+    eval_mb_size: int
+    lr: float
+    mem_size: int
+    replay_batch: int
+    device: str
+    interim_test_episodes: int | None = None
+    seeds: tuple[int, ...] = (0,)
+    threads: int = 1
+    small_classes: str = "error"
+    precision: str = "fp32"
+    channels_last: bool = True
+    root: str | os.PathLike | None = None
+    order: int | None = None
+    domains: tuple[str, ...] | None = None
+    ood: tuple[str, ...] | None = None
+    # The settings given, in their order: what the mapping holds.
+    _given: tuple[str, ...] = field(default=(), init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        """Direct construction: every required setting and every other one that differs from
+        its default is given; all are checked."""
+        for key in _SEQUENCES:
+            value = getattr(self, key)
+            if isinstance(value, list):
+                object.__setattr__(self, key, tuple(value))
+        given = tuple(
+            f.name
+            for f in _SETTING_FIELDS
+            if f.default is dataclasses.MISSING or getattr(self, f.name) != f.default
+        )
+        object.__setattr__(self, "_given", given)
+        check_preset(self, name="RunConfig")
+
+    @classmethod
+    def of(cls, preset: Mapping[str, Any], *, name: str = "preset") -> RunConfig:
+        """``preset`` as a config: itself when it is one (checked already), else its settings
+        checked once (:func:`check_preset`; ``name`` starts the messages).
+
+        Raises:
+            ValueError: an unknown setting (with the closest valid name), a missing one that
+                every run needs, a bad value or contradicting settings.
+            TypeError: ``preset`` is not a mapping of settings.
+        """
+        if isinstance(preset, RunConfig):
+            return preset
+        if not isinstance(preset, Mapping):
+            raise TypeError(
+                f"{name} must be a RunConfig or a dict of settings, got "
+                f"{type(preset).__name__}; fix: preset = "
+                "avalanche_sets.presets.resolve_preset('quick')"
+            )
+        unknown = sorted(set(preset) - set(PRESET_SCHEMA))
+        if unknown:
+            hints = "".join(_close(k, PRESET_SCHEMA) for k in unknown[:3])
+            raise ValueError(
+                f"{name}: unknown setting(s) {unknown}{hints}; valid settings: "
+                f"{sorted(PRESET_SCHEMA)}"
+            )
+        missing = [f.name for f in _REQUIRED_FIELDS if f.name not in preset]
+        if missing:
+            raise ValueError(
+                f"{name} lacks setting(s) {missing} that every run needs; fix: start from "
+                "avalanche_sets.presets.resolve_preset(<name>, **overrides)"
+            )
+        check_preset(preset, name=name)
+        # Filled in without __init__: the settings were checked just above, once.
+        config = object.__new__(cls)
+        for f in _SETTING_FIELDS:
+            value = preset.get(f.name, f.default)
+            if f.name in _SEQUENCES and isinstance(value, list):
+                value = tuple(value)
+            object.__setattr__(config, f.name, value)
+        object.__setattr__(config, "_given", tuple(preset))
+        return config
+
+    def replace(self, **changes: Any) -> RunConfig:
+        """A new config with ``changes`` applied (and checked)."""
+        return RunConfig.of({**self, **changes})
+
+    # --- the read-only mapping of the settings given
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._given:
+            raise KeyError(key)
+        value = getattr(self, key)
+        return list(value) if key in _SEQUENCES and value is not None else value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._given)
+
+    def __len__(self) -> int:
+        return len(self._given)
+
+    def __repr__(self) -> str:
+        return f"RunConfig({dict(self)!r})"
+
+
+_SETTING_FIELDS = tuple(f for f in dataclasses.fields(RunConfig) if f.name != "_given")
+_REQUIRED_FIELDS = tuple(f for f in _SETTING_FIELDS if f.default is dataclasses.MISSING)
+
+
+def resolve_preset(name: str, **overrides: Any) -> RunConfig:
+    """Preset ``name`` with ``overrides`` applied, every setting checked: the run's config.
 
     ``None`` values mean "not given" and leave the preset's value. Besides the preset's own
-    settings, ``root``, ``order``, ``domains``, ``ood`` and ``small_classes`` may be set.
+    settings, ``root``, ``order``, ``domains``, ``ood``, ``small_classes`` and
+    ``channels_last`` may be set.
 
     Raises:
         ValueError: an unknown preset or setting (with the closest valid name), a value of the
@@ -266,6 +433,4 @@ def resolve_preset(name: str, **overrides: Any) -> dict[str, Any]:
     preset.update({k: v for k, v in overrides.items() if v is not None})
     if preset.get("channels_last") is True:  # the default layout: same run, same identity
         del preset["channels_last"]
-    if isinstance(preset.get("seeds"), tuple):
-        preset["seeds"] = list(preset["seeds"])
-    return check_preset(preset, name=f"preset {name!r}")
+    return RunConfig.of(preset, name=f"preset {name!r}")

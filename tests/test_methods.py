@@ -88,3 +88,21 @@ def test_meta_learner_option_errors_name_the_option():
         build_strategy("lst", preset, n_stages=0)
     with pytest.raises(MethodOptionError, match=r"\['alpha'\]"):  # a TPN option, not LST's
         check_method("lst", preset, {"alpha": 0.5})
+
+
+def test_a_continual_baseline_takes_its_tuned_options_from_their_one_home(monkeypatch):
+    """``avalanche_sets.baselines.tuned`` is the one source of the tuned values: change it and
+    the built strategy changes; an option handed to ``build_strategy`` still wins."""
+    from avalanche_sets.baselines import tuned
+
+    preset = resolve_preset("quick", width=4, mem_size=4)
+    gpm = tuned.TUNED[tuned.DEFAULTS_TUNED_ON]["semi-gpm"]
+    assert build_strategy("semi-gpm", preset).cl_plugin.threshold == gpm["threshold"]
+    monkeypatch.setitem(tuned.TUNED[tuned.DEFAULTS_TUNED_ON], "semi-gpm", {**gpm, "threshold": 0.5})
+    monkeypatch.setitem(
+        tuned.TUNED[tuned.DEFAULTS_TUNED_ON], "semi-der", {"alpha": 0.25, "beta": 0.75}
+    )
+    assert build_strategy("semi-gpm", preset).cl_plugin.threshold == 0.5
+    der = build_strategy("semi-der", preset).cl_plugin
+    assert (der.alpha, der.beta) == (0.25, 0.75)
+    assert build_strategy("semi-der", preset, alpha=0.125).cl_plugin.alpha == 0.125

@@ -40,6 +40,13 @@ from .plugins import (
     GPMPlugin,
     MERPlugin,
 )
+from .tuned import default_options
+
+# The defaults tuned on the validation stream, read from their one home (.tuned).
+_AGEM = default_options("semi-agem")
+_MER = default_options("semi-mer")
+_GPM = default_options("semi-gpm")
+_DER = default_options("semi-der")
 
 __all__ = [
     "SemiSeq",
@@ -125,7 +132,8 @@ class SemiAGEM(SemiSeq):
     seen, updated at domain ends).
 
     Args:
-        mem_size: memory in tasks (paper: 200). sample_size: episodes in the reference batch.
+        mem_size: memory in tasks (paper: 200). sample_size: episodes in the reference batch
+            (default: :mod:`~avalanche_sets.baselines.tuned`).
         seed: seed of memory sampling. Others: as :class:`SemiSeq`.
     """
 
@@ -133,7 +141,7 @@ class SemiAGEM(SemiSeq):
         self,
         *,
         mem_size: int = MEM_SIZE,
-        sample_size: int = 2,
+        sample_size: int = _AGEM["sample_size"],
         seed: int = 0,
         **kwargs,
     ) -> None:
@@ -184,8 +192,8 @@ class SemiMER(SemiSeq):
 
     Args:
         mem_size: memory in tasks (paper: 200). replay_batch: memory episodes per inner batch.
-        n_batches: inner batches per iteration (MER's k). beta, gamma: Reptile rates; β = 1
-            (MER's 0.3 before the validation-stream tuning, +3.5 points there:
+        n_batches: inner batches per iteration (MER's k). beta, gamma: Reptile rates (defaults
+            tuned on the validation stream, MER's β = 0.3 one option away:
             :mod:`~avalanche_sets.baselines.tuned`).
         seed: seed of the reservoir. Others: as :class:`SemiSeq`.
     """
@@ -196,8 +204,8 @@ class SemiMER(SemiSeq):
         mem_size: int = MEM_SIZE,
         replay_batch: int = REPLAY_BATCH,
         n_batches: int = 1,
-        beta: float = 1.0,
-        gamma: float = 1.0,
+        beta: float = _MER["beta"],
+        gamma: float = _MER["gamma"],
         seed: int = 0,
         **kwargs,
     ) -> None:
@@ -233,9 +241,9 @@ class SemiGPM(SemiSeq):
 
     Args:
         lr: SGD learning rate of the default optimiser.
-        threshold, threshold_increment: GPM's energy threshold schedule (0.9, +0.003; GPM's
-            ε = 0.97 before the validation-stream tuning, +5.7 points there with 0.9:
-            :mod:`~avalanche_sets.baselines.tuned`).
+        threshold, threshold_increment: GPM's energy threshold schedule (``threshold`` tuned on
+            the validation stream, GPM's ε = 0.97 one option away:
+            :mod:`~avalanche_sets.baselines.tuned`; +0.003 per domain).
         n_episodes: episodes of a finished domain forming its representation matrices.
         other_params: ``"freeze"`` (GPM's code: BatchNorm affine frozen after the first
             domain) or ``"train"``. seed: seed of the episode choice. Others: as
@@ -245,8 +253,8 @@ class SemiGPM(SemiSeq):
     def __init__(
         self,
         *,
-        lr: float = 0.01,
-        threshold: float = 0.9,
+        lr: float = _GPM["lr"],
+        threshold: float = _GPM["threshold"],
         threshold_increment: float = 0.003,
         n_episodes: int = 10,
         other_params: str = "freeze",
@@ -272,10 +280,10 @@ class SemiDER(SemiSeq):
 
     Args:
         mem_size: memory in tasks (paper: 200). replay_batch: memory episodes per term.
-        alpha: logit-matching weight, 0.001 (DER++'s 0.1 suits softmax logits; MSKM's are
-            negative squared distances, and with 0.1 the logit term outweighed the task's own
-            loss: +12.8 points on the validation stream with 0.001,
-            :mod:`~avalanche_sets.baselines.tuned`). beta: memory label weight (0: plain DER).
+        alpha: logit-matching weight, tuned on the validation stream
+            (:mod:`~avalanche_sets.baselines.tuned`: DER++'s 0.1 suits softmax logits; MSKM's
+            are negative squared distances, and with 0.1 the logit term outweighed the task's
+            own loss). beta: memory label weight (0: plain DER).
         seed: seed of the reservoir. Others: as :class:`SemiSeq`.
     """
 
@@ -284,8 +292,8 @@ class SemiDER(SemiSeq):
         *,
         mem_size: int = MEM_SIZE,
         replay_batch: int = REPLAY_BATCH,
-        alpha: float = 0.001,
-        beta: float = 0.5,
+        alpha: float = _DER["alpha"],
+        beta: float = _DER["beta"],
         seed: int = 0,
         **kwargs,
     ) -> None:

@@ -1,21 +1,23 @@
-"""Continual baselines' options tuned on the validation stream, as preset data.
+"""Continual baselines' options tuned on the validation stream: their one home.
 
 ``TUNED[preset][method]`` holds the strategy options chosen by
 ``benchmarks/baseline_tuning.py`` on the *validation* classes of the ``cpu`` preset's stream
 (sets-mini, 1-shot, seed 0, fp32): the grid point with the highest mean validation accuracy
-when its paired Δ to the class default excludes 0, else the class default.
-The script records the grid, every point's accuracy and its paired Δ to the class default and
-to Semi-Seq, and the chosen values, which this table mirrors (a test keeps the two equal). A
-method absent here keeps its class defaults — those of its paper.
+when its paired Δ to the class default excludes 0, else the class default. The script records
+the grid, every point's accuracy, its paired Δ to the class default and to Semi-Seq, and the
+chosen values (``chosen.json`` in its results folder), which are the values here. A method
+absent here keeps its class defaults, those of its paper.
 
-These values are also the classes' defaults (``SemiGPM(threshold=0.9)``,
-``SemiDER(alpha=0.001)``, ``SemiMER(beta=1.0)``; a test keeps them equal to this table), so the
-committed tables and every run use them; the papers' values are one option away
-(``--strategy-set threshold=0.97``). The table stays the record of where they came from and the
-explicit form, for a preset tuned differently::
+The values tuned on :data:`DEFAULTS_TUNED_ON` are what every run uses, whatever its preset:
+:func:`~avalanche_sets.methods.build_strategy` hands a continual baseline its
+:func:`default_options` (an option given with ``--strategy-set`` or as a keyword wins), and
+the classes' own defaults (``SemiGPM(threshold=...)``, ``SemiDER(alpha=...)``,
+``SemiMER(beta=...)``, ``SemiAGEM(sample_size=...)``) read them from here, so a strategy built
+by hand is the same. The papers' values are one option away (``--strategy-set
+threshold=0.97``). For a preset tuned differently::
 
     from avalanche_sets.baselines.tuned import tuned_options
-    build_strategy("semi-gpm", preset, **tuned_options("semi-gpm", "cpu"))
+    build_strategy("semi-gpm", preset, **tuned_options("semi-gpm", "other-preset"))
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-__all__ = ["TUNED", "tuned_options"]
+__all__ = ["TUNED", "DEFAULTS_TUNED_ON", "tuned_options", "default_options"]
 
 #: preset name -> method -> strategy options (see the module docstring for their provenance).
 TUNED: dict[str, dict[str, dict[str, Any]]] = {
@@ -40,6 +42,9 @@ TUNED: dict[str, dict[str, dict[str, Any]]] = {
     },
 }
 
+#: The preset whose tuned values every run uses (the committed tables' preset).
+DEFAULTS_TUNED_ON = "cpu"
+
 
 def tuned_options(method: str, preset: str = "cpu") -> dict[str, Any]:
     """The tuned strategy options of ``method`` for preset ``preset`` (``{}``: class defaults).
@@ -53,3 +58,9 @@ def tuned_options(method: str, preset: str = "cpu") -> dict[str, Any]:
             "(run python -m benchmarks.baseline_tuning on another preset's validation stream first)"
         )
     return copy.deepcopy(TUNED[preset].get(method, {}))
+
+
+def default_options(method: str) -> dict[str, Any]:
+    """The options every run of ``method`` gets unless told otherwise: those tuned on
+    :data:`DEFAULTS_TUNED_ON` (``{}`` for a method nothing was tuned for)."""
+    return tuned_options(method, DEFAULTS_TUNED_ON)

@@ -13,9 +13,9 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import torch
 from avalanche.core import SupervisedPlugin
@@ -36,6 +36,7 @@ from ..data import SETSBenchmark, sets_benchmark
 from ..data.packs import NO_PACKS_HINT
 from ..methods import JOINT_METHODS, build_strategy, check_method
 from ..metrics import episode_metrics
+from ..presets import RunConfig
 from ..training.checkpoint import previous_checkpoint_path
 from ..training.loggers import ResumableCSVLogger, ResumableTensorboardLogger, WandBLogger
 from ..training.progress import DomainProgressLogger
@@ -62,8 +63,8 @@ from .report import write_run_report
 __all__ = ["run_experiment", "build_benchmark", "method_preset", "evaluator"]
 
 
-def method_preset(method: str, preset: dict) -> dict:
-    """The preset ``method``'s benchmark is built from: ``preset`` itself, except for the
+def method_preset(method: str, preset: RunConfig | Mapping[str, Any]) -> RunConfig:
+    """The config ``method``'s benchmark is built from: ``preset`` itself, except for the
     compute-matched joint run, which needs ``(B + R) / B`` times the training tasks per domain
     (:meth:`ComputeMatchedJoint.tasks_per_domain`). The run folder and its identity keep
     ``preset``: the method's name says the rest.
@@ -71,28 +72,31 @@ def method_preset(method: str, preset: dict) -> dict:
     Raises:
         ValueError: ``tasks_per_domain`` that the compute-matched run cannot scale.
     """
+    config = RunConfig.of(preset)
     if method != "joint-matched":
-        return preset
+        return config
     tasks = ComputeMatchedJoint.tasks_per_domain(
-        tasks_per_domain=preset["tasks_per_domain"],
-        meta_batch=preset["meta_batch"],
-        replay_batch=preset["replay_batch"],
+        tasks_per_domain=config.tasks_per_domain,
+        meta_batch=config.meta_batch,
+        replay_batch=config.replay_batch,
     )
-    return {**preset, "tasks_per_domain": tasks}
+    return config.replace(tasks_per_domain=tasks)
 
 
-def data_device(preset: dict) -> str | None:
+def data_device(preset: RunConfig | Mapping[str, Any]) -> str | None:
     """Where a preset's episodes are gathered: on its GPU when it trains on one (each domain's
     images copied there once), in host memory otherwise (``None``)."""
-    device = str(preset.get("device", "cpu"))
+    device = str(RunConfig.of(preset).device)
     return None if device == "cpu" else device
 
 
-def build_benchmark(preset: dict, *, seed: int) -> SETSBenchmark:
+def build_benchmark(preset: RunConfig | Mapping[str, Any], *, seed: int) -> SETSBenchmark:
     """The SETS benchmark a preset describes (episode streams seeded by ``seed``; on a GPU
-    preset, gathered on the GPU: :func:`data_device`)."""
-    source = preset["source"]
-    root = preset.get("root")
+    preset, gathered on the GPU: :func:`data_device`). ``preset``: the run's
+    :class:`~avalanche_sets.presets.RunConfig` (a dictionary is checked once, on arrival)."""
+    config = RunConfig.of(preset)
+    source = config.source
+    root = config.root
     if source == "packs" and root is None:
         root = os.environ.get("AVALANCHE_SETS_PACKS")
         if root is None:
@@ -103,21 +107,21 @@ def build_benchmark(preset: dict, *, seed: int) -> SETSBenchmark:
     return sets_benchmark(
         source,
         root=root,
-        domains=preset.get("domains"),
-        ood=preset.get("ood"),
-        order=preset.get("order", 1),
-        n_way=preset["n_way"],
-        n_shot=preset["n_shot"],
-        n_query=preset["n_query"],
-        n_unlabeled=preset["n_unlabeled"],
-        n_ood=preset["n_ood"],
-        tasks_per_domain=preset["tasks_per_domain"],
-        n_val_episodes=preset["n_val_episodes"],
-        n_test_episodes=preset["n_test_episodes"],
-        image_size=preset["image_size"],
+        domains=config.get("domains"),
+        ood=config.get("ood"),
+        order=1 if config.order is None else config.order,
+        n_way=config.n_way,
+        n_shot=config.n_shot,
+        n_query=config.n_query,
+        n_unlabeled=config.n_unlabeled,
+        n_ood=config.n_ood,
+        tasks_per_domain=config.tasks_per_domain,
+        n_val_episodes=config.n_val_episodes,
+        n_test_episodes=config.n_test_episodes,
+        image_size=config.image_size,
         seed=seed,
-        small_classes=preset.get("small_classes", "error"),
-        data_device=data_device(preset),
+        small_classes=config.small_classes,
+        data_device=data_device(config),
     )
 
 
@@ -193,7 +197,7 @@ _CLOSED_LOGGERS = (
 
 def run_experiment(
     method: str,
-    preset: dict,
+    preset: RunConfig | Mapping[str, Any],
     *,
     seed: int,
     out_root: str | Path,
@@ -221,8 +225,10 @@ def run_experiment(
     ``loggers`` adds terminal or file loggers (:data:`~.folder.LOGGERS`; ``progress`` draws
     one bar per domain), and ``verbose=True`` prints the metric values on the terminal too.
 
-    ``method``: a built-in method's name or a method of one's own (an installed entry point
-    or ``"package.module:factory"``: :mod:`avalanche_sets.methods`). ``plugins``: plugins added
+    ``preset``: the run's :class:`~avalanche_sets.presets.RunConfig` (a dictionary of settings
+    is checked once, on arrival). ``method``: a built-in method's name or a method of one's own
+    (an installed entry point or ``"package.module:factory"``: :mod:`avalanche_sets.methods`).
+    ``plugins``: plugins added
     to the method (after its own); they are part of the run's identity
     (:func:`~.folder.plugin_description`: class and public settings) and of its folder's name
     (``mskm+MyPlugin/...``). Pass new plugin objects to every run: a plugin keeps state.
@@ -242,8 +248,10 @@ def run_experiment(
         the lock, so two sweeps on one folder never both report a run as theirs.
     """
     loggers = check_loggers(loggers)  # before any data is loaded
-    if not checked:
-        check_method(method, preset, strategy_overrides)  # before any data is loaded
+    if checked:
+        preset = RunConfig.of(preset)
+    else:  # before any data is loaded
+        preset = check_method(method, preset, strategy_overrides)
     bench_preset = method_preset(method, preset)  # raises before any data is loaded, too
     if benchmark is not None and benchmark.seed != seed:
         raise ValueError(
@@ -262,7 +270,7 @@ def run_experiment(
         if is_finished(out):  # finished by the process that held the lock
             lock.remove()
             return {**check_finished(out, asked, seed), "status": "finished before"}
-        torch.set_num_threads(int(preset.get("threads", 1)))
+        torch.set_num_threads(int(preset.threads))
         # The run log: every metric value (and resumes); closed with the loggers below.
         log = open(out / LOG_FILE, "a", buffering=1)  # noqa: SIM115
         print(f"# {utc_now()}: {command_line()}", file=log)
@@ -317,7 +325,7 @@ def run_experiment(
                 checkpoint_path=checkpoint,
                 checkpoint_every=checkpoint_every,
                 eval_stream=eval_stream,
-                interim_episodes=preset.get("interim_test_episodes"),
+                interim_episodes=preset.interim_test_episodes,
                 checkpoint_extra=lambda: {"seconds": elapsed()},
                 on_resume=on_resume,
             )

@@ -26,17 +26,23 @@ package uses). This module loads with the standard library alone — the command
 :data:`LOGGERS` from it to build its parser — so the three functions that need torch
 (:func:`run_precision`, :func:`machine_info`, and reading a format-1/2 record) import what they
 need where they use it.
+
+The naming and identity functions take a run's :class:`~avalanche_sets.presets.RunConfig` or
+the settings a ``result.json`` recorded (any mapping of settings), and check nothing: a config
+was checked when it was made, and a record holds what a run computed with.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime as _dt
 import fcntl
+import importlib.util
 import json
 import os
 import platform
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -130,8 +136,6 @@ def check_loggers(loggers) -> tuple[str, ...]:
     if unknown:
         raise ValueError(f"unknown logger(s) {unknown}; choose from {', '.join(LISTED_LOGGERS)}")
     if "wandb" in loggers:
-        import importlib.util
-
         if importlib.util.find_spec("wandb") is None:
             raise ValueError(
                 f"the wandb logger needs wandb, which is not installed: {WANDB_INSTALL}"
@@ -142,8 +146,6 @@ def check_loggers(loggers) -> tuple[str, ...]:
 def logger_argument(name: str) -> str:
     """The command line's ``--loggers`` type: :func:`check_loggers` of one name, its error as an
     argparse error."""
-    import argparse
-
     try:
         return check_loggers([name])[0]
     except ValueError as err:
@@ -247,7 +249,7 @@ _NOT_IDENTITY = ("seeds", "threads", "root")
 _MISSING = object()
 
 
-def run_precision(preset: dict) -> str:
+def run_precision(preset: Mapping[str, Any]) -> str:
     """The precision a run of ``preset`` computes in: ``"fp32"`` or ``"bf16"``.
 
     The preset's ``precision`` resolved on its device (``"auto"`` means bf16 only where the
@@ -260,7 +262,7 @@ def run_precision(preset: dict) -> str:
     return resolve_precision(preset.get("precision", "fp32"), device_type)
 
 
-def _identity_preset(preset: dict) -> dict:
+def _identity_preset(preset: Mapping[str, Any]) -> dict:
     """The preset as far as it decides what a run computes (precision resolved)."""
     out = {k: v for k, v in preset.items() if k not in _NOT_IDENTITY}
     out["precision"] = run_precision(preset)
@@ -269,7 +271,7 @@ def _identity_preset(preset: dict) -> dict:
 
 def run_identity(
     method: str,
-    preset: dict,
+    preset: Mapping[str, Any],
     *,
     eval_stream: str = "test",
     strategy_overrides: dict | None = None,
@@ -324,7 +326,7 @@ def _name_part(value) -> str:
 
 def run_dir_name(
     method: str,
-    preset: dict,
+    preset: Mapping[str, Any],
     seed: int,
     *,
     eval_stream: str = "test",
@@ -367,7 +369,7 @@ def run_dir_name(
 def run_folder(
     out_root: str | Path,
     method: str,
-    preset: dict,
+    preset: Mapping[str, Any],
     seed: int,
     *,
     eval_stream: str = "test",
@@ -409,13 +411,14 @@ def check_finished(folder: str | Path, asked: dict, seed: int) -> dict:
     return rec
 
 
-def portable_preset(preset: dict) -> dict:
-    """``preset`` with its data folder as the user gave it, never as this machine's absolute
-    path: an absolute ``root`` is stored relative to the working directory, so a result file
-    says the same on every machine that runs the same command from the same place."""
+def portable_preset(preset: Mapping[str, Any]) -> dict[str, Any]:
+    """``preset``'s settings as a dictionary, with its data folder as the user gave it, never as
+    this machine's absolute path: an absolute ``root`` is stored relative to the working
+    directory, so a result file says the same on every machine that runs the same command from
+    the same place."""
     root = preset.get("root")
     if root is None or not Path(root).is_absolute():
-        return preset
+        return dict(preset)
     return {**preset, "root": os.path.relpath(root, Path.cwd())}
 
 

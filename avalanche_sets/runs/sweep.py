@@ -14,7 +14,7 @@ import dataclasses
 import multiprocessing as mp
 import os
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from typing import Any
 from tqdm import tqdm
 
 from ..methods import check_method
+from ..presets import RunConfig
 from .experiment import run_experiment
 from .folder import RunLockedError, is_finished, run_folder
 
@@ -30,16 +31,24 @@ __all__ = ["RunSpec", "RunOutcome", "check_specs", "run_one", "run_sweep"]
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One run of a sweep: the arguments of :func:`~.experiment.run_experiment`."""
+    """One run of a sweep: the arguments of :func:`~.experiment.run_experiment`.
+
+    ``preset``: the run's :class:`~avalanche_sets.presets.RunConfig`; a dictionary of settings
+    is checked once, when the spec is made, and held as its config.
+    """
 
     method: str
-    preset: dict
+    preset: RunConfig
     seed: int
     out_root: str | Path
     eval_stream: str = "test"
     strategy_overrides: dict = field(default_factory=dict)
     checkpoint_every: int | None = 50
     verbose: bool = False
+
+    def __post_init__(self) -> None:
+        preset: RunConfig | Mapping[str, Any] = self.preset
+        object.__setattr__(self, "preset", RunConfig.of(preset))
 
     @property
     def folder(self) -> Path:
@@ -129,7 +138,7 @@ def _task(item: tuple[int, RunSpec, bool, bool]) -> tuple[int, RunOutcome]:
 def _parallel(spec: RunSpec, threads: int | None, **changes: Any) -> RunSpec:
     """The spec for a worker that shares the machine with others: ``threads`` per run
     (``None``: the preset's)."""
-    preset = spec.preset if threads is None else {**spec.preset, "threads": threads}
+    preset = spec.preset if threads is None else spec.preset.replace(threads=threads)
     return dataclasses.replace(spec, preset=preset, **changes)
 
 
@@ -218,7 +227,7 @@ def _ray_pass(
     """The unfinished runs as Ray tasks; connects to ``address`` unless this process already
     is connected (and then leaves the connection open). A worker imports a method of one's
     own as the driver does: the driver's working folder and Python path go with the job."""
-    import ray  # an optional dependency (pip install 'avalanche-sets[ray]')
+    import ray  # optional and heavy: only a Ray sweep loads it (pip install 'avalanche-sets[ray]')
 
     todo = []
     for i, spec, wait, keep_going in items:
@@ -228,8 +237,8 @@ def _ray_pass(
             # one core per task; the folder as an absolute path, the same on every worker of
             # one machine (on a cluster: a folder every node mounts at that path)
             job = _parallel(spec, threads, out_root=str(Path(spec.out_root).resolve()))
-            gpu = str(spec.preset.get("device", "cpu")).startswith("cuda")
-            todo.append(((i, job, wait, keep_going), gpu, int(job.preset.get("threads", 1))))
+            gpu = spec.preset.device.startswith("cuda")
+            todo.append(((i, job, wait, keep_going), gpu, int(job.preset.threads)))
     if not todo:
         return
     connected_here = not ray.is_initialized()

@@ -1,0 +1,89 @@
+"""The run's config (avalanche_sets.presets.RunConfig): made and checked once, where the user
+hands the settings over; frozen, typed, and read as the preset dictionary it was made from."""
+
+import dataclasses
+import pickle
+
+import pytest
+
+from avalanche_sets import presets
+from avalanche_sets.methods import build_strategy, check_method
+from avalanche_sets.presets import PRESET_SCHEMA, PRESETS, RunConfig, resolve_preset
+from avalanche_sets.runs.experiment import build_benchmark, method_preset
+from avalanche_sets.runs.folder import portable_preset, run_dir_name, run_identity
+from avalanche_sets.runs.sweep import RunSpec
+
+
+def test_a_resolved_preset_is_a_typed_config_that_reads_as_the_preset_dictionary():
+    config = resolve_preset("cpu", n_shot=5, seeds=(0, 1), root="data")
+    assert isinstance(config, RunConfig)
+    assert (config.n_shot, config.seeds, config.root, config.order) == (5, (0, 1), "data", None)
+    expected = {**PRESETS["cpu"], "n_shot": 5, "seeds": [0, 1], "root": "data"}
+    assert dict(config) == expected and list(config) == list(expected)
+    assert config == expected and config["seeds"] == [0, 1]
+    assert "order" not in config and config.get("order", 1) == 1
+    assert resolve_preset("quick") == PRESETS["quick"]
+    assert {f.name for f in dataclasses.fields(RunConfig) if f.init} == set(PRESET_SCHEMA)
+
+
+def test_a_config_is_frozen_and_changed_only_into_a_checked_copy():
+    config = resolve_preset("quick")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.n_shot = 5
+    with pytest.raises(TypeError):
+        config["n_shot"] = 5  # type: ignore[index]
+    assert config.replace(n_shot=5).n_shot == 5 and config.n_shot == 1
+    with pytest.raises(ValueError, match="setting 'n_shot' must be a positive integer"):
+        config.replace(n_shot=0)
+    with pytest.raises(ValueError, match="setting 'n_shot' must be a positive integer"):
+        dataclasses.replace(config, n_shot=0)
+    assert pickle.loads(pickle.dumps(config)) == config  # a sweep's worker processes get it
+
+
+def test_a_config_made_directly_is_checked_and_holds_what_differs_from_the_defaults():
+    required = {f.name: PRESETS["quick"][f.name] for f in presets._REQUIRED_FIELDS}
+    config = RunConfig(**required, precision="bf16")
+    assert dict(config) == {**required, "precision": "bf16"}
+    with pytest.raises(ValueError, match="RunConfig: setting 'precision' must be one of"):
+        RunConfig(**required, precision="fp16")
+
+
+def test_a_dictionary_handed_over_is_checked_once_with_the_presets_messages():
+    settings = dict(resolve_preset("quick", width=4))
+    with pytest.raises(ValueError, match="setting 'n_shot' must be a positive integer, got '5'"):
+        build_strategy("mskm", {**settings, "n_shot": "5"})
+    with pytest.raises(ValueError, match=r"unknown setting\(s\) \['n_wya'\] \(did you mean"):
+        build_benchmark({**settings, "n_wya": 3}, seed=0)
+    with pytest.raises(ValueError, match=r"lacks setting\(s\) \['source'\] that every run"):
+        build_benchmark({k: v for k, v in settings.items() if k != "source"}, seed=0)
+    with pytest.raises(TypeError, match="must be a RunConfig or a dict of settings"):
+        RunSpec("mskm", [("n_shot", 1)], 0, "runs")  # type: ignore[arg-type]
+
+
+def test_every_setting_is_checked_once_where_it_is_handed_over(monkeypatch):
+    calls = []
+    check = presets.check_preset
+    monkeypatch.setattr(presets, "check_preset", lambda p, **kw: calls.append(1) or check(p, **kw))
+    config = resolve_preset("quick", width=4, mem_size=4, tasks_per_domain=2)
+    assert calls == [1]
+    assert check_method("semi-er", config) is config
+    build_strategy("semi-er", config)
+    build_strategy("joint-matched", config)
+    method_preset("joint-matched", config)  # a changed copy: checked as it is made
+    assert len(calls) == 2
+    RunSpec("semi-er", config, 0, "runs").folder  # noqa: B018
+    run_dir_name("semi-er", config, 0), run_identity("semi-er", config), portable_preset(config)
+    build_benchmark(config, seed=0)
+    assert len(calls) == 2
+    build_strategy("semi-er", dict(config))  # a dictionary: checked once, on arrival
+    assert len(calls) == 3
+
+
+def test_a_config_names_and_identifies_its_run_as_its_dictionary_does():
+    config = resolve_preset("cpu", n_shot=5, mem_size=50, precision="fp32", domains=["a", "b"])
+    over = {"strategy_overrides": {"lam": 1e-4}, "eval_stream": "valid"}
+    assert run_dir_name("order", config, 0, **over) == run_dir_name(
+        "order", dict(config), 0, **over
+    )
+    assert run_identity("order", config, **over) == run_identity("order", dict(config), **over)
+    assert type(portable_preset(config)) is dict
