@@ -268,9 +268,9 @@ class MIEstimator(nn.Module):
 
     * :meth:`fit_step` — one optimisation step on **detached** pairs: ``q_φ`` by maximum
       likelihood on the OOD pairs, the critic ``f_ψ`` by maximising ``I_id`` on the ID pairs.
-    * :meth:`regularizer` — ``I_ood - I_id`` for the encoder (multiply by ``λ`` outside); the
-      networks' parameters are constants in that graph, the gradient flows only into the
-      embeddings and prototypes.
+    * :meth:`bounds` — ``(I_ood, I_id)`` for the encoder, whose regulariser is ``λ (I_ood −
+      I_id)``; the networks' parameters are constants in that graph, the gradient flows only
+      into the embeddings and prototypes.
 
     Sets with fewer than ``min_pairs`` pairs contribute 0 (and are skipped by ``fit_step``).
     Optimiser states travel with ``state_dict()`` (as the module's extra state).
@@ -371,20 +371,6 @@ class MIEstimator(nn.Module):
             if use_id and self._usable(e_id, p_id):
                 i_id = tuba_lower_bound(self.critic, e_id, p_id, clamp=self.clamp)
         return i_ood, i_id
-
-    def regularizer(
-        self,
-        e_id: Tensor | None,
-        p_id: Tensor | None,
-        e_ood: Tensor | None,
-        p_ood: Tensor | None,
-        *,
-        use_id: bool = True,
-        use_ood: bool = True,
-    ) -> Tensor:
-        """``I_ood - I_id`` (paper Eq. (tractable-meta+mi)); the encoder minimises ``λ`` times it."""
-        i_ood, i_id = self.bounds(e_id, p_id, e_ood, p_ood, use_id=use_id, use_ood=use_ood)
-        return i_ood - i_id
 
     def get_extra_state(self) -> dict[str, Any]:
         return {"opt_q": self.opt_q.state_dict(), "opt_critic": self.opt_critic.state_dict()}
