@@ -407,12 +407,21 @@ def _cmd_sweep(args) -> int:
     return 0
 
 
-def _cmd_table(args) -> int:
-    from .runs.report import aggregate_results, find_results, write_table
+def _records(folders: list[str]) -> list[dict]:
+    """The run records under ``folders``; none is an error the caller reports."""
+    from .runs.report import find_results
 
-    records = find_results(args.folders)
+    records = find_results(folders)
     if not records:
-        print(f"error: no result.json under {args.folders}", file=sys.stderr)
+        print(f"error: no result.json under {folders}", file=sys.stderr)
+    return records
+
+
+def _cmd_table(args) -> int:
+    from .runs.report import aggregate_results, write_table
+
+    records = _records(args.folders)
+    if not records:
         return 2
     rows = aggregate_results(records, by=args.by.split(","))
     text = write_table(rows, args.out)
@@ -421,11 +430,10 @@ def _cmd_table(args) -> int:
 
 
 def _cmd_heatmap(args) -> int:
-    from .runs.report import find_results, write_heatmap
+    from .runs.report import write_heatmap
 
-    records = find_results(args.folders)
+    records = _records(args.folders)
     if not records:
-        print(f"error: no result.json under {args.folders}", file=sys.stderr)
         return 2
     for record in records:
         print(f"wrote {write_heatmap(record['_path'], record)}")

@@ -120,3 +120,9 @@ def test_a_closed_pipe_ends_quietly():
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 141, err
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+@pytest.mark.parametrize("command", ["table", "heatmap"])
+def test_table_and_heatmap_of_a_folder_without_runs_fail_naming_it(command, tmp_path, capsys):
+    assert main([command, str(tmp_path)]) == 2
+    assert f"error: no result.json under ['{tmp_path}']" in capsys.readouterr().err
