@@ -204,8 +204,9 @@ class EpisodeOracle:
 
 
 @dataclass
-class Episode:
-    """One semi-supervised episode. Images are uint8 ``[n, H, W, 3]`` (channels last)."""
+class _EpisodeFields:
+    """The fields of an episode; a batch holds the same ones, stacked (:func:`collate_episodes`,
+    :meth:`EpisodeBatch.episode`)."""
 
     support_x: Tensor
     support_y: Tensor
@@ -213,6 +214,11 @@ class Episode:
     query_y: Tensor
     unlabeled_x: Tensor
     oracle: EpisodeOracle | None = None
+
+
+@dataclass
+class Episode(_EpisodeFields):
+    """One semi-supervised episode. Images are uint8 ``[n, H, W, 3]`` (channels last)."""
 
 
 def _map_tensors(obj, fn):
@@ -230,19 +236,12 @@ def _map_tensors(obj, fn):
 
 
 @dataclass
-class EpisodeBatch:
+class EpisodeBatch(_EpisodeFields):
     """A meta-batch of ``B`` episodes of one shape, stacked along a leading dimension.
 
     ``support_x`` is ``[B, N*K, H, W, 3]`` uint8, ``support_y`` ``[B, N*K]``, and so on.
     It behaves like a tensor where Avalanche needs it to (``.to(device)``, ``len``).
     """
-
-    support_x: Tensor
-    support_y: Tensor
-    query_x: Tensor
-    query_y: Tensor
-    unlabeled_x: Tensor
-    oracle: EpisodeOracle | None = None
 
     def to(self, *args, **kwargs) -> EpisodeBatch:
         return _map_tensors(self, lambda t: t.to(*args, **kwargs))

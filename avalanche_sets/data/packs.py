@@ -137,6 +137,12 @@ def _as_str_array(value: np.ndarray, where: str, key: str) -> np.ndarray:
     return arr
 
 
+def _check_one_per(array: np.ndarray, n: int, where: str, key: str, each: str, fix: str) -> None:
+    """Refuse ``array`` unless it is 1-D with one entry per ``each`` (``n`` of them)."""
+    if array.shape != (n,):
+        raise _fail(where, key, f"shape [{n}] (one per {each})", f"shape {array.shape}", fix)
+
+
 def validate_arrays(arrays: Mapping[str, object], where: str) -> dict[str, np.ndarray]:
     """Check the pack keys, dtypes and shapes; return normalised arrays (or raise ValueError)."""
     missing = [k for k in PACK_KEYS if k not in arrays]
@@ -189,14 +195,9 @@ def validate_arrays(arrays: Mapping[str, object], where: str) -> dict[str, np.nd
             f"dtype {labels.dtype}",
             "store whole-number class ids 0..C-1 as integers: labels.astype(np.int64)",
         )
-    if labels.shape != (n,):
-        raise _fail(
-            where,
-            "labels",
-            f"shape [{n}] (one per image)",
-            f"shape {labels.shape}",
-            "store exactly one class id per image, as a 1-D array",
-        )
+    _check_one_per(
+        labels, n, where, "labels", "image", "store exactly one class id per image, as a 1-D array"
+    )
 
     names = _as_str_array(arrays["class_names"], where, "class_names")
     if names.ndim != 1 or names.size == 0:
@@ -229,14 +230,14 @@ def validate_arrays(arrays: Mapping[str, object], where: str) -> dict[str, np.nd
         )
 
     split = _as_str_array(arrays["class_split"], where, "class_split")
-    if split.shape != (n_classes,):
-        raise _fail(
-            where,
-            "class_split",
-            f"shape [{n_classes}] (one per class)",
-            f"shape {split.shape}",
-            "give every entry of class_names a split (split_classes(C) draws one)",
-        )
+    _check_one_per(
+        split,
+        n_classes,
+        where,
+        "class_split",
+        "class",
+        "give every entry of class_names a split (split_classes(C) draws one)",
+    )
     bad = sorted(set(split.tolist()) - set(SPLITS))
     if bad:
         raise _fail(

@@ -49,6 +49,7 @@ import numpy as np
 
 from .. import __version__
 from ..presets import PRESETS
+from ._readme import readme_head
 from .domain import SPLITS, Domain
 from .images import scan_image_folder
 from .packs import build_pack_from_folder, load_pack, save_pack
@@ -354,28 +355,15 @@ def prepare_stream(
 
 
 def _readme(manifest: dict[str, Any]) -> str:
-    lines = [
-        "# A SETS stream of domain packs",
-        "",
-        f"Written by `avalanche-sets prepare stream` on {manifest['date']} (avalanche-sets "
-        f"{manifest['avalanche_sets']}). Regenerate with:",
-        "",
-        f"    {manifest['command']}",
-        "",
-        "Run on it (stream order and names from `manifest.json`):",
-        "",
-        f"    {manifest['run_command']}",
-        "",
-        "| name | pack | role | from | classes | images | img/class min/med/max | split tr/va/te |",
-        "| --- | --- | --- | --- | ---: | ---: | ---: | ---: |",
-    ]
-    for e in manifest["packs"]:
-        lo, med, hi = e["images_per_class"]
-        sp = e["split"]
-        lines.append(
-            f"| {e['name']} | `{e['pack']}` | {e['role']} | `{e['item']}` | {e['classes']} | "
-            f"{e['images']} | {lo}/{med}/{hi} | {sp['train']}/{sp['val']}/{sp['test']} |"
-        )
+    lines = readme_head(
+        manifest,
+        title="A SETS stream of domain packs",
+        written=f"Written by `avalanche-sets prepare stream` on {manifest['date']} "
+        f"(avalanche-sets {manifest['avalanche_sets']})",
+        run_on="Run on it (stream order and names from `manifest.json`)",
+        columns=["name", "pack", "role", "from"],
+        cells=lambda e: [e["name"], f"`{e['pack']}`", e["role"], f"`{e['item']}`"],
+    )
     lines += ["", "Sources:", ""]
     lines += [f"* {e['name']}: {e['source']}" for e in manifest["packs"]]
     return "\n".join(lines) + "\n"

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ... import __version__
+from .._readme import readme_head
 from ..images import split_classes
 from ..packs import load_pack, save_pack
 from ._read import (
@@ -184,29 +185,16 @@ def _run_command(out: str, domains: Sequence[str]) -> str:
 
 def _readme(manifest: dict[str, Any]) -> str:
     s = manifest["settings"]
-    lines = [
-        "# SETS domain packs from torchvision datasets",
-        "",
-        f"Written by `avalanche-sets prepare torchvision` on {manifest['date']} (avalanche-sets "
-        f"{manifest['avalanche_sets']}, torchvision {manifest['torchvision_version']}) from the "
-        f"torchvision root `{s['root']}`. Regenerate with:",
-        "",
-        f"    {manifest['command']}",
-        "",
-        "Run on them (stream order as prepared):",
-        "",
-        f"    {manifest['run_command']}",
-        "",
-        "| pack | role | dataset | classes | images | img/class min/med/max | split tr/va/te |",
-        "| --- | --- | --- | ---: | ---: | ---: | ---: |",
-    ]
-    for e in manifest["packs"]:
-        lo, med, hi = e["images_per_class"]
-        sp = e["split"]
-        lines.append(
-            f"| `{e['pack']}` | {e['role']} | {e['title']} | {e['classes']} | {e['images']} | "
-            f"{lo}/{med}/{hi} | {sp['train']}/{sp['val']}/{sp['test']} |"
-        )
+    lines = readme_head(
+        manifest,
+        title="SETS domain packs from torchvision datasets",
+        written=f"Written by `avalanche-sets prepare torchvision` on {manifest['date']} "
+        f"(avalanche-sets {manifest['avalanche_sets']}, torchvision "
+        f"{manifest['torchvision_version']}) from the torchvision root `{s['root']}`",
+        run_on="Run on them (stream order as prepared)",
+        columns=["pack", "role", "dataset"],
+        cells=lambda e: [f"`{e['pack']}`", e["role"], e["title"]],
+    )
     lines += [
         "",
         f"Rules: every listed official part of a dataset is read and classes are merged by name; "
