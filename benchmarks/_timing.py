@@ -9,10 +9,12 @@ from collections import defaultdict
 
 from avalanche.core import SupervisedPlugin
 
-#: The plugin callbacks :func:`instrument` times (those ORDER's plugins implement).
+#: The plugin methods :func:`instrument` times (those ORDER's plugins implement; ``loss_term``
+#: builds the MI and OT terms, called by the strategy's criterion).
 CALLBACKS = (
     "before_training_iteration",
     "after_encode",
+    "loss_term",
     "before_backward",
     "after_training_iteration",
 )
@@ -42,8 +44,8 @@ class IterationClock(SupervisedPlugin):
 
     Only the iteration itself is timed: ``strategy.train`` set-up (data loader, experience
     callbacks) falls outside ``before_training_iteration`` … ``after_training_iteration``.
-    Placed after ORDER's plugins (as ``plugins=[clock]`` puts it), its ``before_backward``
-    runs after theirs, so "backward" is the autograd pass alone.
+    ORDER builds its MI and OT terms in its criterion, between ``after_forward`` and
+    ``before_backward``, so "backward" is the autograd pass alone.
     """
 
     def __init__(self):

@@ -30,7 +30,7 @@ Times are CPU seconds of the iteration's process (``time.process_time``: user + 
 faults count), medians over rounds; wall times are kept in ``results.json``. Every row also
 carries its profile in CPU seconds (``parts_cpu_s``): the forward (backbone, heads and the
 ``after_encode`` plugins), the autograd backward, and each of ORDER's plugin callbacks (the
-MI and OT terms are built in ``before_backward``). The README shows it for the default variant,
+MI and OT terms are built by their ``loss_term``, in the criterion). The README shows it for the default variant,
 with ORDER's excess over its backbone floor: ORDER − (1 + B/2) × MSKM, the floor being the
 backbone work of 2 + B tasks instead of 2.
 
@@ -334,8 +334,8 @@ _PARTS = (
     ("autograd backward", ("backward",)),
     ("replay: batch", ("FeatureReservoirReplayPlugin.before_training_iteration",)),
     ("of which OOD split", ("OODSplitPlugin.after_encode",)),
-    ("MI: fit + bounds", ("MIRegularizationPlugin.before_backward",)),
-    ("OT", ("OTFeatureLossPlugin.before_backward",)),
+    ("MI: fit + bounds", ("MIRegularizationPlugin.loss_term",)),
+    ("OT", ("OTFeatureLossPlugin.loss_term",)),
     ("replay: store", ("FeatureReservoirReplayPlugin.after_training_iteration",)),
 )
 

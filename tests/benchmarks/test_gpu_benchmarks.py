@@ -29,7 +29,7 @@ def test_gpu_step_measures_every_configuration_on_the_cpu(tmp_path):
         assert r["backbone_tflop"] > 0
         assert r["gpu_busy"] is None and r["peak_gib"] is None  # no GPU, no GPU figures
     order = [r for r in rows if r["method"] == "order"]
-    assert all("MIRegularizationPlugin.before_backward" in r["order_parts_ms"] for r in order)
+    assert all("MIRegularizationPlugin.loss_term" in r["order_parts_ms"] for r in order)
     assert {(r["R"], r["data"]) for r in summary["ratios"]} == {(4, "device"), (4, "host")}
     assert summary["gpu"] is None and summary["targets"] == []
     md = (tmp_path / "README.md").read_text()
