@@ -10,6 +10,7 @@ from .checkpoint import (
     read_checkpoint,
     save_checkpoint,
 )
+from .iteration import Iteration, Replayed, check_partners
 from .loggers import ResumableCSVLogger, ResumableTensorboardLogger, WandBLogger
 from .progress import DomainProgressLogger
 from .runner import RunResult, episode_accuracies, run_sets
@@ -17,6 +18,9 @@ from .template import EpisodicTemplate, NonFiniteLossError, silent_evaluator
 
 __all__ = [
     "EpisodicTemplate",
+    "Iteration",
+    "Replayed",
+    "check_partners",
     "CheckpointPlugin",
     "save_checkpoint",
     "load_checkpoint",
