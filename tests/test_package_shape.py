@@ -1,0 +1,72 @@
+"""The package's shape: few root modules, none too long, imports at the top, one home per name.
+
+These hold the layout a reader relies on: a module of the package reads top to bottom in one
+sitting, its dependencies are named where it starts, and the benchmark scripts import the
+package as a user does.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "avalanche_sets"
+
+#: Heavy or optional dependencies a function may import when it needs them (importing them at
+#: the top would make every ``import avalanche_sets`` pay for them).
+HEAVY = {"matplotlib", "scipy", "cvxpy", "cvxpylayers", "ot", "wandb", "ray", "h5py",
+         "torchvision", "learn2learn"}  # fmt: skip
+#: Modules on the command line's start, which parses its arguments before torch is loaded:
+#: they import torch, Avalanche and the package's torch modules inside the command.
+TORCH_FREE = {"cli.py", "methods.py", "runs/folder.py"}
+
+
+def _modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def _local_imports(path: Path) -> list[tuple[int, str]]:
+    """``(line, top-level module)`` of every import inside a function of ``path``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Import):
+                    found += [(inner.lineno, a.name.split(".")[0]) for a in inner.names]
+                elif isinstance(inner, ast.ImportFrom):
+                    name = "." if inner.level else (inner.module or "").split(".")[0]
+                    found.append((inner.lineno, name))
+    return found
+
+
+def test_at_most_six_root_modules():
+    root = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(root) <= 6, root
+
+
+def test_no_module_is_longer_than_700_lines():
+    long = {str(p.relative_to(PACKAGE)): n for p in _modules()
+            if (n := len(p.read_text().splitlines())) > 700}  # fmt: skip
+    assert not long
+
+
+def test_function_local_imports_are_heavy_dependencies_or_keep_the_command_line_torch_free():
+    bad = []
+    for path in _modules():
+        where = path.relative_to(PACKAGE).as_posix()
+        for line, module in _local_imports(path):
+            if where not in TORCH_FREE and module not in HEAVY:
+                bad.append(f"{where}:{line} imports {module} inside a function")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_rule_sees_a_local_import(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text("import os\n\ndef f():\n    import json\n    from . import x\n")
+    assert _local_imports(module) == [(4, "json"), (5, ".")]
+
+
+def test_benchmark_scripts_do_not_edit_the_import_path():
+    edits = [p.name for p in (ROOT / "benchmarks").glob("*.py") if "sys.path" in p.read_text()]
+    assert not edits
