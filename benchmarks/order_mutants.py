@@ -3,7 +3,7 @@
 Each mutant is one small edit of the package — a fault of the authors' reference code (design
 §3), a plausible slip (a detached tensor, a dropped weight, the wrong rows), or one of the three
 defects fixed in issue 11 coming back. For every mutant the script copies the package, its
-tests, README.md and pyproject.toml to a temporary folder (the working tree is never edited),
+tests and documentation pages, README.md and pyproject.toml to a temporary folder (the working tree is never edited),
 applies the edit there, runs the guarding tests and records which of them fail and why. A run
 with no edit comes first: every test must pass on the intact code, otherwise nothing is
 measured.
@@ -195,7 +195,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="order_mutants_") as tmp:
         copy = Path(tmp) / "repo"
         copy.mkdir()
-        for item in ("avalanche_sets", "tests"):
+        for item in ("avalanche_sets", "tests", "docs"):
             shutil.copytree(ROOT / item, copy / item, ignore=shutil.ignore_patterns("__pycache__"))
         for item in ("README.md", "pyproject.toml"):
             shutil.copy(ROOT / item, copy / item)
