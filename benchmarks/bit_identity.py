@@ -34,13 +34,16 @@ SETTINGS = ("--preset", "quick", "--set", "precision=fp32", "--set", "threads=1"
 
 
 def commit_of(tree: Path) -> str:
-    """The tree's ``git describe --always --dirty`` (``unknown`` outside a git checkout)."""
-    done = subprocess.run(
-        ["git", "-C", str(tree), "describe", "--always", "--dirty"],
-        capture_output=True,
-        text=True,
+    """The tree's commit, with ``+changes`` when its package has uncommitted edits (what the
+    runs executed); ``unknown`` outside a git checkout."""
+    git = ["git", "-C", str(tree)]
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    if head.returncode:
+        return "unknown"
+    status = subprocess.run(
+        [*git, "status", "--porcelain", "--", "avalanche_sets"], capture_output=True, text=True
     )
-    return done.stdout.strip() or "unknown"
+    return head.stdout.strip() + ("+changes" if status.stdout.strip() else "")
 
 
 def tree_env(tree: Path) -> dict[str, str]:
@@ -79,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (reference / "avalanche_sets" / "__init__.py").is_file():
         parser.error(f"--reference {reference} holds no avalanche_sets package")
     prov = provenance(seeds=[0])
+    trees = {"reference": commit_of(reference), "this": commit_of(ROOT)}
     rows = []
     with tempfile.TemporaryDirectory(prefix="bit_identity_") as tmp:
         for method in args.methods:
@@ -89,7 +93,6 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"method": method, **hashes, "identical": same})
             print(f"{method}: {'identical' if same else 'DIFFERENT'} ({hashes['this'][:12]})")
     out = out_dir("bit_identity")
-    trees = {"reference": commit_of(reference), "this": commit_of(ROOT)}
     write_json(out / "results.json", {**prov, "trees": trees, "settings": SETTINGS, "runs": rows})
     lines = [
         header_md("Bit identity of result records across a code change", prov),
