@@ -266,6 +266,12 @@ class EpisodeBatch(_EpisodeFields):
         index = torch.as_tensor(index, dtype=torch.long)
         return _map_tensors(self, lambda t: t[index])
 
+    def cat(self, other: EpisodeBatch) -> EpisodeBatch:
+        """This batch's episodes followed by ``other``'s, as a learner sees them: the result
+        carries no oracle (``other`` may come from a memory, which keeps none)."""
+        names = [f.name for f in fields(self) if f.name != "oracle"]
+        return EpisodeBatch(**{n: torch.cat([getattr(self, n), getattr(other, n)]) for n in names})
+
 
 def _index(value, b):
     if value is None:

@@ -274,9 +274,13 @@ class EpisodicTemplate(SupervisedTemplate):
         """Record the query loss as this iteration's ``"meta"`` term; refuse it if non-finite
         (before any plugin builds a term on top of it)."""
         self.loss_terms["meta"] = loss.detach()
-        if not bool(torch.isfinite(self.loss_terms["meta"]).all()):
-            self._refuse("meta", f"meta={float(loss.detach().float().sum()):.4g}")
+        self._refuse_non_finite_meta()
         return loss
+
+    def _refuse_non_finite_meta(self) -> None:
+        meta = self.loss_terms.get("meta")
+        if meta is not None and not bool(torch.isfinite(meta).all()):
+            self._refuse("meta", f"meta={float(meta.float().sum()):.4g}")
 
     def term_of(self, plugin) -> torch.Tensor | None:
         """``plugin.loss_term(self)``, recorded under ``plugin.TERM`` in :attr:`loss_terms`
@@ -310,7 +314,7 @@ class EpisodicTemplate(SupervisedTemplate):
         super()._before_training_iteration(**kwargs)
         replayed = self.iteration.replayed
         if replayed is not None:  # the memory's tasks go after the stream's, as learners see them
-            merged = _concat(self.learner_batch, replayed.batch)
+            merged = self.learner_batch.cat(replayed.batch)
             self.replace_batch(merged, merged.query_y.reshape(-1))
 
     def _before_eval_iteration(self, **kwargs):
@@ -328,16 +332,14 @@ class EpisodicTemplate(SupervisedTemplate):
     def _before_backward(self, **kwargs):
         # Refuse a non-finite query loss before plugins build their terms on top of it (a
         # criterion that records "meta" itself is checked here; meta_term checks at once).
-        meta = self.loss_terms.get("meta")
-        if meta is not None and not bool(torch.isfinite(meta).all()):
-            self._refuse("meta", f"meta={float(meta.float().sum()):.4g}")
+        self._refuse_non_finite_meta()
         # Then the terms of plugins with a loss_term that the criterion did not assemble, in
         # plugin order, then the plugins' own callbacks.
         for plugin in self.plugins:
             if hasattr(plugin, "loss_term") and id(plugin) not in self._terms_added:
-                value = plugin.loss_term(self)
+                value = self.term_of(plugin)
                 if value is not None:
-                    self.add_loss_term(plugin.TERM, value)
+                    self.loss = self.loss + value
         super()._before_backward(**kwargs)
 
     def backward(self):
@@ -367,12 +369,6 @@ class EpisodicTemplate(SupervisedTemplate):
         self.mbatch[0] = x
         self.mbatch[1] = y
         self.mbatch[-1] = torch.zeros_like(y)
-
-
-def _concat(first: EpisodeBatch, second: EpisodeBatch) -> EpisodeBatch:
-    """The episodes of ``first`` followed by those of ``second`` (neither has an oracle)."""
-    names = ("support_x", "support_y", "query_x", "query_y", "unlabeled_x")
-    return EpisodeBatch(**{n: torch.cat([getattr(first, n), getattr(second, n)]) for n in names})
 
 
 def _nbytes(value) -> int:

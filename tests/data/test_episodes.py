@@ -300,6 +300,18 @@ def test_streams_orders_and_experiences(synthetic):
     assert "OOD sources" in bench.describe()
 
 
+def test_a_batch_followed_by_another_keeps_every_field_in_order_and_drops_the_oracle():
+    bench = _bench(n_way=3, n_shot=1, n_query=2, n_unlabeled=2, n_ood=2)
+    data = bench.train_stream[0].dataset
+    first, _, _ = collate_episodes([data[0], data[1]])
+    second, _, _ = collate_episodes([data[2]])
+    merged = first.cat(second.without_oracle())
+    assert len(merged) == 3 and merged.oracle is None
+    for name in ("support_x", "support_y", "query_x", "query_y", "unlabeled_x"):
+        parts = [getattr(first, name), getattr(second, name)]
+        assert torch.equal(getattr(merged, name), torch.cat(parts)), name
+
+
 def test_avalanche_train_loader_keeps_the_collate():
     from avalanche.training.plugins import EvaluationPlugin
 
