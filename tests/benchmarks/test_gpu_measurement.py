@@ -88,3 +88,23 @@ def test_a_host_batch_is_embedded_on_the_models_device():
     strategy.model.to("meta")
     assert exp.dataset[0].support_x.device.type == "cpu"
     assert backbone_flops(strategy, exp, 0) > 0
+
+
+def test_the_whole_run_is_computed_from_the_measured_parts():
+    from benchmarks.paper_scale import whole_run_cost
+
+    domains = [{"of": 2, "train_s": 1.0, "iterations": [0.1, 0.2, 0.3]}]
+    cost = whole_run_cost(domains, [{"seconds": 3.0}], full_iterations=10, checkpoint_s=0.5,
+                          checkpoint_every=4)  # fmt: skip
+    # a domain: 1.0 s measured + 7 missing iterations at the median 0.2 s; 2 domains expected
+    assert cost["training_s"] == pytest.approx(2 * (1.0 + 7 * 0.2))
+    assert cost["evaluation_s"] == pytest.approx(2 * 3.0)
+    assert cost["checkpoints"] == 2 * 3 + 2  # every 4 of 10 iterations, and after each domain
+    assert cost["seconds"] == pytest.approx(4.8 + 6.0 + 8 * 0.5)
+    assert cost["label"] == "computed" and cost["complete"] is False
+    both = whole_run_cost([*domains, {**domains[0], "train_s": 2.0}], [{"seconds": 3.0}] * 2,
+                          full_iterations=10, checkpoint_s=None, checkpoint_every=0)  # fmt: skip
+    assert both["complete"] is True and both["checkpoints"] == 2
+    assert both["training_s"] == pytest.approx((1.0 + 1.4) + (2.0 + 1.4))
+    assert whole_run_cost([], [], full_iterations=10, checkpoint_s=None,
+                          checkpoint_every=0)["seconds"] is None  # fmt: skip
