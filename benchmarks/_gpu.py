@@ -1,13 +1,33 @@
 """Shared helpers of the GPU benchmarks (``gpu_step.py``, ``paper_scale.py``): what GPU made a
-number, a clock that waits for the device, and the rule that a CPU run is only a smoke test."""
+number, a clock that waits for the device, the rule that a CPU run is only a smoke test, a
+result file rewritten whole after every stage (so a run cut short keeps what it measured), how
+busy the GPU was in a profile, and ``torch.compile``'s recompilations made visible."""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import time
+from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
 
 import torch
+from avalanche.core import SupervisedPlugin
+
+__all__ = [
+    "StepClock",
+    "busy_device_us",
+    "compile_counters",
+    "device_clock",
+    "gpu_arguments",
+    "gpu_info",
+    "gpu_line",
+    "guard_recompiles",
+    "results_folder",
+    "write_json_atomic",
+]
 
 
 def gpu_info(device: str) -> dict | None:
@@ -89,3 +109,92 @@ def gpu_line(gpu: dict | None) -> str:
         f"- GPU: {gpu['name']} ({gpu['memory_gib']} GiB, compute capability "
         f"{gpu['capability']}), driver {gpu['driver']}, CUDA {gpu['cuda']}, torch {gpu['torch']}\n"
     )
+
+
+def write_json_atomic(path: Path, data) -> None:
+    """Write ``data`` as JSON through a temporary file and a rename: a run killed while writing
+    (a stage's timeout) leaves the previous whole file, never half of one."""
+    tmp = path.with_name(path.name + ".part")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+class StepClock(SupervisedPlugin):
+    """Wall time of each training iteration (``iteration``) and of the gaps between two
+    iterations of one pass (``gap``: waiting for the next meta-batch), read with a clock that
+    waits for the device. Put :meth:`head` first in ``strategy.plugins``."""
+
+    def __init__(self, clock) -> None:
+        super().__init__()
+        self.clock = clock
+        self.t: dict[str, list[float]] = defaultdict(list)
+        self._end: float | None = None
+        self._start = 0.0
+
+    def head(self) -> SupervisedPlugin:
+        """The plugin that starts the clock; it must run before every other plugin."""
+        outer = self
+
+        class _Start(SupervisedPlugin):
+            def before_training_iteration(self, strategy, **kw):
+                now = outer.clock()
+                if outer._end is not None:
+                    outer.t["gap"].append(now - outer._end)
+                outer._start = now
+
+        return _Start()
+
+    def before_training_exp(self, strategy, **kw):
+        self._end = None  # a new pass: its first gap includes the loader's set-up
+
+    def after_training_iteration(self, strategy, **kw):
+        self._end = self.clock()
+        self.t["iteration"].append(self._end - self._start)
+
+
+def busy_device_us(events: Iterable) -> float:
+    """Microseconds during which the GPU ran at least one kernel (or copy), from a profile's
+    events (``prof.events()``).
+
+    Only the device's own activity counts: events whose ``device_type`` is CUDA, each once,
+    overlapping ones (several streams) merged into one interval. The CPU operator that
+    launched a kernel also reports that kernel's time (its ``self_device_time_total``), so
+    summing that column over every row counts each kernel twice.
+    """
+    from torch.autograd import DeviceType
+
+    spans = sorted(
+        (e.time_range.start, e.time_range.end)
+        for e in events
+        if e.device_type == DeviceType.CUDA and e.time_range.end > e.time_range.start
+    )
+    busy, cur_start, cur_end = 0.0, None, None
+    for start, end in spans:
+        if cur_end is None or start > cur_end:
+            if cur_end is not None:
+                busy += cur_end - cur_start
+            cur_start, cur_end = start, end
+        else:
+            cur_end = max(cur_end, end)
+    if cur_end is not None:
+        busy += cur_end - cur_start
+    return float(busy)
+
+
+def guard_recompiles(limit: int = 64) -> None:
+    """Let each compiled function keep up to ``limit`` graphs (varying batch sizes, several
+    instances), and make hitting that limit an error: by default ``torch._dynamo`` then falls
+    back to eager with only a log line, and a "compiled" timing would silently be an eager one."""
+    import torch._dynamo.config as dynamo
+
+    dynamo.recompile_limit = max(int(dynamo.recompile_limit), limit)
+    dynamo.accumulated_recompile_limit = max(int(dynamo.accumulated_recompile_limit), 8 * limit)
+    dynamo.fail_on_recompile_limit_hit = True
+
+
+def compile_counters() -> dict:
+    """``torch._dynamo``'s counters (frames compiled, graphs, graph breaks, recompilations),
+    as plain numbers."""
+    from torch._dynamo.utils import counters
+
+    return {group: dict(c) for group, c in counters.items() if c}

@@ -13,8 +13,8 @@ For each configuration (method × R × backbone variant × data path):
   loader gathering the next meta-batch and Avalanche moving it to the device);
 * peak GPU memory of a solo pass; backbone TFLOP/s (forward + backward FLOPs over the median);
 * host synchronisations per iteration (CUDA's sync debug mode) and where they happen;
-* ``gpu_busy``: GPU kernel time over wall time of a profiled pass (the profiler's CUDA
-  activity);
+* ``gpu_busy``: the time the GPU ran a kernel (each kernel once, overlaps merged) over the
+  wall time of a profiled pass, with that pass's heaviest kernels and host operators;
 
 and ORDER / MSKM as a ratio measured side by side, with ORDER's plugin callbacks timed in a
 separate pass. Variants: the backbone ``eager``, ``compile`` (``torch.compile``) and
@@ -27,6 +27,12 @@ GPU preset uses) and ``host`` (episodes gathered in host memory and copied each 
     python -m benchmarks.gpu_step --device cpu --out /tmp/gpu_step --set image_size=16 \\
         --set n_blocks=2 --set width=8 --iters 2 --warm 2 --variants eager   # smoke test
 
+Results are rewritten after every stage (built and warmed, timed, each configuration
+profiled), so a run stopped by a time limit keeps what it measured; ``--stem NAME`` writes
+``NAME.json`` and ``NAME.md`` only (a stage of ``scripts/gpu_check.sh``). Compiled variants may
+keep up to 64 graphs per compiled function and fail rather than fall back to eager when they
+need more; the summary reports ``torch._dynamo``'s counters.
+
 The targets of the paper-scale issue (one H100): ORDER ≤ 15 ms per iteration at R = 50,
 ORDER / MSKM ≤ 2.1, GPU busy ≥ 70 % of the step; the report says which are met.
 """
@@ -36,55 +42,68 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import time
 import warnings
 from collections import Counter, defaultdict
+from pathlib import Path
 
 import torch
-from avalanche.core import SupervisedPlugin
 
 from avalanche_sets.methods import build_strategy
 from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs.experiment import build_benchmark
-from benchmarks._common import RESULTS, header_md, provenance, save_figure, write_json
-from benchmarks._gpu import device_clock, gpu_arguments, gpu_info, gpu_line, results_folder
+from benchmarks._common import RESULTS, header_md, provenance, save_figure
+from benchmarks._gpu import (
+    StepClock,
+    busy_device_us,
+    compile_counters,
+    device_clock,
+    gpu_arguments,
+    gpu_info,
+    gpu_line,
+    guard_recompiles,
+    results_folder,
+    write_json_atomic,
+)
 from benchmarks._timing import instrument, train_range
 from benchmarks.step_speed import backbone_flops
+
+__all__ = ["main", "measure", "ratios", "schedule", "targets"]
 
 METHODS = ("protonet", "mskm", "order")
 VARIANTS = {"eager": None, "compile": "default", "cudagraphs": "reduce-overhead"}
 DATA_PATHS = ("device", "host")
 TARGETS = {"order_ms_r50": 15.0, "order_over_mskm": 2.1, "gpu_busy": 0.70}
+#: The passes after the timed rounds, in order: peak memory, host synchronisations and the
+#: profiler need CUDA; ORDER's plugin callbacks are timed on every device.
+CUDA_STAGES = ("peak", "syncs", "busy")
+TOP_ROWS = 12
 
 
-class StepClock(SupervisedPlugin):
-    """Wall time of each training iteration (``iteration``) and of the gaps between two
-    iterations of one pass (``gap``: waiting for the next meta-batch), read with a clock that
-    waits for the device. Put :meth:`head` first in ``strategy.plugins``."""
+def schedule(*, warm: int, iters: int, round_: int, cuda: bool, meta_batch: int) -> dict:
+    """The iterations every configuration trains, and the tasks its stream must hold.
 
-    def __init__(self, clock):
-        super().__init__()
-        self.clock = clock
-        self.t: dict[str, list[float]] = defaultdict(list)
-        self._end: float | None = None
-
-    def head(self) -> SupervisedPlugin:
-        outer = self
-
-        class _Start(SupervisedPlugin):
-            def before_training_iteration(self, strategy, **kw):
-                now = outer.clock()
-                if outer._end is not None:
-                    outer.t["gap"].append(now - outer._end)
-                outer._start = now
-
-        return _Start()
-
-    def before_training_exp(self, strategy, **kw):
-        self._end = None  # a new pass: its first gap includes the loader's set-up
-
-    def after_training_iteration(self, strategy, **kw):
-        self._end = self.clock()
-        self.t["iteration"].append(self._end - self._start)
+    ``[0, warm)`` warms up (fills ORDER's memory, compiles); the timed rounds follow,
+    ``ceil(iters / round_)`` passes of ``round_`` iterations; then one pass of ``round_`` each
+    for peak memory, host synchronisations and the profiler (CUDA only) and for ORDER's plugin
+    callbacks. Every pass starts where the one before stopped, and the stream holds
+    ``meta_batch`` tasks per iteration up to the last pass's end, so no pass starts past the
+    last task.
+    """
+    for name, value in (("warm", warm), ("iters", iters), ("round", round_),
+                        ("meta_batch", meta_batch)):  # fmt: skip
+        if not isinstance(value, int) or value < (0 if name == "warm" else 1):
+            least = 0 if name == "warm" else 1
+            raise ValueError(f"gpu_step: --{name} must be an integer >= {least}, got {value!r}")
+    passes = -(-iters // round_)
+    it = warm + passes * round_
+    timed = (warm, it)
+    stages = {}
+    for name in (*(CUDA_STAGES if cuda else ()), "parts"):
+        stages[name] = (it, it + round_)
+        it += round_
+    return {"passes": passes, "timed": timed, "stages": stages, "iterations": it,
+            "n_tasks": meta_batch * it}  # fmt: skip
 
 
 def _sync_sites(strategy, exp, start: int, stop: int) -> tuple[float, dict]:
@@ -104,8 +123,16 @@ def _sync_sites(strategy, exp, start: int, stop: int) -> tuple[float, dict]:
     return sum(sites.values()) / n, dict(sites.most_common(10))
 
 
-def _gpu_busy(strategy, exp, start: int, stop: int, clock) -> float:
-    """GPU kernel time over the wall time of iterations [start, stop) (profiler)."""
+def _top(rows, key: str, n: int = TOP_ROWS) -> list[dict]:
+    rows = sorted(rows, key=lambda e: getattr(e, key), reverse=True)[:n]
+    return [{"name": e.key[:120], "calls": e.count, "ms": getattr(e, key) / 1e3} for e in rows]
+
+
+def _gpu_busy(strategy, exp, start: int, stop: int, clock) -> dict:
+    """The share of the wall time of iterations [start, stop) in which the GPU ran a kernel
+    (profiler; each kernel counted once, :func:`busy_device_us`), with the profile's heaviest
+    kernels and the CPU operators that take the most host time (what keeps the GPU waiting)."""
+    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     t0 = clock()
@@ -113,10 +140,18 @@ def _gpu_busy(strategy, exp, start: int, stop: int, clock) -> float:
         train_range(strategy, exp, start, stop)
         torch.cuda.synchronize()
     wall_us = (clock() - t0) * 1e6
-    kernel_us = sum(
-        e.self_device_time_total for e in prof.key_averages() if e.self_device_time_total > 0
-    )
-    return kernel_us / wall_us
+    avg = prof.key_averages()
+    kernels = [e for e in avg if e.device_type == DeviceType.CUDA]
+    host_ops = [e for e in avg if e.device_type == DeviceType.CPU]
+    return {
+        "gpu_busy": busy_device_us(prof.events()) / wall_us,
+        "profile": {
+            "iterations": stop - start,
+            "wall_ms": wall_us / 1e3,
+            "top_kernels": _top(kernels, "self_device_time_total"),
+            "top_host_ops": _top(host_ops, "self_cpu_time_total"),
+        },
+    }
 
 
 def _configs(args):
@@ -127,20 +162,49 @@ def _configs(args):
                     yield n_ood, data, variant, method
 
 
-def measure(args) -> list[dict]:
+class Recorder:
+    """The summary, rewritten whole (JSON and Markdown) after every stage of the measurement,
+    so that a run cut short by its time limit still leaves what it measured."""
+
+    def __init__(self, out: Path, stem: str | None, summary: dict) -> None:
+        self.out, self.stem, self.summary = out, stem, summary
+
+    def update(self, stage: str, **fields) -> None:
+        self.summary.update(fields)
+        self.summary["stage"] = stage
+        self.summary["compile_counters"] = compile_counters()
+        rows = self.summary["rows"]
+        self.summary["ratios"] = ratios(rows)
+        cuda = self.summary["gpu"] is not None
+        self.summary["targets"] = targets(rows, self.summary["ratios"]) if cuda else []
+        json_name = "gpu_step.json" if self.stem is None else f"{self.stem}.json"
+        write_json_atomic(self.out / json_name, self.summary)
+        report(self.summary, self.out, self.stem, plot=stage == "done")
+        print(f"[gpu_step] {stage}: results written to {self.out / json_name}", file=sys.stderr)
+
+
+def measure(args, recorder: Recorder | None = None) -> list[dict]:
     device = args.device
     clock = device_clock(device)
     cuda = torch.device(device).type == "cuda"
-    warm, iters = args.warm, args.iters
-    passes = -(-iters // args.round)
-    n_tasks = 2 * (warm + passes * args.round + 2 * args.round + 2)
-    benches, built = {}, {}
+    if any(VARIANTS[v] is not None for v in args.variants):
+        guard_recompiles()
+    benches, built, rows = {}, {}, []
+    plan = None
+
+    def record(stage: str, **fields) -> None:
+        if recorder is not None:
+            recorder.update(stage, rows=rows, schedule=plan, **fields)
+
     for n_ood, data, variant, method in _configs(args):
         if (n_ood, data) not in benches:
             preset = resolve_preset(
                 "paper", source="synthetic", domains=[args.domain], n_ood=n_ood,
-                tasks_per_domain=n_tasks, device=device, **args.set,
+                device=device, **args.set,
             )  # fmt: skip
+            plan = schedule(warm=args.warm, iters=args.iters, round_=args.round, cuda=cuda,
+                            meta_batch=preset["meta_batch"])  # fmt: skip
+            preset = {**preset, "tasks_per_domain": plan["n_tasks"]}
             # the host path: the same benchmark with its episodes gathered in host memory
             where = preset if data == "device" else {**preset, "device": "cpu"}
             benches[(n_ood, data)] = (preset, build_benchmark(where, seed=0).train_stream[0])
@@ -155,17 +219,19 @@ def measure(args) -> list[dict]:
         built[(n_ood, data, variant, method)] = (s, step, exp)
         print(f"[gpu_step] built {method} R={n_ood} {variant} data={data}", file=sys.stderr)
 
-    for s, step, exp in built.values():  # fills ORDER's memory, compiles, warms allocators
-        train_range(s, exp, 0, warm)
+    warm_s = {}
+    for key, (s, step, exp) in built.items():  # fills ORDER's memory, compiles, warms allocators
+        t0 = clock()
+        train_range(s, exp, 0, args.warm)
+        warm_s["/".join(map(str, key))] = clock() - t0
         step.t.clear()
-    it = warm
-    for k in range(passes):
+    record("warmed", warm_seconds=warm_s)
+    first, it = plan["timed"]
+    for k in range(plan["passes"]):
         for s, _, exp in built.values():
-            train_range(s, exp, it, it + args.round)
-        it += args.round
-        print(f"[gpu_step] round {k + 1}/{passes}", file=sys.stderr)
+            train_range(s, exp, first + k * args.round, first + (k + 1) * args.round)
+        print(f"[gpu_step] round {k + 1}/{plan['passes']}", file=sys.stderr)
 
-    rows = []
     for (n_ood, data, variant, method), (s, step, exp) in built.items():
         times, gaps = step.t["iteration"], step.t["gap"]
         row = {
@@ -181,25 +247,26 @@ def measure(args) -> list[dict]:
             "backbone_tflop": backbone_flops(s, exp, it) / 1e12,
         }
         row["tflops"] = row["backbone_tflop"] / (row["ms"] / 1e3)
-        extra = {"peak_gib": None, "syncs_per_it": None, "sync_sites": {}, "gpu_busy": None}
+        row.update(peak_gib=None, syncs_per_it=None, sync_sites={}, gpu_busy=None, profile=None)
+        rows.append(row)
+    record("timed")
+
+    stages = plan["stages"]
+    for row, (s, _step, exp) in zip(rows, built.values()):
         if cuda:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
-            train_range(s, exp, it, it + args.round)
-            extra["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
-            n = it + args.round
-            extra["syncs_per_it"], extra["sync_sites"] = _sync_sites(s, exp, n, n + args.round)
-            n += args.round
-            extra["gpu_busy"] = _gpu_busy(s, exp, n, n + args.round, clock)
-        row.update(extra)
-        if method == "order":  # plugin callbacks, in a pass of their own (the timer waits)
+            train_range(s, exp, *stages["peak"])
+            row["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
+            row["syncs_per_it"], row["sync_sites"] = _sync_sites(s, exp, *stages["syncs"])
+            row.update(_gpu_busy(s, exp, *stages["busy"], clock))
+        if row["method"] == "order":  # plugin callbacks, in a pass of their own (the timer waits)
             sink: dict = defaultdict(list)
             for plugin in s.order_plugins:
                 instrument(plugin, sink, timer=clock)
-            start = it + (3 * args.round if cuda else args.round)
-            train_range(s, exp, start, start + args.round)
+            train_range(s, exp, *stages["parts"])
             row["order_parts_ms"] = {k: 1e3 * statistics.median(v) for k, v in sink.items()}
-        rows.append(row)
+        record(f"profiled {row['method']} R={row['R']} {row['variant']} data={row['data']}")
     return rows
 
 
@@ -252,12 +319,19 @@ def _fmt(v, spec: str) -> str:
     return "n/a" if v is None else format(v, spec)
 
 
-def report(summary: dict, out) -> None:
+def report(summary: dict, out: Path, stem: str | None = None, *, plot: bool = True) -> None:
+    """The Markdown summary (``README.md``, or ``<stem>.md``) and, with ``plot`` and no
+    ``stem``, the bar chart."""
     rows, prov = summary["rows"], summary["provenance"]
     md = header_md("Training iteration at the paper's scale on a GPU", prov)
     md += gpu_line(summary["gpu"])
     md += f"- preset: `paper` on the synthetic source, overrides {summary['preset_overrides']}\n"
-    md += f"- iterations timed per configuration: {summary['iters']} (after {summary['warm']} warm-up)\n\n"
+    md += f"- iterations timed per configuration: {summary['iters']} (after {summary['warm']} warm-up)\n"
+    md += f"- stage reached: {summary.get('stage', 'n/a')}\n"
+    counters = summary.get("compile_counters") or {}
+    if counters:
+        md += f"- torch.compile counters: {counters.get('stats', {})}\n"
+    md += "\n"
     md += (
         "| method | R | backbone | data | ms / it | data wait | GPU busy | syncs / it | "
         "peak GiB | backbone TFLOP/s |\n|---|---|---|---|---|---|---|---|---|---|\n"
@@ -297,9 +371,25 @@ def report(summary: dict, out) -> None:
                     + ", ".join(f"`{k}` × {v}" for k, v in r["sync_sites"].items())
                     + "\n"
                 )
+    profiled = [r for r in rows if r.get("profile")]
+    for r in profiled:
+        p = r["profile"]
+        md += (
+            f"\nProfile of {r['method']} R = {r['R']} {r['variant']} data {r['data']} "
+            f"({p['iterations']} iterations, {p['wall_ms']:.1f} ms): heaviest kernels, then the "
+            "host operators taking the most CPU time\n\n| kind | name | calls | ms |\n"
+            "|---|---|---|---|\n"
+        )
+        for kind in ("top_kernels", "top_host_ops"):
+            for e in p[kind][:6]:
+                md += f"| {kind[4:]} | `{e['name'][:70]}` | {e['calls']} | {e['ms']:.2f} |\n"
+    if stem is not None:
+        (out / f"{stem}.md").write_text(md)
+        return
     md += "\n![ms per iteration](gpu_step.png)\n"
     (out / "README.md").write_text(md)
-    _plot(rows, out)
+    if plot and rows:
+        _plot(rows, out)
 
 
 def _plot(rows: list[dict], out) -> None:
@@ -348,23 +438,29 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--warm", type=int, default=10, help="warm-up iterations (fill the memory)")
     ap.add_argument("--round", type=int, default=4, help="iterations per interleaved pass")
     ap.add_argument("--domain", default="shapes", help="the synthetic domain trained on")
+    ap.add_argument(
+        "--stem", default=None,
+        help="write <stem>.json and <stem>.md (no plot) instead of gpu_step.json, README.md "
+        "and gpu_step.png: one stage of a prepared device run",
+    )  # fmt: skip
     args = ap.parse_args(argv)
+    # bad numbers fail here, before any data is built
+    schedule(warm=args.warm, iters=args.iters, round_=args.round, cuda=False, meta_batch=1)
     out = results_folder(args, RESULTS / "gpu_step")
-    rows = measure(args)
-    ratio_rows = ratios(rows)
+    t0 = time.perf_counter()
     summary = {
         "provenance": provenance(seeds=[0]),
         "gpu": gpu_info(args.device),
         "preset_overrides": {"source": "synthetic", "domains": [args.domain], **args.set},
         "iters": args.iters,
         "warm": args.warm,
-        "rows": rows,
-        "ratios": ratio_rows,
-        "targets": targets(rows, ratio_rows) if torch.device(args.device).type == "cuda" else [],
+        "rows": [],
     }
-    write_json(out / "gpu_step.json", summary)
-    report(summary, out)
-    print((out / "README.md").read_text())
+    recorder = Recorder(out, args.stem, summary)
+    recorder.update("started")
+    measure(args, recorder)
+    recorder.update("done", seconds=time.perf_counter() - t0)
+    print((out / ("README.md" if args.stem is None else f"{args.stem}.md")).read_text())
 
 
 if __name__ == "__main__":

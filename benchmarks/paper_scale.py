@@ -12,6 +12,18 @@ segments added), the final mean accuracy with its 95 % interval, and the machine
         --set n_blocks=2 --set width=8 --set tasks_per_domain=4 --set n_test_episodes=2 \\
         --set n_val_episodes=2 --set "domains=['shapes','strokes']"   # smoke test
 
+``--short N`` fits a lease instead: ORDER (or ``--methods``) trains only ``N`` iterations per
+domain on every domain, with the real evaluation after each domain (all test episodes of every
+domain), and no run folder; ``<out>/<stem>.json`` (``--stem``, default ``paper_short``) is
+rewritten after every domain's training and every evaluation with each iteration's and each
+evaluation's seconds, and the whole run's cost **computed** from them: per domain, the measured
+training wall time plus the missing iterations at that domain's median iteration time, plus
+the measured evaluations (a short run evaluates exactly as often and as much as a whole one)
+and one checkpoint's measured save time times the checkpoints the CLI writes at
+``--checkpoint-every``.
+
+    python -m benchmarks.paper_scale --short 200 --out $OUT --methods order   # on a GPU
+
 Target of the paper-scale issue (one H100): a whole 6-domain ORDER run ≤ 20 minutes including
 evaluation.
 """
@@ -19,12 +31,28 @@ evaluation.
 from __future__ import annotations
 
 import argparse
+import math
+import statistics
 import sys
+import tempfile
+from pathlib import Path
+
+import torch
 
 from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs.experiment import run_experiment
 from benchmarks._common import RESULTS, header_md, provenance, save_figure, write_json
-from benchmarks._gpu import gpu_arguments, gpu_info, gpu_line, results_folder
+from benchmarks._gpu import (
+    StepClock,
+    device_clock,
+    gpu_arguments,
+    gpu_info,
+    gpu_line,
+    results_folder,
+    write_json_atomic,
+)
+
+__all__ = ["main", "run_all", "short_run", "whole_run_cost"]
 
 METHODS = ("order", "mskm")
 TARGET_MINUTES = 20.0
@@ -57,6 +85,153 @@ def run_all(args) -> list[dict]:
             }
         )
     return rows
+
+
+def whole_run_cost(
+    domains: list[dict],
+    evaluations: list[dict],
+    *,
+    full_iterations: int,
+    checkpoint_s: float | None,
+    checkpoint_every: int,
+) -> dict:
+    """The seconds a whole run would take, computed from a short run's measured parts.
+
+    ``domains``: per domain trained so far, ``iterations`` (the seconds of each) and
+    ``train_s`` (the wall time of its training, set-up included); ``evaluations``: the
+    seconds of each evaluation so far (one after every domain, on every domain's test set, as
+    in a whole run). A domain's whole training is its measured wall time plus the iterations the
+    short run left out at its median iteration time. Domains or evaluations not reached yet are
+    counted like the mean of those measured (``complete`` is then false).
+    """
+    n_domains = max(len(domains), 1)
+    if not domains or not any(d["iterations"] for d in domains):
+        return {"complete": False, "seconds": None}
+    train = []
+    for d in domains:
+        its = d["iterations"]
+        missing = max(full_iterations - len(its), 0)
+        train.append(d["train_s"] + missing * statistics.median(its))
+    expected = domains[0].get("of", n_domains)
+    train_s = sum(train) + statistics.mean(train) * (expected - len(train))
+    evals = [e["seconds"] for e in evaluations]
+    eval_s = sum(evals) + statistics.mean(evals) * (expected - len(evals)) if evals else 0.0
+    n_ckpt = expected * (math.ceil(full_iterations / checkpoint_every) if checkpoint_every else 0)
+    n_ckpt += expected  # after every domain's evaluation
+    ckpt_s = (checkpoint_s or 0.0) * n_ckpt
+    return {
+        "label": "computed",
+        "complete": len(domains) == expected and len(evaluations) == expected,
+        "full_iterations_per_domain": full_iterations,
+        "training_s": train_s,
+        "evaluation_s": eval_s,
+        "checkpoints": n_ckpt,
+        "checkpoint_s": ckpt_s,
+        "seconds": train_s + eval_s + ckpt_s,
+        "minutes": (train_s + eval_s + ckpt_s) / 60,
+    }
+
+
+def short_run(args) -> dict:
+    """A shortened ``paper`` run per method (``--short`` iterations per domain, the real
+    evaluation), its summary rewritten to ``<out>/<stem>.json`` as it goes."""
+    from avalanche.training.plugins import EvaluationPlugin
+
+    from avalanche_sets.methods import build_strategy
+    from avalanche_sets.runs.experiment import build_benchmark
+    from avalanche_sets.training import save_checkpoint
+    from avalanche_sets.training.runner import episode_accuracies
+
+    full = resolve_preset("paper", source="synthetic", device=args.device, **args.set)
+    full_iterations = math.ceil(full["tasks_per_domain"] / full["meta_batch"])
+    preset = {**full, "tasks_per_domain": args.short * full["meta_batch"]}
+    clock = device_clock(args.device)
+    path = args.out / f"{args.stem}.json"
+    summary = {
+        "provenance": provenance(seeds=[args.seed]),
+        "gpu": gpu_info(args.device),
+        "preset_overrides": {"source": "synthetic", **args.set},
+        "short_iterations_per_domain": args.short,
+        "full_iterations_per_domain": full_iterations,
+        "methods": {},
+    }
+    for method in args.methods:
+        rec = {"setup_s": None, "domains": [], "evaluations": [], "checkpoint_s": None}
+        summary["methods"][method] = rec
+
+        def save(stage: str, rec=rec, method=method) -> None:
+            rec["stage"] = stage
+            rec["whole_run"] = whole_run_cost(
+                rec["domains"], rec["evaluations"], full_iterations=full_iterations,
+                checkpoint_s=rec["checkpoint_s"], checkpoint_every=args.checkpoint_every,
+            )  # fmt: skip
+            write_json_atomic(path, summary)
+            print(f"[paper_scale] {method}: {stage}", file=sys.stderr)
+
+        t0 = clock()
+        bench = build_benchmark(preset, seed=args.seed)
+        torch.manual_seed(args.seed)
+        step = StepClock(clock)
+        strategy = build_strategy(
+            method, preset, seed=args.seed, evaluator=EvaluationPlugin(), plugins=[step]
+        )
+        strategy.plugins.insert(0, step.head())
+        rec["setup_s"] = clock() - t0
+        n = len(bench.train_stream)
+        for e, exp in enumerate(bench.train_stream):
+            step.t.clear()
+            t0 = clock()
+            strategy.train(exp, eval_streams=[])
+            rec["domains"].append({"domain": bench.domain_names[e], "of": n,
+                                   "train_s": clock() - t0,
+                                   "iterations": list(step.t["iteration"])})  # fmt: skip
+            save(f"trained domain {e + 1}/{n}")
+            t0 = clock()
+            accs = episode_accuracies(strategy, bench.test_stream)
+            rec["evaluations"].append({
+                "after_domain": e + 1, "seconds": clock() - t0,
+                "episodes": int(sum(len(a) for a in accs)),
+                "mean_accuracy": float(sum(a.mean() for a in accs) / len(accs)),
+            })  # fmt: skip
+            if e == 0:  # one checkpoint's cost (the memory is smallest here: a lower bound)
+                with tempfile.TemporaryDirectory() as tmp:
+                    t0 = clock()
+                    save_checkpoint(Path(tmp) / "c.pt", strategy,
+                                    position={"experience": e + 1, "iteration": 0})  # fmt: skip
+                    rec["checkpoint_s"] = clock() - t0
+            save(f"evaluated after domain {e + 1}/{n}")
+        save("done")
+    return summary
+
+
+def short_report(summary: dict) -> str:
+    """A few Markdown lines: each method's computed whole-run minutes."""
+    md = gpu_line(summary["gpu"])
+    md += (
+        f"- {summary['short_iterations_per_domain']} of "
+        f"{summary['full_iterations_per_domain']} iterations per domain trained; "
+        "the whole run is **computed** from the measured parts\n"
+    )
+    for method, rec in summary["methods"].items():
+        w = rec["whole_run"]
+        if w.get("seconds") is None:
+            md += f"- {method}: nothing measured yet ({rec.get('stage')})\n"
+            continue
+        its = [t for d in rec["domains"] for t in d["iterations"]]
+        md += (
+            f"- {method}: median iteration {1e3 * statistics.median(its):.1f} ms, "
+            f"evaluations {[round(e['seconds'], 1) for e in rec['evaluations']]} s; whole run "
+            f"(computed{'' if w['complete'] else ', from a run cut short'}): "
+            f"{w['minutes']:.1f} min = training {w['training_s'] / 60:.1f} + evaluation "
+            f"{w['evaluation_s'] / 60:.1f} + {w['checkpoints']} checkpoints "
+            f"{w['checkpoint_s'] / 60:.1f}\n"
+        )
+    if summary["gpu"] is not None and "order" in summary["methods"]:
+        w = summary["methods"]["order"]["whole_run"]
+        if w.get("minutes") is not None:
+            met = "met" if w["minutes"] <= TARGET_MINUTES else "not met"
+            md += f"- target ≤ {TARGET_MINUTES:.0f} minutes for ORDER (computed): {met}\n"
+    return md
 
 
 def report(summary: dict, out) -> None:
@@ -114,8 +289,24 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--methods", nargs="+", default=list(METHODS))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--checkpoint-every", type=int, default=500)
+    ap.add_argument(
+        "--short", type=int, default=None, metavar="N",
+        help="a shortened run: N training iterations per domain, the real evaluation, the "
+        "whole run's cost computed (no run folder)",
+    )  # fmt: skip
+    ap.add_argument("--stem", default="paper_short", help="--short: the result file's name")
     args = ap.parse_args(argv)
+    unknown = sorted(set(args.methods) - set(METHODS))
+    if unknown:
+        raise SystemExit(f"--methods: unknown {unknown}; choose from {list(METHODS)}")
+    if args.short is not None and args.short < 1:
+        raise SystemExit(f"--short must be a positive number of iterations, got {args.short}")
+    if args.checkpoint_every < 0:
+        raise SystemExit(f"--checkpoint-every must be >= 0, got {args.checkpoint_every}")
     args.out = results_folder(args, RESULTS / "paper_scale")
+    if args.short is not None:
+        print(short_report(short_run(args)))
+        return
     rows = run_all(args)
     summary = {
         "provenance": provenance(seeds=[args.seed]),

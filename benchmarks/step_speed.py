@@ -101,8 +101,10 @@ def backbone_flops(strategy, exp, it: int) -> float:
     from avalanche_sets.models.backbone import embed_episodes
 
     n = strategy.train_mb_size
-    batch = collate_episodes([exp.dataset[it * n + i] for i in range(n)])[0]
     bb = strategy.model.backbone
+    # the episodes where the backbone's weights are (a host-gathered batch with a GPU model)
+    device = next(bb.parameters()).device
+    batch = collate_episodes([exp.dataset[it * n + i] for i in range(n)])[0].to(device)
     images = [batch.support_x, batch.query_x, batch.unlabeled_x]
     counter = FlopCounterMode(display=False)
     with counter:

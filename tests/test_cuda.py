@@ -96,6 +96,10 @@ def test_a_checkpoint_resumes_on_the_other_device(tmp_path, first, second):
     for k, v in s2.model.state_dict().items():
         assert v.device.type == torch.device(second).type
         assert torch.equal(v.cpu(), saved[k]), k
+    # Adam's moments next to the parameters they update (the model moves before they load)
+    moments = [t for st in s2.optimizer.state.values() for n, t in st.items() if n != "step"]
+    assert moments and {t.device.type for t in moments} == {torch.device(second).type}
+    assert s2.optimizer.defaults["fused"] is (True if second == "cuda" else None)
     result = run_sets(s2, build_benchmark(b, seed=0), checkpoint_path=path)
     assert len(result.to_dict()["matrix"]) == 2
     replay = _order_plugin(s2, FeatureReservoirReplayPlugin)

@@ -37,6 +37,7 @@ from torch import Tensor, nn
 from ..data.episodes import EpisodeBatch
 from ..models.backbone import autocast_bf16, cpu_backbone, embed_episodes
 from ..models.episodic import EpisodeState, PrototypicalModel
+from ..training.cuda_settings import default_adam
 from ..training.template import EpisodicTemplate
 
 __all__ = [
@@ -127,7 +128,11 @@ class EpisodicBaseline(EpisodicTemplate):
                 "the model with those options, or leave model out"
             )
         if optimizer is None:
-            optimizer = (torch.optim.SGD if sgd else torch.optim.Adam)(model.parameters(), lr=lr)
+            optimizer = (
+                torch.optim.SGD(model.parameters(), lr=lr)
+                if sgd
+                else default_adam(model.parameters(), lr=lr, device=kwargs.get("device"))
+            )
         self.cl_plugin = cl_plugin
         """The continual-learning mechanism (``None`` for a method without one)."""
         own = [cl_plugin] if cl_plugin is not None else []

@@ -10,6 +10,7 @@ from ..defaults import MEM_SIZE, REPLAY_BATCH, check_mem_size
 from ..functional.ot import check_solver
 from ..models.backbone import cpu_backbone
 from ..models.episodic import PrototypicalModel
+from ..training.cuda_settings import default_adam
 from ..training.template import EpisodicTemplate
 from .mi_regularization import MIRegularizationPlugin
 from .ood_split import OODSplitPlugin
@@ -135,7 +136,7 @@ class OrderStrategy(EpisodicTemplate):
                 "use_ood_split=False, use_mi=False"
             )
         if optimizer is None:
-            optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+            optimizer = default_adam(model.parameters(), lr=lr, device=kwargs.get("device"))
 
         # ORDER's components, None when switched off; their order is the plugins' order.
         self.replay = (

@@ -330,8 +330,9 @@ def load_checkpoint(path: str | Path, strategy) -> dict:
 
     Where it loads to: the file is read onto the CPU (``map_location="cpu"`` in
     :func:`read_checkpoint`, whatever device wrote it — RNG states must be CPU tensors); the
-    model's and the optimiser's tensors are then copied onto the device of the model's
-    parameters by their ``load_state_dict``, and plugins put their device state next to the
+    model is moved to ``strategy.device`` (where training will run it), then the model's and
+    the optimiser's tensors are copied onto the device of the model's parameters by their
+    ``load_state_dict``, and plugins put their device state next to the
     model (ORDER's MI networks are rebuilt at their first use, on the device of the embeddings;
     its replay memory moves to the model's device at its first replay). So a run resumes on the device the strategy's model is on.
     """
@@ -351,6 +352,11 @@ def load_checkpoint(path: str | Path, strategy) -> dict:
             f"{path}: the model does not match the checkpoint's ({err}); resume with the same "
             "method and settings that started the run"
         ) from None
+    # The optimiser's state (Adam's moments) is cast onto the device of the parameters it
+    # belongs to as it loads; Avalanche moves the model to ``strategy.device`` only inside
+    # train(), so the model goes there first, or a GPU run would resume with its moments on
+    # the CPU and fail at its first step with tensors on two devices.
+    strategy.model.to(strategy.device)
     strategy.optimizer.load_state_dict(state["optimizer"])
     for key, comp in components.items():
         comp.load_state_dict(state["components"][key])

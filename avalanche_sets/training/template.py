@@ -49,6 +49,7 @@ from torch.utils.data import DataLoader, Subset
 
 from ..data.episodes import EpisodeBatch, collate_episodes
 from .allocator import keep_freed_memory
+from .cuda_settings import use_cudnn_autotuner
 from .iteration import Iteration, check_partners
 
 __all__ = ["EpisodicTemplate", "EpisodicPlugin", "NonFiniteLossError", "silent_evaluator"]
@@ -170,6 +171,7 @@ class EpisodicTemplate(SupervisedTemplate):
         # Reuse the memory of one step in the next instead of faulting in fresh pages for every
         # large activation (process-wide; numbers unchanged; see training/allocator.py).
         keep_freed_memory()
+        use_cudnn_autotuner(self.device)
         # Avalanche's first make_optimizer() call resets the optimiser's state (to record which
         # parameters it optimises). Doing it now, while the state is empty, keeps a state
         # restored from a checkpoint alive when train() calls make_optimizer() again.

@@ -59,3 +59,23 @@ def test_paper_scale_runs_each_method_through_the_run_folder_and_resumes(tmp_pat
         r["mean_accuracy"] for r in summary["rows"]
     ]
     assert "not judged" in (tmp_path / "README.md").read_text()
+
+
+def test_paper_scale_short_writes_each_iteration_and_evaluation_and_computes_the_whole_run(
+    tmp_path,
+):
+    args = ["--device", "cpu", "--out", str(tmp_path), *TINY, "--short", "2",
+            "--methods", "order", "--stem", "short", "--set", "n_test_episodes=2",
+            "--set", "n_val_episodes=2", "--set", "domains=['shapes','strokes']",
+            "--set", "n_ood=4"]  # fmt: skip
+    paper_scale.main(args)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["short.json"]  # no run folder
+    summary = json.loads((tmp_path / "short.json").read_text())
+    rec = summary["methods"]["order"]
+    assert summary["short_iterations_per_domain"] == 2
+    assert summary["full_iterations_per_domain"] == 6000  # the paper preset's
+    assert [len(d["iterations"]) for d in rec["domains"]] == [2, 2]
+    assert [e["after_domain"] for e in rec["evaluations"]] == [1, 2]
+    assert all(e["episodes"] == 2 * 2 for e in rec["evaluations"])  # every domain's test set
+    assert rec["stage"] == "done" and rec["checkpoint_s"] > 0
+    assert rec["whole_run"]["label"] == "computed" and rec["whole_run"]["complete"]

@@ -293,3 +293,35 @@ def test_a_resumed_run_ends_with_the_clock_of_an_uninterrupted_one(
     assert seen[0][0] == saved["clock"]["train_iterations"]  # continues, not from 0
     assert seen[0][1] == saved["position"]["iteration"]
     assert clock(resumed) == clock(ref)
+
+
+def test_the_optimiser_state_resumes_on_the_device_the_strategy_trains_on(tmp_path):
+    """Resuming a CPU checkpoint into a strategy whose device is another one (``meta``, a
+    stand-in for a GPU, whose model is still on the CPU as Avalanche leaves it until train()):
+    Adam's moments must load onto that device, next to the parameters they update."""
+    path = tmp_path / "c.pt"
+    s1 = _strategy()
+    run_sets(s1, _bench(), stop_after=2)
+    save_checkpoint(path, s1, position={"experience": 0, "iteration": 2})
+    assert any("exp_avg" in st for st in s1.optimizer.state.values())
+
+    s2 = _strategy()
+    s2.device = torch.device("meta")
+    assert {p.device.type for p in s2.model.parameters()} == {"cpu"}
+    # moving to the meta device keeps the Parameter objects (as a move to a GPU does) only in
+    # torch's swap mode; the optimiser refers to those objects
+    swap = torch.__future__.get_swap_module_params_on_conversion()
+    torch.__future__.set_swap_module_params_on_conversion(True)
+    try:
+        load_latest_checkpoint(path, s2)
+    finally:
+        torch.__future__.set_swap_module_params_on_conversion(swap)
+    params = [p for group in s2.optimizer.param_groups for p in group["params"]]
+    assert {p.device.type for p in params} == {"meta"}
+    moments = [
+        (p, t)
+        for p in params
+        for name, t in s2.optimizer.state[p].items()
+        if name in ("exp_avg", "exp_avg_sq")
+    ]
+    assert moments and all(t.device == p.device for p, t in moments)

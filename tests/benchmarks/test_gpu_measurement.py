@@ -1,0 +1,110 @@
+"""The arithmetic of the GPU benchmarks, checked on the CPU: which iterations ``gpu_step`` trains
+(no pass may start past the stream's last task, on CUDA or not), how busy a profile says the
+GPU was (each kernel counted once), and a host-gathered batch embedded where the model is."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from torch.autograd import DeviceType
+from torch.autograd.profiler_util import Interval
+
+from avalanche_sets.methods import build_strategy
+from avalanche_sets.presets import resolve_preset
+from avalanche_sets.runs.experiment import build_benchmark
+from benchmarks._gpu import busy_device_us
+from benchmarks._timing import train_range
+from benchmarks.gpu_step import CUDA_STAGES, schedule
+from benchmarks.step_speed import backbone_flops
+
+TINY = dict(source="synthetic", domains=["shapes"], image_size=16, n_blocks=2, width=4,
+            n_ood=4, threads=1, device="cpu", precision="fp32")  # fmt: skip
+
+
+@pytest.mark.parametrize("cuda", [True, False])
+@pytest.mark.parametrize(
+    ("warm", "iters", "round_"), [(10, 30, 4), (2, 2, 2), (0, 5, 3), (3, 1, 7)]
+)
+def test_every_pass_of_gpu_step_lies_inside_the_stream(cuda, warm, iters, round_):
+    plan = schedule(warm=warm, iters=iters, round_=round_, cuda=cuda, meta_batch=2)
+    assert plan["passes"] * round_ >= iters
+    assert plan["timed"] == (warm, warm + plan["passes"] * round_)
+    names = [*(CUDA_STAGES if cuda else ()), "parts"]
+    assert list(plan["stages"]) == names
+    # the passes follow each other without gap or overlap, each `round_` long ...
+    end = plan["timed"][1]
+    for name in names:
+        start, stop = plan["stages"][name]
+        assert (start, stop) == (end, end + round_), name
+        end = stop
+    # ... and the stream holds every task the last one trains on (meta-batch 2)
+    assert plan["iterations"] == end
+    assert plan["n_tasks"] == 2 * end
+
+
+def test_the_last_pass_of_a_cuda_schedule_trains_on_a_stream_of_that_length():
+    plan = schedule(warm=1, iters=1, round_=1, cuda=True, meta_batch=2)
+    preset = resolve_preset("cpu", **TINY, tasks_per_domain=plan["n_tasks"])
+    exp = build_benchmark(preset, seed=0).train_stream[0]
+    strategy = build_strategy("protonet", preset, seed=0)
+    train_range(strategy, exp, *plan["stages"]["parts"])  # raises past the last task
+    with pytest.raises(ValueError):
+        train_range(strategy, exp, plan["iterations"], plan["iterations"] + 1)
+
+
+def test_bad_schedule_numbers_are_refused_by_name():
+    with pytest.raises(ValueError, match="--round must be an integer >= 1"):
+        schedule(warm=1, iters=2, round_=0, cuda=True, meta_batch=2)
+
+
+def _event(device_type, start, end, self_device=0.0):
+    return SimpleNamespace(
+        device_type=device_type, time_range=Interval(start, end),
+        self_device_time_total=self_device,
+    )  # fmt: skip
+
+
+def test_gpu_busy_counts_each_kernel_once_and_merges_overlapping_streams():
+    cpu, cuda = DeviceType.CPU, DeviceType.CUDA
+    events = [
+        # the CPU operators that launched the kernels report their kernels' time too
+        _event(cpu, 0, 100, self_device=40.0),
+        _event(cpu, 100, 200, self_device=15.0),
+        _event(cuda, 10, 30, self_device=20.0),  # stream 1
+        _event(cuda, 20, 40, self_device=20.0),  # stream 2, overlapping: 10..40 busy = 30
+        _event(cuda, 150, 160, self_device=10.0),
+        _event(cuda, 170, 170, self_device=0.0),  # empty
+    ]
+    assert busy_device_us(events) == pytest.approx(40.0)
+    assert busy_device_us([e for e in events if e.device_type == cpu]) == 0.0
+
+
+def test_a_host_batch_is_embedded_on_the_models_device():
+    preset = resolve_preset("cpu", **TINY, tasks_per_domain=4)
+    exp = build_benchmark(preset, seed=0).train_stream[0]
+    strategy = build_strategy("protonet", preset, seed=0)
+    # a stand-in for a GPU: the model on the meta device, the episodes in host memory
+    strategy.model.to("meta")
+    assert exp.dataset[0].support_x.device.type == "cpu"
+    assert backbone_flops(strategy, exp, 0) > 0
+
+
+def test_the_whole_run_is_computed_from_the_measured_parts():
+    from benchmarks.paper_scale import whole_run_cost
+
+    domains = [{"of": 2, "train_s": 1.0, "iterations": [0.1, 0.2, 0.3]}]
+    cost = whole_run_cost(domains, [{"seconds": 3.0}], full_iterations=10, checkpoint_s=0.5,
+                          checkpoint_every=4)  # fmt: skip
+    # a domain: 1.0 s measured + 7 missing iterations at the median 0.2 s; 2 domains expected
+    assert cost["training_s"] == pytest.approx(2 * (1.0 + 7 * 0.2))
+    assert cost["evaluation_s"] == pytest.approx(2 * 3.0)
+    assert cost["checkpoints"] == 2 * 3 + 2  # every 4 of 10 iterations, and after each domain
+    assert cost["seconds"] == pytest.approx(4.8 + 6.0 + 8 * 0.5)
+    assert cost["label"] == "computed" and cost["complete"] is False
+    both = whole_run_cost([*domains, {**domains[0], "train_s": 2.0}], [{"seconds": 3.0}] * 2,
+                          full_iterations=10, checkpoint_s=None, checkpoint_every=0)  # fmt: skip
+    assert both["complete"] is True and both["checkpoints"] == 2
+    assert both["training_s"] == pytest.approx((1.0 + 1.4) + (2.0 + 1.4))
+    assert whole_run_cost([], [], full_iterations=10, checkpoint_s=None,
+                          checkpoint_every=0)["seconds"] is None  # fmt: skip
