@@ -123,7 +123,13 @@ def main() -> None:
 
     from avalanche_sets.defaults import FOLDER_SOURCES
     from avalanche_sets.presets import PRESETS, resolve_preset
-    from avalanche_sets.runs.folder import record_identity, run_identity, run_precision
+    from avalanche_sets.runs.folder import (
+        NOT_RECORDED,
+        record_identity,
+        run_data,
+        run_identity,
+        run_precision,
+    )
     from avalanche_sets.runs.report import (
         aggregate_results,
         find_results,
@@ -160,6 +166,8 @@ def main() -> None:
             setting["root"] = args.root
         if key is not None:
             setting[key] = value
+        if args.jobs > 1 or args.ray_address:  # as the sweep runs them: one thread each
+            setting["threads"] = 1
         return resolve_preset(args.preset, **setting)
 
     specs = []
@@ -183,9 +191,15 @@ def main() -> None:
 
     # The table covers every finished run of the named grid (--seeds x --shots x methods x
     # values), also those of earlier invocations, not only the runs just made; rows of one
-    # table therefore share their seeds unless some runs are missing (listed below).
-    def ident_key(identity: dict) -> str:
-        return json.dumps(identity, sort_keys=True)
+    # table therefore share their seeds unless some runs are missing (listed below). Every grid
+    # point reads the same data: a run of it is one on data of this content, or one recorded
+    # before records named their data's content.
+    data = run_data(preset_for(args.shots[0], values[0]))["content"]
+
+    def ident_key(identity: dict) -> str | None:
+        if identity["data"] not in (data, NOT_RECORDED):
+            return None
+        return json.dumps({k: v for k, v in identity.items() if k != "data"}, sort_keys=True)
 
     grid = {
         ident_key(run_identity(method, preset_for(shot, value), eval_stream=stream,

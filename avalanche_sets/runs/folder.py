@@ -340,15 +340,15 @@ def run_identity(
 def record_identity(record: dict) -> dict:
     """:func:`run_identity` of a finished run's record (``result.json``, any readable format).
 
-    Its ``data`` is the content the record names; a record written before records named it
-    has :data:`NOT_RECORDED` there, except for the synthetic source (``None``: it reads no
-    files). Reads nothing but the record.
+    Its ``data`` is the content the record names. A record of a folder source that names
+    none — written before records named it, or given its code from the history
+    (``benchmarks/recover_code.py``) — has :data:`NOT_RECORDED` there; the synthetic source
+    has ``None`` (it reads no files). Reads nothing but the record.
     """
     data = record.get("data")
-    if isinstance(data, dict):
-        content = data.get("content")
-    else:
-        content = NOT_RECORDED if record["preset"].get("source") in FOLDER_SOURCES else None
+    content = data.get("content") if isinstance(data, dict) else None
+    if content is None and record["preset"].get("source") in FOLDER_SOURCES:
+        content = NOT_RECORDED
     return run_identity(
         record["method"], record["preset"], eval_stream=record.get("eval_stream", "test"),
         strategy_overrides=record.get("strategy_overrides"), plugins=record.get("plugins", ()),
