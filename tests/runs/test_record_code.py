@@ -98,10 +98,13 @@ def test_commit_and_dirty_of_a_checkout_a_worktree_and_packed_refs(tmp_path, mon
     assert code.git_commit(tmp_path) is None
 
 
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git to make a repository")
 def test_an_installed_package_claims_no_commit(monkeypatch, tmp_path):
-    monkeypatch.setattr(
-        code, "__file__", str(tmp_path / "site" / "avalanche_sets" / "runs" / "c.py")
-    )
+    """Not even that of a repository its virtual environment sits in."""
+    _git(tmp_path, "init", "-q")
+    site = tmp_path / ".venv" / "lib" / "site-packages"
+    (site / "avalanche_sets" / "runs").mkdir(parents=True)
+    monkeypatch.setattr(code, "__file__", str(site / "avalanche_sets" / "runs" / "code.py"))
     code.code_info.cache_clear()
     try:
         info = code.code_info()
