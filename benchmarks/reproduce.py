@@ -16,6 +16,9 @@ resume from their checkpoint. The aggregate goes to ``benchmarks/results/<artefa
 each run's own ``table.md`` is rewritten from its ``result.json`` when it differs (a run
 recorded before forgetting had its present definition).
 ``--methods`` / ``--values`` restrict the grid (a reduced grid says so in its README).
+The thread count is part of a run's identity: runs made in parallel (``--jobs`` > 1, Ray) have
+one thread each, and ``--aggregate-only`` reads the runs of the preset's own thread count (the
+same for the ``cpu`` preset, which has one).
 ``--precision`` is fp32 by default, as the committed tables were run; ``--precision auto``
 (bf16 where the CPU runs it natively) writes ``-bf16`` run folders and ``<artefact>_bf16``.
 """
@@ -166,8 +169,8 @@ def main() -> None:
             setting["root"] = args.root
         if key is not None:
             setting[key] = value
-        if args.jobs > 1 or args.ray_address:  # as the sweep runs them: one thread each
-            setting["threads"] = 1
+        if not args.aggregate_only and (args.jobs > 1 or args.ray_address):
+            setting["threads"] = 1  # as the sweep runs them beside each other: one thread each
         return resolve_preset(args.preset, **setting)
 
     specs = []
