@@ -5,10 +5,11 @@ A run is stored in ``<out>/<method>/<source>-o<order>-<N>w<K>s-R<R>-seed<s>[...]
 folder holds
 
 * ``result.json`` (:data:`RESULT_FILE`) — what the run *computed*: method, seed, settings
-  and metrics (the ``"result"`` is :meth:`avalanche_sets.training.RunResult.to_dict`), and the
-  format version. It depends only on the code, the settings and the seed, so two runs with the
-  same seed write byte-identical files (CPU), and an interrupted-and-resumed run writes the
-  same file as an uninterrupted one;
+  and metrics (the ``"result"`` is :meth:`avalanche_sets.training.RunResult.to_dict`), the
+  format version, and what computed it: ``code``, ``numerics`` (:mod:`.code`) and ``data``
+  (:func:`run_data`). It depends only on the code, the settings, the data and the seed, so two
+  runs with the same seed on one checkout and machine write byte-identical files (CPU), and an
+  interrupted-and-resumed run writes the same file as an uninterrupted one;
 * ``run.json`` (:data:`RUN_FILE`) — how it was computed (:func:`provenance`): wall time, date,
   machine, command, and any resumes (which checkpoint, which damaged ones were skipped). It
   differs from run to run by nature;
