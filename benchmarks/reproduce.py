@@ -91,6 +91,17 @@ def _report(outcome) -> None:
               f"({outcome.seconds:.0f} s)", flush=True)  # fmt: skip
 
 
+def grid_key(identity: dict, data: str | None) -> str | None:
+    """A run identity as a grid point's key, for a grid that reads data of content ``data``:
+    ``None`` (no grid point) when the identity names other data. A record older than data
+    identity (:data:`~avalanche_sets.runs.folder.NOT_RECORDED`) counts as this data's."""
+    from avalanche_sets.runs.folder import NOT_RECORDED
+
+    if identity.get("data") not in (data, NOT_RECORDED):
+        return None
+    return json.dumps({k: v for k, v in identity.items() if k != "data"}, sort_keys=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         prog="python -m benchmarks.reproduce",
@@ -127,7 +138,6 @@ def main() -> None:
     from avalanche_sets.defaults import FOLDER_SOURCES
     from avalanche_sets.presets import PRESETS, resolve_preset
     from avalanche_sets.runs.folder import (
-        NOT_RECORDED,
         record_identity,
         run_data,
         run_identity,
@@ -200,9 +210,7 @@ def main() -> None:
     data = run_data(preset_for(args.shots[0], values[0]))["content"]
 
     def ident_key(identity: dict) -> str | None:
-        if identity["data"] not in (data, NOT_RECORDED):
-            return None
-        return json.dumps({k: v for k, v in identity.items() if k != "data"}, sort_keys=True)
+        return grid_key(identity, data)
 
     grid = {
         ident_key(run_identity(method, preset_for(shot, value), eval_stream=stream,

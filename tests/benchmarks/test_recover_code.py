@@ -139,3 +139,17 @@ def test_the_order_guide_says_what_the_records_show_about_the_beta_scaling():
     text = (ROOT / "docs" / "guide" / "order.md").read_text()
     for quoted in (SCALING_CHANGE, SCALING_MERGE, "four short-regime bf16", "the 15 runs"):
         assert quoted in text
+
+
+def test_a_reproduced_table_reads_runs_of_its_data_and_records_older_than_data_identity():
+    from avalanche_sets.presets import resolve_preset
+    from avalanche_sets.runs.folder import run_identity
+    from benchmarks.reproduce import grid_key
+
+    preset = resolve_preset("cpu", n_shot=1, root="/somewhere")
+    asked = run_identity("mskm", preset, data="sha256:aa")
+    key = grid_key(asked, "sha256:aa")
+    old = {**asked, "data": NOT_RECORDED}
+    assert key is not None and grid_key(old, "sha256:aa") == key  # the committed records
+    assert grid_key({**asked, "data": "sha256:bb"}, "sha256:aa") is None  # other data: not
+    assert grid_key({**asked, "preset": {**asked["preset"], "threads": 2}}, "sha256:aa") != key
