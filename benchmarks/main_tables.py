@@ -4,7 +4,8 @@ Reads ``benchmarks/results/table{2,3}/summary.json`` — written by ``reproduce.
 run folders that make up each table — and, when present, ``table{2,3}_synthetic/summary.json``
 (``reproduce.py --source synthetic``) and ``table{2,3}_converged/summary.json`` (``--preset
 converged --out benchmarks/results/table{2,3}_converged``). Writes ``benchmarks/results/main_tables.md``, the tables
-the README shows: the packs' and the synthetic benchmark's, each in its own README block.
+the README shows: the packs' and the synthetic benchmark's, each in its own README block, each
+table followed by the commits of the runs it reads (:func:`benchmarks._code.code_md`).
 Also writes ``benchmarks/results/main_tables_pairs.md``: the converged regime's paired Δs
 between rows that no table column carries (:data:`PROSE_PAIRS`), the numbers the README's
 prose on that regime quotes.
@@ -18,6 +19,7 @@ import json
 import sys
 
 from avalanche_sets.runs.folder import read_record
+from benchmarks._code import code_md
 from benchmarks._common import RESULTS, ROOT
 from benchmarks._paper import FOOTNOTE, comparison_md, pairs_md, share_of_joint_md
 from benchmarks.reproduce import ARTEFACTS
@@ -82,6 +84,7 @@ def readme_blocks() -> dict[str, str]:
                 f"seeds {summary['seeds']}; paper: its datasets, 84 px, 5 seeds)\n"
             )
             md.append(comparison_md(table, records, row_order=ARTEFACTS[table][0]) + "\n")
+            md.append(code_md(records))
         if md:
             shots = sorted({int(r["preset"]["n_shot"]) for r in every})
             share = share_of_joint_md(every, shots)

@@ -31,6 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks._code import code_md
 from benchmarks._common import (
     RESULTS,
     ROOT,
@@ -88,13 +89,27 @@ def demo_block() -> str:
         return _not_measured("The demo", "demo-result")
     rec = read_record(DEMO)
     res = rec["result"]
+    num = rec.get("numerics") or {}
+    arithmetic = ", ".join(
+        text
+        for text in (
+            num.get("precision"),
+            num.get("threads") and f"{num['threads']} torch threads",
+            num.get("device") and f"on {num['device']}",
+        )
+        if text
+    )
     return (
         f"The demo's result (seed {rec['seed']}, recorded in "
         f"[`benchmarks/results/demo/`](benchmarks/results/demo/README.md) by `make demo-result` "
         f"on {summary['date'][:10]}, {_machine(summary)}): final mean accuracy "
         f"**{100 * res['mean_accuracy']:.2f} ± {100 * res['mean_ci95']:.2f}%** (95% CI over "
         f"test episodes); the run took {_minutes(rec['seconds'])}, the whole command "
-        f"{_minutes(summary['wall_seconds'])} (imports and the episode picture included).\n\n"
+        f"{_minutes(summary['wall_seconds'])} (imports and the episode picture included). "
+        f"The figure is that machine's ({arithmetic}): another CPU, whose bf16 arithmetic "
+        "differs, or another thread count gives other last digits.\n\n"
+        + code_md([rec], what="runs")
+        + "\n"
         "![accuracy matrix of the demo](benchmarks/results/demo/accuracy_matrix.png)\n\n"
         "<details><summary>One training episode per domain (the picture the demo saves)"
         "</summary>\n\n![one episode per domain](benchmarks/results/demo/episodes.png)\n\n"
@@ -183,7 +198,7 @@ def forgetting_block() -> str:
     res = _summary(FORGETTING, "results.json")
     if res is None:
         return _not_measured("Forgetting in the converged regime", "forgetting")
-    from benchmarks.forgetting import markdown_rows, upper_bound_md
+    from benchmarks.forgetting import find_runs, markdown_rows, upper_bound_md
 
     missing = ", ".join(res["missing"]) or "nothing"
     return (
@@ -194,7 +209,13 @@ def forgetting_block() -> str:
         "|---|---:|---|---:|---:|---:|\n"
         + markdown_rows(res["rows"])
         + upper_bound_md(res.get("upper_bound") or [])
-        + f"\nNot run yet: {missing}.\n"
+        + f"\nNot run yet: {missing}.\n\n"
+        + code_md(
+            rec
+            for row in res["rows"]
+            for rec in find_runs(RESULTS / "runs", row["method"], row["n_shot"], res["suffix"])
+            if rec["seed"] in row["seeds"]
+        )
     )
 
 

@@ -16,6 +16,9 @@ resume from their checkpoint. The aggregate goes to ``benchmarks/results/<artefa
 each run's own ``table.md`` is rewritten from its ``result.json`` when it differs (a run
 recorded before forgetting had its present definition).
 ``--methods`` / ``--values`` restrict the grid (a reduced grid says so in its README).
+The thread count is part of a run's identity: runs made in parallel (``--jobs`` > 1, Ray) have
+one thread each, and ``--aggregate-only`` reads the runs of the preset's own thread count (the
+same for the ``cpu`` preset, which has one).
 ``--precision`` is fp32 by default, as the committed tables were run; ``--precision auto``
 (bf16 where the CPU runs it natively) writes ``-bf16`` run folders and ``<artefact>_bf16``.
 """
@@ -88,6 +91,17 @@ def _report(outcome) -> None:
               f"({outcome.seconds:.0f} s)", flush=True)  # fmt: skip
 
 
+def grid_key(identity: dict, data: str | None) -> str | None:
+    """A run identity as a grid point's key, for a grid that reads data of content ``data``:
+    ``None`` (no grid point) when the identity names other data. A record older than data
+    identity (:data:`~avalanche_sets.runs.folder.NOT_RECORDED`) counts as this data's."""
+    from avalanche_sets.runs.folder import NOT_RECORDED
+
+    if identity.get("data") not in (data, NOT_RECORDED):
+        return None
+    return json.dumps({k: v for k, v in identity.items() if k != "data"}, sort_keys=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         prog="python -m benchmarks.reproduce",
@@ -123,7 +137,12 @@ def main() -> None:
 
     from avalanche_sets.defaults import FOLDER_SOURCES
     from avalanche_sets.presets import PRESETS, resolve_preset
-    from avalanche_sets.runs.folder import record_identity, run_identity, run_precision
+    from avalanche_sets.runs.folder import (
+        record_identity,
+        run_data,
+        run_identity,
+        run_precision,
+    )
     from avalanche_sets.runs.report import (
         aggregate_results,
         find_results,
@@ -160,6 +179,8 @@ def main() -> None:
             setting["root"] = args.root
         if key is not None:
             setting[key] = value
+        if not args.aggregate_only and (args.jobs > 1 or args.ray_address):
+            setting["threads"] = 1  # as the sweep runs them beside each other: one thread each
         return resolve_preset(args.preset, **setting)
 
     specs = []
@@ -183,9 +204,13 @@ def main() -> None:
 
     # The table covers every finished run of the named grid (--seeds x --shots x methods x
     # values), also those of earlier invocations, not only the runs just made; rows of one
-    # table therefore share their seeds unless some runs are missing (listed below).
-    def ident_key(identity: dict) -> str:
-        return json.dumps(identity, sort_keys=True)
+    # table therefore share their seeds unless some runs are missing (listed below). Every grid
+    # point reads the same data: a run of it is one on data of this content, or one recorded
+    # before records named their data's content.
+    data = run_data(preset_for(args.shots[0], values[0]))["content"]
+
+    def ident_key(identity: dict) -> str | None:
+        return grid_key(identity, data)
 
     grid = {
         ident_key(run_identity(method, preset_for(shot, value), eval_stream=stream,

@@ -116,9 +116,12 @@ def test_run_names_tell_apart_every_setting_and_keep_plain_presets_short():
     assert run_dir_name("order", {**cpu, "precision": "bf16"}, 0) == (
         "order/packs-o1-5w5s-R50-seed0-bf16"
     )
-    # where the data lives and how many threads do not change what is computed
-    assert run_dir_name("order", {**cpu, "root": "/else", "threads": 2}, 0) == (
-        "order/packs-o1-5w5s-R50-seed0"
+    # where the data lives does not change what is computed (its content is checked instead);
+    # the thread count does, and is named when it is not the preset's own
+    assert run_dir_name("order", {**cpu, "root": "/else"}, 0) == "order/packs-o1-5w5s-R50-seed0"
+    assert run_dir_name("order", {**cpu, "threads": 2}, 0) == "order/packs-o1-5w5s-R50-seed0-t2"
+    assert run_dir_name("order", resolve_preset("quick", threads=2), 0) == (
+        run_dir_name("order", resolve_preset("quick"), 0)
     )
     names = {
         run_dir_name("order", cpu, 0),
@@ -129,8 +132,9 @@ def test_run_names_tell_apart_every_setting_and_keep_plain_presets_short():
         run_dir_name("order", cpu, 0, eval_stream="valid"),
         run_dir_name("order", cpu, 1),
         run_dir_name("order", resolve_preset("converged", n_shot=5, precision="fp32"), 0),
+        run_dir_name("order", {**cpu, "threads": 2}, 0),
     }
-    assert len(names) == 8
+    assert len(names) == 9
     # the converged regime differs from cpu only in its length: spelled out, never cpu's name
     assert run_dir_name("order", resolve_preset("converged", n_shot=5, precision="fp32"), 0) == (
         "order/packs-o1-5w5s-R50-seed0-tasks_per_domain1400"

@@ -33,6 +33,7 @@ from .. import __version__, training
 from ..baselines.continual import ComputeMatchedJoint
 from ..baselines.joint import joint_benchmark
 from ..data import SETSBenchmark, sets_benchmark
+from ..data.content import PACKS_ENV, data_root
 from ..data.packs import NO_PACKS_HINT
 from ..methods import JOINT_METHODS, build_strategy, check_method
 from ..metrics import episode_metrics
@@ -40,6 +41,7 @@ from ..presets import RunConfig
 from ..training.checkpoint import previous_checkpoint_path
 from ..training.loggers import ResumableCSVLogger, ResumableTensorboardLogger, WandBLogger
 from ..training.progress import DomainProgressLogger
+from .code import code_info, numerics_info
 from .folder import (
     CHECKPOINT_FILE,
     LOG_FILE,
@@ -52,6 +54,7 @@ from .folder import (
     portable_preset,
     provenance,
     read_record,
+    run_data,
     run_folder,
     run_identity,
     run_precision,
@@ -96,14 +99,12 @@ def build_benchmark(preset: RunConfig | Mapping[str, Any], *, seed: int) -> SETS
     :class:`~avalanche_sets.presets.RunConfig` (a dictionary is checked once, on arrival)."""
     config = RunConfig.of(preset)
     source = config.source
-    root = config.root
+    root = config.root if source == "synthetic" else data_root(source, config.root)
     if source == "packs" and root is None:
-        root = os.environ.get("AVALANCHE_SETS_PACKS")
-        if root is None:
-            raise ValueError(
-                "the packs source needs a folder of .npz domain packs: pass --root (e.g. "
-                "../shared/data/sets-mini) or set AVALANCHE_SETS_PACKS; " + NO_PACKS_HINT
-            )
+        raise ValueError(
+            "the packs source needs a folder of .npz domain packs: pass --root (e.g. "
+            f"../shared/data/sets-mini) or set {PACKS_ENV}; " + NO_PACKS_HINT
+        )
     return sets_benchmark(
         source,
         root=root,
@@ -262,7 +263,8 @@ def run_experiment(
     where = {"eval_stream": eval_stream, "strategy_overrides": strategy_overrides}
     where["plugins"] = added
     out = run_folder(out_root, method, preset, seed, tag=tag, **where)
-    asked = run_identity(method, preset, **where)
+    data = run_data(preset)  # the data's content hash, once per run (before any data loads)
+    asked = run_identity(method, preset, **where, data=data["content"])
     if is_finished(out):
         return {**check_finished(out, asked, seed), "status": "finished before"}
     out.mkdir(parents=True, exist_ok=True)
@@ -348,6 +350,9 @@ def run_experiment(
             "eval_stream": eval_stream,
             "strategy_overrides": strategy_overrides or {},
             **({"plugins": added} if added else {}),
+            "code": code_info(),
+            "numerics": numerics_info(preset, precision=run_precision(preset)),
+            "data": data,
             "result": result.to_dict(),
         }
         run = {

@@ -5,10 +5,11 @@ A run is stored in ``<out>/<method>/<source>-o<order>-<N>w<K>s-R<R>-seed<s>[...]
 folder holds
 
 * ``result.json`` (:data:`RESULT_FILE`) — what the run *computed*: method, seed, settings
-  and metrics (the ``"result"`` is :meth:`avalanche_sets.training.RunResult.to_dict`), and the
-  format version. It depends only on the code, the settings and the seed, so two runs with the
-  same seed write byte-identical files (CPU), and an interrupted-and-resumed run writes the
-  same file as an uninterrupted one;
+  and metrics (the ``"result"`` is :meth:`avalanche_sets.training.RunResult.to_dict`), the
+  format version, and what computed it: ``code``, ``numerics`` (:mod:`.code`) and ``data``
+  (:func:`run_data`). It depends only on the code, the settings, the data and the seed, so two
+  runs with the same seed on one checkout and machine write byte-identical files (CPU), and an
+  interrupted-and-resumed run writes the same file as an uninterrupted one;
 * ``run.json`` (:data:`RUN_FILE`) — how it was computed (:func:`provenance`): wall time, date,
   machine, command, and any resumes (which checkpoint, which damaged ones were skipped). It
   differs from run to run by nature;
@@ -47,9 +48,12 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..data.content import data_content, data_root
 from ..data.files import atomic_write
+from ..defaults import FOLDER_SOURCES
 from ..methods import method_folder_name
 from ..presets import NAMING_PRESETS, PRESETS
+from .code import code_info
 
 __all__ = [
     "RESULT_FILE",
@@ -80,6 +84,9 @@ __all__ = [
     "run_folder",
     "run_identity",
     "record_identity",
+    "identity_differences",
+    "NOT_RECORDED",
+    "run_data",
     "plugin_description",
     "run_precision",
     "portable_preset",
@@ -241,12 +248,18 @@ def _upgrade_derived_metrics(rec: dict) -> None:
 
 # ------------------------------------------------------------------------ identity and name
 # Settings spelled out in the base of a run folder's name, and settings that do not change
-# what a run computes (where the data lives, how many threads, the preset's seed list).
-# ``precision`` is named by its resolved value: "-bf16" when bf16, nothing for fp32 (so the
-# folders of runs recorded before the setting existed keep their names).
+# what a run computes (where the data lives — its content enters as ``data`` —, the preset's
+# seed list). ``precision`` is named by its resolved value: "-bf16" when bf16, nothing for fp32,
+# and ``threads`` as "-t<n>" when it is not the closest named preset's (so the folders of runs
+# recorded before either setting entered the identity keep their names).
 _IN_BASE_NAME = ("source", "order", "n_way", "n_shot", "n_ood", "precision")
-_NOT_IDENTITY = ("seeds", "threads", "root")
+_NOT_IDENTITY = ("seeds", "root")
+_NAMED_APART = ("threads",)
 _MISSING = object()
+
+NOT_RECORDED = "(not recorded)"
+"""The ``data`` of the identity of a record written before records held their data's content
+(:func:`record_identity`): :func:`identity_differences` does not count it as a difference."""
 
 
 def run_precision(preset: Mapping[str, Any]) -> str:
@@ -269,6 +282,25 @@ def _identity_preset(preset: Mapping[str, Any]) -> dict:
     return out
 
 
+def run_data(preset: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``data`` of a run of ``preset``'s record: ``{"source", "root", "content"}``.
+
+    ``root``: the data folder as :func:`portable_preset` stores it (``None`` for the synthetic
+    source); ``content``: :func:`~avalanche_sets.data.content.data_content` of that folder
+    (``None`` for the synthetic source, whose images the preset and the code decide).
+
+    Raises:
+        ValueError: the preset's data folder does not exist.
+    """
+    source = str(preset["source"])
+    root = data_root(source, preset.get("root"))
+    return {
+        "source": source,
+        "root": None if root is None else portable_preset({"root": str(root)})["root"],
+        "content": data_content(source, root),
+    }
+
+
 def run_identity(
     method: str,
     preset: Mapping[str, Any],
@@ -276,18 +308,30 @@ def run_identity(
     eval_stream: str = "test",
     strategy_overrides: dict | None = None,
     plugins: Sequence[str] = (),
+    data: Any = _MISSING,
 ) -> dict:
-    """Everything that decides what a run computes, except its seed (JSON-normalised).
+    """Everything that decides what a run computes, except its seed and its code
+    (JSON-normalised).
 
-    The precision enters resolved (``"fp32"`` or ``"bf16"``, :func:`run_precision`): bf16
-    changes the numbers, and ``"auto"`` means different things on different machines.
+    The numeric path enters with the preset: its device, its ``threads`` (another thread count
+    sums in another order, so its numbers differ) and its precision resolved (``"fp32"`` or
+    ``"bf16"``, :func:`run_precision`: bf16 changes the numbers, and ``"auto"`` means different
+    things on different machines). ``data``: the content hash of the data the run reads
+    (:func:`run_data`'s ``content``; computed from ``preset`` when not given), not the folder's
+    path: the same files anywhere are the same run, changed files another.
     ``plugins``: the :func:`plugin_description` of every plugin added to the method.
+
+    Raises:
+        ValueError: the preset's data folder does not exist (when ``data`` is not given).
     """
+    if data is _MISSING:
+        data = run_data(preset)["content"]
     ident = {
         "method": method,
         "preset": _identity_preset(preset),
         "eval_stream": eval_stream,
         "strategy_overrides": dict(strategy_overrides or {}),
+        "data": data,
     }
     if plugins:  # a plain method's identity (and every record of one) has no such key
         ident["plugins"] = list(plugins)
@@ -295,11 +339,38 @@ def run_identity(
 
 
 def record_identity(record: dict) -> dict:
-    """:func:`run_identity` of a finished run's record (``result.json``, any readable format)."""
+    """:func:`run_identity` of a finished run's record (``result.json``, any readable format).
+
+    Its ``data`` is the content the record names. A record of a folder source that names
+    none — written before records named it, or given its code from the history
+    (``benchmarks/recover_code.py``) — has :data:`NOT_RECORDED` there; the synthetic source
+    has ``None`` (it reads no files). Reads nothing but the record.
+    """
+    data = record.get("data")
+    content = data.get("content") if isinstance(data, dict) else None
+    if content is None and record["preset"].get("source") in FOLDER_SOURCES:
+        content = NOT_RECORDED
     return run_identity(
         record["method"], record["preset"], eval_stream=record.get("eval_stream", "test"),
         strategy_overrides=record.get("strategy_overrides"), plugins=record.get("plugins", ()),
+        data=content,
     )  # fmt: skip
+
+
+def identity_differences(have: dict, asked: dict) -> list[str]:
+    """What differs between two :func:`run_identity` values, one ``"<what>: <a> there, <b>
+    asked"`` per setting (empty: the same run). A ``data`` of :data:`NOT_RECORDED` in ``have``
+    (a record older than data identity) is no difference: nothing it recorded differs."""
+    diff = []
+    for part in ("method", "eval_stream", "strategy_overrides", "plugins", "data"):
+        a, b = have.get(part), asked.get(part)
+        if a != b and not (part == "data" and a == NOT_RECORDED):
+            diff.append(f"{'data content' if part == 'data' else part}: {a!r} there, {b!r} asked")
+    for k in sorted(set(have["preset"]) | set(asked["preset"])):
+        a, b = have["preset"].get(k, "(absent)"), asked["preset"].get(k, "(absent)")
+        if a != b:
+            diff.append(f"{k}: {a!r} there, {b!r} asked")
+    return diff
 
 
 def plugin_description(plugin: object) -> str:
@@ -340,10 +411,13 @@ def run_dir_name(
 
     Appended, in this order: every preset setting that differs from the closest of
     :data:`~avalanche_sets.presets.NAMING_PRESETS` (``-mem_size50``; a ``converged`` run is
-    ``-tasks_per_domain1400``), every strategy override (``-beta0.003-lam1e_05``), ``-bf16`` when the
-    backbone computes in bf16 (:func:`run_precision`; fp32 adds nothing) and the evaluation
-    stream when it is not ``test`` (``-valid``). Runs that compute different things therefore
-    never share a folder, and a plain named-preset run keeps the short name.
+    ``-tasks_per_domain1400``), every strategy override (``-beta0.003-lam1e_05``), ``-t<n>`` when the
+    run uses another torch thread count than that preset (``-t2``), ``-bf16`` when the backbone
+    computes in bf16 (:func:`run_precision`; fp32 adds nothing) and the evaluation stream when it
+    is not ``test`` (``-valid``). Runs that differ in a setting therefore never share a folder,
+    and a plain named-preset run keeps the short name. The data's content is not in the name:
+    a run asked again on changed data finds the folder of the other data's run, and
+    :func:`check_finished` refuses it.
     """
     src = preset["source"]
     order = preset.get("order", 1)
@@ -352,13 +426,20 @@ def run_dir_name(
         f"{method_folder_name(method)}{added}/{src}-o{order}-{preset['n_way']}w{preset['n_shot']}s-R{preset['n_ood']}"
         f"-seed{seed}"
     )
-    rest = {k: v for k, v in preset.items() if k not in _IN_BASE_NAME + _NOT_IDENTITY}
+    named = _IN_BASE_NAME + _NOT_IDENTITY + _NAMED_APART
+    rest = {k: v for k, v in preset.items() if k not in named}
     diffs = [
         {k: v for k, v in rest.items() if PRESETS[n].get(k, _MISSING) != v} for n in NAMING_PRESETS
     ]
-    diff = min(diffs, key=len)  # ties: the first of NAMING_PRESETS, so the name is stable
-    for key, value in [*sorted(diff.items()), *sorted((strategy_overrides or {}).items())]:
+    closest = min(range(len(diffs)), key=lambda i: len(diffs[i]))  # ties: the first (stable)
+    for key, value in [
+        *sorted(diffs[closest].items()),
+        *sorted((strategy_overrides or {}).items()),
+    ]:
         name += f"-{key}{_name_part(value)}"
+    default_threads = PRESETS[NAMING_PRESETS[closest]]["threads"]
+    if preset.get("threads", default_threads) != default_threads:
+        name += f"-t{preset['threads']}"
     if run_precision(preset) == "bf16":
         name += "-bf16"
     if eval_stream != "test":
@@ -386,23 +467,19 @@ def run_folder(
 def check_finished(folder: str | Path, asked: dict, seed: int) -> dict:
     """The finished run in ``folder``, after checking it is the run that was asked for.
 
-    ``asked`` is the :func:`run_identity` of the asked run.
+    ``asked`` is the :func:`run_identity` of the asked run: the numeric path (device, threads,
+    precision) and the data's content included, so a run that would compute other numbers is
+    never reported finished. A record written before records held their data's content is taken
+    for the asked run when everything it recorded matches (:func:`identity_differences`).
 
     Raises:
         RunConflictError: the folder holds a run with other settings (each difference named).
     """
     folder = Path(folder)
     rec = read_record(folder)
-    have = record_identity(rec)
-    if have != asked or rec["seed"] != seed:
-        diff = [f"seed: {rec['seed']} there, {seed} asked"] if rec["seed"] != seed else []
-        for part in ("method", "eval_stream", "strategy_overrides", "plugins"):
-            if have.get(part) != asked.get(part):
-                diff.append(f"{part}: {have.get(part)!r} there, {asked.get(part)!r} asked")
-        for k in sorted(set(have["preset"]) | set(asked["preset"])):
-            a, b = have["preset"].get(k, "(absent)"), asked["preset"].get(k, "(absent)")
-            if a != b:
-                diff.append(f"{k}: {a!r} there, {b!r} asked")
+    diff = [f"seed: {rec['seed']} there, {seed} asked"] if rec["seed"] != seed else []
+    diff += identity_differences(record_identity(rec), asked)
+    if diff:
         raise RunConflictError(
             f"run folder {folder} already holds a finished run with other settings "
             f"({'; '.join(diff)}); it is not reused for this run. Fix: write to another "
@@ -462,15 +539,17 @@ def command_line() -> str:
 
 
 def provenance(*, command: str | None = None, **extra: Any) -> dict[str, Any]:
-    """How a result was made: ``{"command", "date", "machine", **extra}``.
+    """How a result was made: ``{"command", "date", "machine", "code", **extra}``.
 
     The one builder of provenance: a run's ``run.json`` and every benchmark script's summary
-    use it. ``command`` defaults to :func:`command_line`.
+    use it. ``command`` defaults to :func:`command_line`; ``code`` is
+    :func:`~avalanche_sets.runs.code.code_info` (version, commit, dirty, torch, avalanche).
     """
     return {
         "command": command_line() if command is None else command,
         "date": utc_now(),
         "machine": machine_info(),
+        "code": code_info(),
         **extra,
     }
 

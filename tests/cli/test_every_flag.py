@@ -212,7 +212,7 @@ SETTING_CASES: dict[str, list[tuple[list[str], list[str], str]]] = {
     "device": [
         (BASE, _set(BASE, "device=cuda"), "refused" if not torch.cuda.is_available() else "compute")
     ],  # fmt: skip
-    "threads": [(BASE, _set(BASE, "threads=1"), "threads")],  # quick: 2 threads
+    "threads": [(BASE, _set(BASE, "threads=1"), "threads")],  # quick: 2 threads; own folder
     "small_classes": [(BASE, _set(BASE, "small_classes=drop"), "compute")],
     "precision": [(BASE, [*BASE, "--set", f"precision={_other_precision()}"], "compute")],
     "channels_last": [(BASE, _set(BASE, "channels_last=False"), "compute")],
@@ -307,6 +307,8 @@ def test_a_flag_or_setting_changes_what_runs_or_is_refused(
     else:  # how or where it runs: that aspect, and nothing it computes
         assert after[what] != before[what]
         assert after["compute"] == before["compute"]
+        if what == "threads":  # another summation order, other numbers: another run's folder
+            assert after["folder"] != before["folder"]
 
 
 def test_every_preset_setting_has_a_case():
