@@ -121,3 +121,9 @@ def test_combine_paired_over_seeds():
     assert stats.combine_paired([(0.03, 0.01)]) == (0.03, 0.01)
     with pytest.raises(ValueError):
         stats.combine_paired([])
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 6, 7, 10, 11, 30, 31, 100, 1001])
+def test_the_t_quantile_is_scipys_without_scipy(n):
+    # odd and even degrees of freedom take different closed forms
+    assert stats.t_quantile_95(n) == pytest.approx(sps.t.ppf(0.975, n - 1), rel=1e-12)
