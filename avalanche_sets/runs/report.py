@@ -415,10 +415,7 @@ def table_footer(rows: list[dict]) -> list[str]:
     lines = []
     if ns:
         n = f"n = {ns[0]}" if len(ns) == 1 else "n = each row's seeds"
-        lines.append(
-            f"± (accuracy, forgetting, BWT): the 95% Student-t interval over seeds ({n}), "
-            "the seeds' own spread in training and test episodes."
-        )
+        lines.append(f"± (accuracy, forgetting, BWT): the 95% Student-t interval over seeds ({n}).")
     if any(r["ci_over"] == "episodes" for r in rows):
         lines.append(
             "\\* one seed: the accuracy's ± is the 95% interval over its test episodes, not "
@@ -434,8 +431,8 @@ def table_footer(rows: list[dict]) -> list[str]:
             else "the seeds both rows ran (per-seed values in brackets)"
         )  # fmt: skip
         lines.append(
-            f"Δ vs {vs} (points): the row's accuracy minus {vs}'s in the same setting (preset, "
-            f"data, evaluation stream, code), paired per seed on the same test episodes over "
+            f"Δ vs {vs} (points): the row's accuracy minus {vs}'s in the same setting (all but "
+            f"the method, its options and plugins), paired per seed on the same test episodes over "
             f"{over}: the mean of the per-seed differences (in brackets), ± the 95% interval "
             "over test episodes (`stats.combine_paired`), not over seeds. — : no run of "
             f"{vs} in that setting."
@@ -455,11 +452,11 @@ def table_footer(rows: list[dict]) -> list[str]:
     elif len(codes) > 1:
         lines.append(f"Code: the rows were made by different code ({', '.join(codes)}; code "
                      "column), never pooled.")  # fmt: skip
-    else:
+    elif codes != [UNKNOWN_CODE]:
         lines.append(f"Code: every run was made by {codes[0]}.")
     if UNKNOWN_CODE in codes:
         lines.append(
-            "unknown: records that do not name their code (written before records did): "
+            "Code unknown: records that do not name their code (written before records did); "
             "what made them cannot be told."
         )
     return lines
