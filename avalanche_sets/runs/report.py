@@ -344,7 +344,7 @@ def _add_deltas(rows: list[dict], arms: list[tuple[list[dict], str]], vs: str) -
             raise ValueError(
                 f"--vs {vs}: {len(refs)} rows of {vs} share one setting (they differ in their "
                 "strategy options or plugins), so the reference of a row is ambiguous; fix: "
-                f"table the folders of one {vs} configuration (or name it with --by)"
+                f"table the run folders of one {vs} configuration only"
             )
         if group[0]["method"] == vs:
             row["delta"] = {"vs": vs, "reference": True}

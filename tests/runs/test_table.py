@@ -329,3 +329,33 @@ def test_table_loads_no_torch(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=ROOT, check=True)  # fmt: skip
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_two_reference_rows_in_one_setting_are_refused(tmp_path, capsys):
+    write(tmp_path, "m", method="mskm")
+    write(tmp_path, "mp", method="mskm", plugins=["PrototypeSpreadPlugin(weight=0.1)"])
+    write(tmp_path, "o", method="order")
+    code, _, err = table(capsys, tmp_path, "--vs", "mskm")
+    assert code == 2 and "2 rows of mskm share one setting" in err
+
+
+def test_long_names_wrap_in_titles_instead_of_being_cut(tmp_path, monkeypatch):
+    from avalanche_sets.metrics import accuracy_matrix
+    from avalanche_sets.runs.report import fit_title, write_heatmap
+
+    name = "my_package.a_rather_long_module_name:my_consistency_factory_with_options"
+    title = fit_title(f"{name}, seed 0: test accuracy (%) after each training domain", 60)
+    lines = title.splitlines()
+    assert len(lines) == 3 and all(len(x) <= 60 for x in lines)
+    assert "".join(lines).replace(" ", "") == f"{name},seed0:testaccuracy(%)aftereachtrainingdomain"
+    assert fit_title("x" * 200, 10, max_lines=2).endswith("…")
+    seen = {}
+
+    def fake_plot(matrix, domains, path, *, title):
+        seen["title"] = title
+        return path
+
+    monkeypatch.setattr(accuracy_matrix, "plot_accuracy_matrix", fake_plot)
+    body, _ = record(method=name)
+    write_heatmap(tmp_path, body)
+    assert name in seen["title"].replace("\n", "") and "\n" in seen["title"]
