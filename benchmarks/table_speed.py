@@ -6,8 +6,8 @@ Writes ``--records`` synthetic run folders (``result.json`` + ``run.json`` in th
 ``lr``) × 5 seeds by default: 200 rows — and times the command as a fresh process
 (``python -m avalanche_sets table DIR``, this checkout first on ``PYTHONPATH``), plain and with
 ``--vs``, ``--repeats`` times each, interleaved. Each process also reports whether torch or
-scipy was imported on the way. Min / median / max; the load averages are recorded since the
-machine may be shared.
+scipy was imported on the way. Wall min / median / max and the median CPU seconds of the
+process (user + system); the load averages are recorded since the machine may be shared.
 
     python -m benchmarks.table_speed [--records 1000] [--repeats 7]
 
@@ -20,6 +20,7 @@ import argparse
 import itertools
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -91,12 +92,16 @@ def write_runs(root: Path, n_records: int) -> int:
     raise AssertionError("unreachable")
 
 
-def timed(argv: list[str]) -> tuple[float, dict]:
+def timed(argv: list[str]) -> tuple[float, float, dict]:
+    """Wall and CPU (user + system) seconds of one table process, and what it reported."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", PROBE, *argv], env=package_env(),
                           capture_output=True, text=True, check=True)  # fmt: skip
     wall = time.perf_counter() - t
-    return wall, json.loads(done.stdout.strip().splitlines()[-1])
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return wall, cpu, json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -115,16 +120,19 @@ def main() -> None:
         for argv in commands.values():  # warm the file cache
             timed(argv)
         times: dict[str, list[float]] = {k: [] for k in commands}
+        cpus: dict[str, list[float]] = {k: [] for k in commands}
         loaded: dict[str, list[str]] = {}
         for _ in range(args.repeats):
             for name, argv in commands.items():
-                wall, got = timed(argv)
+                wall, cpu, got = timed(argv)
                 assert got["code"] == 0, got
                 times[name].append(wall)
+                cpus[name].append(cpu)
                 loaded[name] = got["loaded"]
     rows = [
         {"command": k, "min_s": min(v), "median_s": statistics.median(v), "max_s": max(v),
-         "all_s": v, "loaded": loaded[k]}
+         "all_s": v, "cpu_median_s": statistics.median(cpus[k]), "cpu_all_s": cpus[k],
+         "loaded": loaded[k]}
         for k, v in times.items()
     ]  # fmt: skip
     prov = provenance()
@@ -140,11 +148,14 @@ def main() -> None:
         f"- load averages (1, 5, 15 min): {tuple(round(x, 2) for x in load['start'])} at the "
         f"start, {tuple(round(x, 2) for x in load['end'])} at the end\n"
         f"- each command a fresh process, {args.repeats} interleaved repeats after one warm-up; "
-        "target < 1 s\n\n"
-        "| command | min s | median s | max s | heavy modules loaded |\n|---|---:|---:|---:|---|\n"
+        "wall seconds (min / median / max) and the process's CPU seconds (user + system, less "
+        "sensitive to a shared machine's load); target < 1 s\n\n"
+        "| command | min s | median s | max s | CPU s (median) | heavy modules loaded |\n"
+        "|---|---:|---:|---:|---:|---|\n"
     )
     md += "".join(
         f"| `{r['command']}` | {r['min_s']:.2f} | {r['median_s']:.2f} | {r['max_s']:.2f} | "
+        f"{r['cpu_median_s']:.2f} | "
         f"{', '.join(r['loaded']) or 'none'} |\n"
         for r in rows
     )

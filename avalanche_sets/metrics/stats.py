@@ -35,6 +35,7 @@ final or diagonal entry is NaN has no value, and the averages are over the domai
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
 
@@ -136,6 +137,7 @@ def _t_central_probability(t: float, df: int) -> float:
     return 2 / math.pi * (theta + s * math.cos(theta) * total)
 
 
+@functools.cache
 def t_quantile_95(n: int) -> float:
     """``t₀.₉₇₅`` of Student's t with ``n − 1`` degrees of freedom (``n ≥ 2``).
 
@@ -159,22 +161,32 @@ def t_quantile_95(n: int) -> float:
     return (lo + hi) / 2
 
 
-def seed_ci95(values: ArrayLike) -> float:
+def seed_ci95(values: ArrayLike, axis: int | None = None) -> float | np.ndarray:
     """Half-width of the Student-t 95% CI of the mean over seeds.
 
     Args:
-        values: ``[k]`` one number per training seed (e.g. each seed's mean accuracy).
+        values: ``[k]`` one number per training seed (e.g. each seed's mean accuracy); with
+            ``axis``, an array whose ``axis`` runs over the seeds (e.g. ``[k, T, D]`` accuracy
+            matrices, ``axis=0``).
 
     Returns:
-        ``t₀.₉₇₅(k − 1) · s / √k`` (``s`` with ``ddof = 1``); NaN for one seed.
+        ``t₀.₉₇₅(k − 1) · s / √k`` (``s`` with ``ddof = 1``); NaN for one seed. With ``axis``:
+        an array of them, one per position of the other axes.
 
     Raises:
         ValueError: a value is NaN.
     """
-    x = _vector(values, "seed_ci95")
-    if x.size < 2:
-        return float("nan")
-    return float(t_quantile_95(x.size) * x.std(ddof=1) / math.sqrt(x.size))
+    if axis is None:
+        x = _vector(values, "seed_ci95")
+        if x.size < 2:
+            return float("nan")
+        return float(t_quantile_95(x.size) * x.std(ddof=1) / math.sqrt(x.size))
+    x = np.asarray(values, dtype=np.float64)
+    _vector(x, "seed_ci95")
+    k = x.shape[axis]
+    if k < 2:
+        return np.full(np.delete(x.shape, axis), np.nan)
+    return t_quantile_95(k) * x.std(axis=axis, ddof=1) / math.sqrt(k)
 
 
 # ---------------------------------------------------------------------------- accuracy matrix

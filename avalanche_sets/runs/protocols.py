@@ -153,16 +153,20 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
     return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
 
 
-def check_setting_names(names: Sequence[str], records: Sequence[dict], *, flag: str) -> None:
+def check_setting_names(
+    names: Sequence[str], settings: Iterable[dict[str, str]], *, flag: str
+) -> None:
     """Refuse a setting name that no record has (the ``--by`` of a table).
+
+    ``settings``: the :func:`protocol_settings` of the records (one per protocol suffices).
 
     Raises:
         ValueError: names the unknown key, the closest known one and every key the records
             have.
     """
     known = {"code"}
-    for rec in records:
-        known.update(protocol_settings(rec))
+    for setting in settings:
+        known.update(setting)
     for name in names:
         if name not in known:
             raise ValueError(

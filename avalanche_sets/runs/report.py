@@ -211,6 +211,15 @@ def _over_seeds(values: Sequence[float]) -> tuple[float, float]:
     return float(np.mean(x)), stats.seed_ci95(x)
 
 
+def _over_seeds_each(values: np.ndarray) -> np.ndarray:
+    """The Student-t 95% half-width over seeds (axis 0) of every other position; NaN where a
+    seed's value is NaN (a cell not evaluated)."""
+    defined = ~np.isnan(values).any(axis=0)
+    out = np.full(values.shape[1:], math.nan)
+    out[defined] = stats.seed_ci95(values[:, defined], axis=0)
+    return out
+
+
 def _episode_ci(rec: dict, key: str, shape) -> list:
     """A one-seed run's stored 95% half-widths over test episodes (``final_ci95``: per domain,
     ``ci95``: per matrix cell), NaN where the record has none."""
@@ -241,7 +250,7 @@ def _summary(recs: list[dict]) -> dict:
     finals = np.array([r["result"]["final"] for r in recs], dtype=np.float64)
     row["per_domain"] = dict(zip(domains, map(float, finals.mean(axis=0))))
     if len(recs) > 1:
-        half = [_over_seeds(finals[:, j])[1] for j in range(len(domains))]
+        half = _over_seeds_each(finals).tolist()
     else:
         half = _episode_ci(recs[0], "final_ci95", len(domains))
     row["per_domain_ci95"] = dict(zip(domains, map(float, half)))
@@ -250,9 +259,8 @@ def _summary(recs: list[dict]) -> dict:
         stack = np.stack(matrices)
         row["matrix"] = stack.mean(axis=0).tolist()
         row["matrix_ci95"] = (
-            [[_over_seeds(stack[:, i, j])[1] for j in range(stack.shape[2])]
-             for i in range(stack.shape[1])]
-            if len(recs) > 1 else _episode_ci(recs[0], "ci95", stack.shape[1:])
+            _over_seeds_each(stack).tolist() if len(recs) > 1
+            else _episode_ci(recs[0], "ci95", stack.shape[1:])
         )  # fmt: skip
     row["seconds"] = float(np.mean([r.get("seconds", math.nan) for r in recs]))
     row["codes"] = sorted({code_label(r) for r in recs})
@@ -297,7 +305,9 @@ def aggregate_results(
             you mean"), a seed twice in one protocol, or two rows of ``vs`` in one setting.
     """
     by = list(by)
-    check_setting_names(by, records, flag="--by")
+    groups = group_protocols(records, pool_code=pool_code)
+    settings = [protocol_settings(g[0]) for g in groups]
+    check_setting_names(by, settings, flag="--by")
     if vs is not None:
         methods = sorted({r["method"] for r in records})
         if vs not in methods:
@@ -305,8 +315,6 @@ def aggregate_results(
                 f"--vs {vs!r}: no run record is of this method{did_you_mean(vs, methods)}; the "
                 f"methods are {', '.join(methods)}"
             )
-    groups = group_protocols(records, pool_code=pool_code)
-    settings = [protocol_settings(g[0]) for g in groups]
     codes = [sorted({code_label(r) for r in g}) for g in groups]
     names = list(dict.fromkeys(n for s in settings for n in s))
     differing = [n for n in names if n not in by and len({s.get(n, "—") for s in settings}) > 1]
