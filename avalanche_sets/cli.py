@@ -6,7 +6,7 @@ Examples::
     avalanche-sets run                                   # ORDER, quick preset, synthetic data
     avalanche-sets run --method mskm --preset cpu --root ../shared/data/sets-mini --seeds 0 1 2
     avalanche-sets sweep --methods order semi-er --preset cpu --root DATA --set n_shot=1,5
-    avalanche-sets table runs/ --out results/table
+    avalanche-sets table runs/ --vs mskm --out results/table   # + Δ, pictures
     avalanche-sets heatmap runs/order                     # draw the runs' heatmaps again
     avalanche-sets prepare pack --folder my_images/ --out my_domain.npz --size 32
     avalanche-sets prepare torchvision --root ~/torchvision --out packs/tv   # 6 domains + OOD
@@ -149,10 +149,38 @@ def build_parser() -> argparse.ArgumentParser:
         "cluster `ray start` joined) or ray://host:10001",
     )
 
-    table = sub.add_parser("table", help="aggregate run folders into tables with 95%% CIs")
+    table = sub.add_parser(
+        "table",
+        help="one row per protocol of the run folders: mean over seeds with 95%% CIs, a "
+        "paired Δ (--vs), pictures (--out)",
+        description="Read every result.json under FOLDERS and print one row per protocol: "
+        "runs that differ in anything but their seed (method, a preset setting, a strategy "
+        "option, plugins, evaluation stream, data, numerics, code) are separate rows, the "
+        "settings that differ between rows shown as columns; a seed twice in one row is "
+        "refused. A footer says what every ± is.",
+    )
     table.add_argument("folders", nargs="+", help="folders searched for result.json files")
-    table.add_argument("--out", help="write <out>.md and <out>.csv")
-    table.add_argument("--by", default="method", help="comma-separated grouping keys")
+    table.add_argument(
+        "--out", metavar="OUT",
+        help="also write OUT.md, OUT.csv and the rows' pictures with their data: "
+        "OUT_stream.png/.csv (each domain's accuracy along the stream) and "
+        "OUT_final.png/.csv (final accuracy per domain)",
+    )  # fmt: skip
+    table.add_argument(
+        "--by", default="method", metavar="KEYS",
+        help="comma-separated settings that label and order the rows (default: method), e.g. "
+        "method,n_shot; never merges rows that differ in another setting (those get columns)",
+    )  # fmt: skip
+    table.add_argument(
+        "--vs", metavar="METHOD",
+        help="add the paired Δ of every row against METHOD's row of the same setting (per seed "
+        "on the same test episodes)",
+    )  # fmt: skip
+    table.add_argument(
+        "--pool-code", action="store_true",
+        help="let runs that differ only in the code that made them (commit, uncommitted "
+        "changes) share a row; the row and the footer name the code versions",
+    )  # fmt: skip
 
     heat = sub.add_parser(
         "heatmap",
@@ -418,14 +446,18 @@ def _records(folders: list[str]) -> list[dict]:
 
 
 def _cmd_table(args) -> int:
-    from .runs.report import aggregate_results, write_table
+    from .runs.report import aggregate_results, write_row_plots, write_table
 
     records = _records(args.folders)
     if not records:
         return 2
-    rows = aggregate_results(records, by=args.by.split(","))
-    text = write_table(rows, args.out)
-    print(text)
+    by = [k.strip() for k in args.by.split(",")]
+    rows = aggregate_results(records, by=by, pool_code=args.pool_code, vs=args.vs)
+    print(write_table(rows, args.out))
+    if args.out:
+        out = Path(args.out)
+        written = [out.with_suffix(".md"), out.with_suffix(".csv"), *write_row_plots(rows, out)]
+        print("\nwrote " + ", ".join(map(str, written)))
     return 0
 
 

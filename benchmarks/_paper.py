@@ -16,7 +16,8 @@ from collections.abc import Sequence
 
 from avalanche_sets.metrics.stats import combine_paired
 from avalanche_sets.runs.folder import record_identity
-from avalanche_sets.runs.report import aggregate_results, paired_difference
+from avalanche_sets.runs.report import aggregate_results, delta_text, paired_difference
+from avalanche_sets.runs.report import paired_delta as report_paired_delta
 from benchmarks.forgetting import seed_cell, summarise
 
 _T2 = {
@@ -198,26 +199,12 @@ def paired_delta(artefact: str, recs: list[dict], records: list[dict]):
     """Paired Δ of ``recs`` (one cell, any seeds) to the reference, or None if none is paired.
 
     Returns ``(mean over seeds, ± sqrt(Σ c_s²)/k, {seed: Δ_s})`` for per-seed episode CIs c_s
-    (:func:`avalanche_sets.metrics.stats.combine_paired`): the ± covers the test episodes
-    drawn, not the training seeds (the per-seed Δ_s show those).
+    (:func:`avalanche_sets.runs.report.paired_delta`, as ``avalanche-sets table --vs``): the ±
+    covers the test episodes drawn, not the training seeds (the per-seed Δ_s show those).
     """
-    pairs = {}
-    for r in recs:
-        q = reference_of(artefact, r, records)
-        if q is not None and q is not r:
-            pairs[r["seed"]] = paired_difference(r, q)
-    if not pairs:
-        return None
-    d, ci = combine_paired(list(pairs.values()))
-    return d, ci, {s: p[0] for s, p in sorted(pairs.items())}
-
-
-def delta_text(d: float, ci: float, each: dict) -> str:
-    """``+1.23 ± 0.45 (+1.0, +1.5)``: a paired Δ in points, the per-seed values in brackets."""
-    seeds = (
-        "" if len(each) == 1 else " (" + ", ".join(f"{100 * v:+.1f}" for v in each.values()) + ")"
-    )
-    return f"{100 * d:+.2f} ± {100 * ci:.2f}{seeds}"
+    refs = [q for r in recs
+            if (q := reference_of(artefact, r, records)) is not None and q is not r]  # fmt: skip
+    return report_paired_delta(recs, refs)
 
 
 def _paired(artefact: str, recs: list[dict], records: list[dict]) -> str:
@@ -294,7 +281,7 @@ def comparison_md(artefact: str, records: list[dict], row_order=()) -> str:
         line = [rl]
         for c in col_labels:
             recs = cells.get((rl, c), [])
-            agg = aggregate_results(recs, by=("method",))[0] if recs else None
+            agg = aggregate_results(recs, by=("method",), pool_code=True)[0] if recs else None
             line += [_cell(agg), _paired(artefact, recs, records) if recs else "—"]
             line += [forgetting_cell(recs) if recs else "—"] if forgets else []
         for c in paper_cols:

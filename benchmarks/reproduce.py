@@ -230,7 +230,8 @@ def main() -> None:
     seeds = sorted({r["seed"] for r in records})
 
     by = ["method", "n_shot"] + ([key] if key else []) + (list(overs[0]) if overs[0] else [])
-    rows = aggregate_results(records, by=by)
+    # one table may hold runs made by several commits: one row each protocol, the code named
+    rows = aggregate_results(records, by=by, pool_code=True)
     order = {m: i for i, m in enumerate(methods)}  # the paper's row order
     rows.sort(key=lambda r: (order.get(r["method"], len(order)), *(str(r[k]) for k in by[1:])))
     prov = provenance(seeds=seeds)

@@ -17,9 +17,10 @@ PACKAGE = ROOT / "avalanche_sets"
 #: the top would make every ``import avalanche_sets`` pay for them).
 HEAVY = {"matplotlib", "scipy", "cvxpy", "cvxpylayers", "ot", "wandb", "ray", "h5py",
          "torchvision", "learn2learn"}  # fmt: skip
-#: Modules on the command line's start, which parses its arguments before torch is loaded:
-#: they import torch, Avalanche and the package's torch modules inside the command.
-TORCH_FREE = {"cli.py", "methods.py", "runs/folder.py", "runs/code.py"}
+#: Modules on the command line's start, which parses its arguments before torch is loaded, and
+#: on the path of ``table``, which needs no torch at all: they import torch, Avalanche and the
+#: package's torch modules inside the command that uses them.
+TORCH_FREE = {"cli.py", "methods.py", "runs/folder.py", "runs/code.py", "runs/report.py"}
 
 
 def _modules() -> list[Path]:

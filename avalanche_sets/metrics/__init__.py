@@ -25,28 +25,30 @@ them with :func:`episode_metrics`::
     evaluator = EvaluationPlugin(accuracy_metrics(stream=True), *episode_metrics(), loggers=...)
 """
 
+# The names load on first use (PEP 562), as the package's own: :mod:`.stats` needs numpy
+# alone, and reading it (``avalanche-sets table``) must not pay for torch and Avalanche, which
+# the metric classes import.
+from .. import _lazy_names
 from . import stats
-from ._common import episode_accuracies
-from .accuracy_matrix import (
-    AccuracyMatrix,
-    accuracy_matrix_figure,
-    matrix_average_accuracy,
-    matrix_backward_transfer,
-    matrix_forgetting,
-    plot_accuracy_matrix,
-)
-from .episode_accuracy import DomainAccuracy, EpisodeAccuracy, StreamAccuracy
-from .factory import episode_metrics
-from .ood_detection import OODDetection, OODResult, auroc
-from .stats import (
-    Z_95,
-    average_forgetting,
-    backward_transfer,
-    ci95,
-    forgetting,
-    paired_difference,
-    seed_ci95,
-)
+
+_LAZY = {
+    "episode_accuracies": "._common",
+    "AccuracyMatrix": ".accuracy_matrix",
+    "accuracy_matrix_figure": ".accuracy_matrix",
+    "matrix_average_accuracy": ".accuracy_matrix",
+    "matrix_backward_transfer": ".accuracy_matrix",
+    "matrix_forgetting": ".accuracy_matrix",
+    "plot_accuracy_matrix": ".accuracy_matrix",
+    "DomainAccuracy": ".episode_accuracy",
+    "EpisodeAccuracy": ".episode_accuracy",
+    "StreamAccuracy": ".episode_accuracy",
+    "episode_metrics": ".factory",
+    "OODDetection": ".ood_detection",
+    "OODResult": ".ood_detection",
+    "auroc": ".ood_detection",
+    **{name: ".stats" for name in ("Z_95", "average_forgetting", "backward_transfer", "ci95",
+                                   "forgetting", "paired_difference", "seed_ci95")},
+}  # fmt: skip
 
 __all__ = [
     "stats",
@@ -73,8 +75,4 @@ __all__ = [
     "episode_metrics",
 ]
 
-# The legacy alias module derives its names from ``__all__`` above, so it loads last. Importing a
-# submodule binds its name on the package, and ``episode_metrics`` must stay the factory function,
-# as it always was: rebind it afterwards.
-from .episode_metrics import __all__ as _legacy_names  # noqa: E402, F401
-from .factory import episode_metrics  # noqa: E402, F811
+__getattr__, __dir__ = _lazy_names(__name__, _LAZY)

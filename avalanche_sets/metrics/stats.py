@@ -35,6 +35,7 @@ final or diagonal entry is NaN has no value, and the averages are over the domai
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Sequence
 
@@ -112,31 +113,80 @@ def stratified_ci95(groups: Sequence[ArrayLike]) -> float:
     return float(Z_95 * math.sqrt(var) / len(xs))
 
 
-def t_quantile_95(n: int) -> float:
-    """``t₀.₉₇₅`` of Student's t with ``n − 1`` degrees of freedom (``n ≥ 2``)."""
-    from scipy import stats  # scipy is heavy to import and needed only for seed CIs
+def _t_central_probability(t: float, df: int) -> float:
+    """``P(|T| < t)`` for Student's t with ``df`` degrees of freedom (``t ≥ 0``).
 
+    The closed form for integer ``df`` (Abramowitz & Stegun 26.7.3–4): a finite sum of powers
+    of ``cos θ``, ``θ = atan(t / √df)``; exact to rounding, with the standard library alone.
+    """
+    theta = math.atan(t / math.sqrt(df))
+    c2, s = math.cos(theta) ** 2, math.sin(theta)
+    if df % 2 == 0:  # sin θ (1 + 1/2 c² + 1·3/(2·4) c⁴ + … up to c^(df−2))
+        term = total = 1.0
+        for k in range(1, df // 2):
+            term *= c2 * (2 * k - 1) / (2 * k)
+            total += term
+        return s * total
+    if df == 1:
+        return 2 * theta / math.pi
+    # (2/π)(θ + sin θ cos θ (1 + 2/3 c² + 2·4/(3·5) c⁴ + … up to c^(df−3)))
+    term = total = 1.0
+    for k in range(1, (df - 1) // 2):
+        term *= c2 * (2 * k) / (2 * k + 1)
+        total += term
+    return 2 / math.pi * (theta + s * math.cos(theta) * total)
+
+
+@functools.cache
+def t_quantile_95(n: int) -> float:
+    """``t₀.₉₇₅`` of Student's t with ``n − 1`` degrees of freedom (``n ≥ 2``).
+
+    Solved by bisection on the exact t distribution (:func:`_t_central_probability`), so the
+    seed intervals need neither scipy nor its import time (``avalanche-sets table`` reads
+    thousands of records in well under a second).
+    """
     if n < 2:
         raise ValueError(f"a t quantile needs at least 2 values, got {n}")
-    return float(stats.t.ppf(0.975, n - 1))
+    lo, hi = Z_95 - 0.01, 20.0
+    while _t_central_probability(hi, n - 1) < 0.95:  # df = 1 needs 12.71; never loops twice
+        hi *= 2
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if _t_central_probability(mid, n - 1) < 0.95:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-13:
+            break
+    return (lo + hi) / 2
 
 
-def seed_ci95(values: ArrayLike) -> float:
+def seed_ci95(values: ArrayLike, axis: int | None = None) -> float | np.ndarray:
     """Half-width of the Student-t 95% CI of the mean over seeds.
 
     Args:
-        values: ``[k]`` one number per training seed (e.g. each seed's mean accuracy).
+        values: ``[k]`` one number per training seed (e.g. each seed's mean accuracy); with
+            ``axis``, an array whose ``axis`` runs over the seeds (e.g. ``[k, T, D]`` accuracy
+            matrices, ``axis=0``).
 
     Returns:
-        ``t₀.₉₇₅(k − 1) · s / √k`` (``s`` with ``ddof = 1``); NaN for one seed.
+        ``t₀.₉₇₅(k − 1) · s / √k`` (``s`` with ``ddof = 1``); NaN for one seed. With ``axis``:
+        an array of them, one per position of the other axes.
 
     Raises:
         ValueError: a value is NaN.
     """
-    x = _vector(values, "seed_ci95")
-    if x.size < 2:
-        return float("nan")
-    return float(t_quantile_95(x.size) * x.std(ddof=1) / math.sqrt(x.size))
+    if axis is None:
+        x = _vector(values, "seed_ci95")
+        if x.size < 2:
+            return float("nan")
+        return float(t_quantile_95(x.size) * x.std(ddof=1) / math.sqrt(x.size))
+    x = np.asarray(values, dtype=np.float64)
+    _vector(x, "seed_ci95")
+    k = x.shape[axis]
+    if k < 2:
+        return np.full(np.delete(x.shape, axis), np.nan)
+    return t_quantile_95(k) * x.std(axis=axis, ddof=1) / math.sqrt(k)
 
 
 # ---------------------------------------------------------------------------- accuracy matrix

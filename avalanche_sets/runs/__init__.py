@@ -6,6 +6,7 @@
   benchmark and the method, train with checkpoints, write the folder;
 * :mod:`~avalanche_sets.runs.sweep` — many runs (:func:`run_sweep`): in this process, a local
   process pool or Ray; the command line's ``sweep`` and ``benchmarks/reproduce.py`` use it;
+* :mod:`~avalanche_sets.runs.protocols` — which runs are one protocol (one row of a table);
 * :mod:`~avalanche_sets.runs.report` — tables and plots from run folders.
 
 The names below load on first use (PEP 562), as the package's own: the command line imports
@@ -36,6 +37,8 @@ _LAZY = {
     "write_table": ".report",
     "run_table": ".report",
     "write_heatmap": ".report",
+    "write_row_plots": ".report",
+    "group_protocols": ".protocols",
 }
 
 __all__ = sorted(_LAZY)

@@ -1,28 +1,41 @@
-"""Tables and plots from run folders: one run's ``table.md`` and heatmap, and aggregates.
+"""Tables and plots from run folders: one run's ``table.md`` and heatmap, and the paper table.
 
 * :func:`run_table` / :func:`write_run_report` — what one finished run folder shows
   (``table.md``: per-domain accuracy ± 95% CI, forgetting, BWT; ``accuracy_matrix.png``),
   always recomputed from the record's accuracy matrix;
-* :func:`find_results` / :func:`aggregate_results` / :func:`write_table` — run folders
-  aggregated into tables with 95% confidence intervals (``avalanche-sets table``,
-  ``benchmarks/reproduce.py``).
+* :func:`find_results` / :func:`aggregate_results` / :func:`write_table` /
+  :func:`write_row_plots` — run folders aggregated into one row per protocol
+  (:mod:`.protocols`: runs that differ in anything but their seed are never averaged), with
+  95% intervals over seeds, the paired Δ against a reference method, a footer saying what every
+  ± is, and pictures of the rows (``avalanche-sets table``, ``benchmarks/reproduce.py``).
 
-Every derived number comes from :mod:`avalanche_sets.metrics.stats`.
+Every derived number comes from :mod:`avalanche_sets.metrics.stats`. Reading and tabling
+records needs numpy alone: torch (for :func:`run_table`) and matplotlib (for the pictures) load
+in the functions that use them.
 """
 
 from __future__ import annotations
 
 import csv
 import math
-from collections import defaultdict
+import textwrap
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from ..metrics import plot_accuracy_matrix, stats
-from ..training.runner import RunResult
+from ..metrics import stats
 from .folder import MATRIX_PLOT, RESULT_FILE, TABLE_FILE, atomic_write, read_record
+from .protocols import (
+    ARM_FIELDS,
+    UNKNOWN_CODE,
+    check_setting_names,
+    code_label,
+    did_you_mean,
+    group_protocols,
+    protocol_key,
+    protocol_settings,
+)
 
 __all__ = [
     "run_table",
@@ -32,9 +45,26 @@ __all__ = [
     "find_results",
     "aggregate_results",
     "write_table",
+    "table_footer",
+    "write_row_plots",
+    "row_label",
+    "fit_title",
     "seed_ci95",
     "paired_difference",
+    "paired_delta",
+    "delta_text",
 ]
+
+
+def fit_title(text: str, width: int = 60, max_lines: int = 3) -> str:
+    """``text`` wrapped to lines of at most ``width`` characters (a long method name such as
+    ``my_package.methods:my_factory`` is broken too), at most ``max_lines`` of them (the last
+    ends in ``…`` when cut): a picture's title that fits its figure."""
+    lines = textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=False)
+    if len(lines) > max_lines:
+        lines = lines[:max_lines]
+        lines[-1] = lines[-1][: width - 1] + "…"
+    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------ one run
@@ -45,6 +75,8 @@ def run_table(record: dict) -> str:
     writes them (one definition, :mod:`avalanche_sets.metrics.stats`), whatever the format of
     the ``result.json`` the record was read from.
     """
+    from ..training.runner import RunResult  # torch: the table command does not need it
+
     res = record["result"]
     return (
         RunResult(
@@ -66,15 +98,22 @@ def write_run_report(folder: str | Path, record: dict) -> None:
 
 def write_heatmap(folder: str | Path, record: dict) -> Path:
     """Write a run folder's ``accuracy_matrix.png`` from its record (``avalanche-sets heatmap``
-    draws it again for a run whose picture was not kept)."""
+    draws it again for a run whose picture was not kept); a long method name wraps in the
+    title (:func:`fit_title`) instead of running off the picture."""
+    from ..metrics.accuracy_matrix import plot_accuracy_matrix  # matplotlib
+
     folder = Path(folder)
     res = record["result"]
+    n_domains = len(res["domains"])
+    title = (
+        f"{record['method']}, seed {record['seed']}: test accuracy (%) after each training domain"
+    )
     return plot_accuracy_matrix(
-        [[100 * v for v in row] for row in res["matrix"]],
+        [[math.nan if v is None else 100 * v for v in row] for row in res["matrix"]],
         res["domains"],
         folder / MATRIX_PLOT,
-        title=f"{record['method']}, seed {record['seed']}: test accuracy (%) after each "
-        "training domain",
+        # the figure is max(4, 1.1 n + 2.5) inches wide: about 9 title characters per inch
+        title=fit_title(title, width=int(9 * max(4.0, 1.1 * n_domains + 2.5))),
     )
 
 
@@ -128,137 +167,486 @@ def paired_difference(a: dict, b: dict) -> tuple[float, float]:
     return stats.paired_difference(a["result"]["episode_acc"], b["result"]["episode_acc"])
 
 
-def _matrix(rec: dict):
+def paired_delta(
+    runs: Sequence[dict], references: Sequence[dict]
+) -> tuple[float, float, dict[int, float]] | None:
+    """The paired Δ of ``runs`` against ``references`` over the seeds both have; None if none.
+
+    Each seed both have gives :func:`paired_difference` on its test episodes; the seeds are
+    combined by :func:`.stats.combine_paired`: ``(mean over seeds of Δ_s, sqrt(Σ h_s²) / k,
+    {seed: Δ_s})``. The ± covers the test episodes drawn, not the training seeds (the per-seed
+    Δ_s show those).
+    """
+    by_seed = {r["seed"]: r for r in references}
+    pairs = {r["seed"]: paired_difference(r, by_seed[r["seed"]]) for r in runs
+             if r["seed"] in by_seed}  # fmt: skip
+    if not pairs:
+        return None
+    d, ci = stats.combine_paired(list(pairs.values()))
+    return d, ci, {s: p[0] for s, p in sorted(pairs.items())}
+
+
+def delta_text(d: float, ci: float, each: dict) -> str:
+    """``+1.23 ± 0.45 (+1.0, +1.5)``: a paired Δ in points, the per-seed values in brackets."""
+    seeds = (
+        "" if len(each) == 1 else " (" + ", ".join(f"{100 * v:+.1f}" for v in each.values()) + ")"
+    )
+    return f"{100 * d:+.2f} ± {100 * ci:.2f}{seeds}"
+
+
+def _matrix(rec: dict) -> np.ndarray:
     matrix = rec["result"].get("matrix")
     if matrix is None:
         where = rec.get("_path", f"{rec.get('method')} seed {rec.get('seed')}")
         raise ValueError(f"run record {where} has no accuracy matrix: forgetting is undefined")
-    return matrix
+    return np.array(matrix, dtype=np.float64)  # a null (not evaluated) cell is NaN
 
 
-def _mean(values: list[float]) -> float:
-    """Mean over seeds; NaN when a seed's value is undefined (say, a one-domain stream)."""
-    return float(np.mean(values))
+def _over_seeds(values: Sequence[float]) -> tuple[float, float]:
+    """Mean over seeds and its Student-t 95% half-width; NaN where a seed's value is
+    undefined (forgetting of a one-domain stream) or there is one seed."""
+    x = np.asarray(values, dtype=np.float64)
+    if np.isnan(x).any():
+        return float(np.mean(x)), math.nan
+    return float(np.mean(x)), stats.seed_ci95(x)
 
 
-def _key(rec: dict, field: str):
-    if field in rec:
-        return rec[field]
-    if field in rec.get("strategy_overrides", {}):
-        return rec["strategy_overrides"][field]
-    return rec["preset"].get(field)
+def _over_seeds_each(values: np.ndarray) -> np.ndarray:
+    """The Student-t 95% half-width over seeds (axis 0) of every other position; NaN where a
+    seed's value is NaN (a cell not evaluated)."""
+    defined = ~np.isnan(values).any(axis=0)
+    out = np.full(values.shape[1:], math.nan)
+    out[defined] = stats.seed_ci95(values[:, defined], axis=0)
+    return out
 
 
-def aggregate_results(records: list[dict], by: Sequence[str] = ("method",)) -> list[dict]:
-    """One row per group: mean accuracy over seeds with a 95% CI, per-domain means, forgetting.
+def _episode_ci(rec: dict, key: str, shape) -> list:
+    """A one-seed run's stored 95% half-widths over test episodes (``final_ci95``: per domain,
+    ``ci95``: per matrix cell), NaN where the record has none."""
+    got = np.full(shape, math.nan)
+    stored = np.array(rec["result"].get(key) or [], dtype=np.float64)
+    if stored.shape == got.shape:
+        got = stored
+    return got.tolist()
 
-    With several seeds the CI is over seeds (Student t); with one seed it is the episode CI of
-    that run (pooled over all test episodes), marked ``ci_over="episodes"``. ``forgetting``
-    and ``bwt`` are the means over seeds of each run's average forgetting and backward
-    transfer, recomputed from its accuracy matrix by :mod:`avalanche_sets.metrics.stats`
-    (the last domain excluded; NaN for a one-domain stream).
+
+def _summary(recs: list[dict]) -> dict:
+    """The values of one protocol's row, from its runs (one per seed)."""
+    accs = [r["result"]["mean_accuracy"] for r in recs]
+    matrices = [_matrix(r) for r in recs]
+    row: dict = {"seeds": len(recs), "seed_list": [r["seed"] for r in recs]}
+    row["accuracy"] = float(np.mean(accs))
+    if len(recs) > 1:
+        row["ci95"], row["ci_over"] = stats.seed_ci95(accs), "seeds"
+    else:
+        row["ci95"] = stats.ci95(recs[0]["result"]["episode_acc"])
+        row["ci_over"] = "episodes"
+    # recomputed from each stored matrix: one definition whatever the record's format
+    row["forgetting"], row["forgetting_ci95"] = _over_seeds(
+        [stats.average_forgetting(m) for m in matrices]
+    )
+    row["bwt"], row["bwt_ci95"] = _over_seeds([stats.backward_transfer(m) for m in matrices])
+    domains = recs[0]["result"]["domains"]
+    finals = np.array([r["result"]["final"] for r in recs], dtype=np.float64)
+    row["per_domain"] = dict(zip(domains, map(float, finals.mean(axis=0))))
+    if len(recs) > 1:
+        half = _over_seeds_each(finals).tolist()
+    else:
+        half = _episode_ci(recs[0], "final_ci95", len(domains))
+    row["per_domain_ci95"] = dict(zip(domains, map(float, half)))
+    shapes = {m.shape for m in matrices}
+    if len(shapes) == 1:
+        stack = np.stack(matrices)
+        row["matrix"] = stack.mean(axis=0).tolist()
+        row["matrix_ci95"] = (
+            _over_seeds_each(stack).tolist() if len(recs) > 1
+            else _episode_ci(recs[0], "ci95", stack.shape[1:])
+        )  # fmt: skip
+    row["seconds"] = float(np.mean([r.get("seconds", math.nan) for r in recs]))
+    row["codes"] = sorted({code_label(r) for r in recs})
+    return row
+
+
+def aggregate_results(
+    records: list[dict],
+    by: Sequence[str] = ("method",),
+    *,
+    pool_code: bool = False,
+    vs: str | None = None,
+) -> list[dict]:
+    """One row per protocol (:func:`.protocols.group_protocols`): mean accuracy over seeds with
+    a 95% CI, forgetting and BWT with theirs, per-domain means, and the paired Δ against ``vs``.
+
+    Rows: runs that differ in anything but their seed (method, a preset setting, a strategy
+    option, added plugins, the evaluation stream, whatever else
+    :func:`~.folder.record_identity` counts, and the code unless ``pool_code``) are separate
+    rows; a seed twice in one row is refused. ``by`` chooses the leading label columns and the
+    order of the rows, never which runs are averaged: the settings that differ between the rows
+    and are not in ``by`` follow as columns of their own (``"—"`` where a row lacks one), and
+    ``code`` when rows differ in it or pool several (``pool_code``). Each key of ``by`` must be
+    a setting some record has (refused with "did you mean" otherwise).
+
+    Values: with several seeds the accuracy CI is over seeds (Student t); with one seed it is
+    the episode CI of that run, marked ``ci_over="episodes"``. ``forgetting`` and ``bwt`` are
+    the means over seeds of each run's average forgetting and backward transfer, recomputed from
+    its accuracy matrix by :mod:`avalanche_sets.metrics.stats` (the last domain excluded; NaN
+    for a one-domain stream), with their Student-t half-widths over seeds
+    (``forgetting_ci95``, ``bwt_ci95``; NaN for one seed). ``matrix`` / ``matrix_ci95``: the
+    accuracy matrix averaged over seeds and its half-widths (for :func:`write_row_plots`).
+
+    ``vs``: a method; every row gets ``delta``, its :func:`paired_delta` against the row of
+    ``vs`` in the same setting (the identity less :data:`~.protocols.ARM_FIELDS`, and the same
+    code unless ``pool_code``) as ``{"vs", "delta", "ci95", "per_seed"}``, ``{"vs",
+    "reference": True}`` for a row of ``vs`` itself, or None when no row of ``vs`` shares its
+    setting.
+
+    Raises:
+        ValueError: a ``by`` key no record has, a ``vs`` method no record has (both with "did
+            you mean"), a seed twice in one protocol, or two rows of ``vs`` in one setting.
     """
-    groups: dict[tuple, list[dict]] = defaultdict(list)
-    for rec in records:
-        groups[tuple(str(_key(rec, f)) for f in by)].append(rec)
-    rows = []
-    for key, recs in sorted(groups.items()):
-        accs = [r["result"]["mean_accuracy"] for r in recs]
-        row = dict(zip(by, key))
-        row["seeds"] = len(recs)
-        row["accuracy"] = float(np.mean(accs))
-        if len(recs) > 1:
-            row["ci95"], row["ci_over"] = stats.seed_ci95(accs), "seeds"
-        else:
-            row["ci95"] = stats.ci95(recs[0]["result"]["episode_acc"])
-            row["ci_over"] = "episodes"
-        # recomputed from each stored matrix: one definition whatever the record's format
-        row["forgetting"] = _mean([stats.average_forgetting(_matrix(r)) for r in recs])
-        row["bwt"] = _mean([stats.backward_transfer(_matrix(r)) for r in recs])
-        domains = recs[0]["result"]["domains"]
-        finals = np.mean([r["result"]["final"] for r in recs], axis=0)
-        row["per_domain"] = dict(zip(domains, map(float, finals)))
-        row["seconds"] = float(np.mean([r["seconds"] for r in recs]))
+    by = list(by)
+    groups = group_protocols(records, pool_code=pool_code)
+    settings = [protocol_settings(g[0]) for g in groups]
+    check_setting_names(by, settings, flag="--by")
+    if vs is not None:
+        methods = sorted({r["method"] for r in records})
+        if vs not in methods:
+            raise ValueError(
+                f"--vs {vs!r}: no run record is of this method{did_you_mean(vs, methods)}; the "
+                f"methods are {', '.join(methods)}"
+            )
+    codes = [sorted({code_label(r) for r in g}) for g in groups]
+    names = list(dict.fromkeys(n for s in settings for n in s))
+    differing = [n for n in names if n not in by and len({s.get(n, "—") for s in settings}) > 1]
+    show_code = "code" not in by and (
+        len({tuple(c) for c in codes}) > 1 or any(len(c) > 1 for c in codes)
+    )
+    rows, arms = [], []
+    for group, setting, code in zip(groups, settings, codes):
+        row = {k: ", ".join(code) if k == "code" else setting.get(k, "—") for k in by}
+        row.update({k: setting[k] if k in setting else "—" for k in differing})
+        if show_code:
+            row["code"] = ", ".join(code)
+        row.update(_summary(group))
         rows.append(row)
-    return rows
+        arms.append((group, protocol_key(group[0], pool_code=pool_code, drop=ARM_FIELDS)))
+    if vs is not None:
+        _add_deltas(rows, arms, vs)
+    labels = [k for k in rows[0] if k not in _VALUE_FIELDS] if rows else []
+    order = sorted(range(len(rows)), key=lambda i: [_sort_key(rows[i][k]) for k in labels])
+    return [rows[i] for i in order]
 
 
-# the fields of an aggregated row that are values, not the keys it is grouped by
+def _sort_key(text: str) -> tuple:
+    """Numbers in numeric order (``n_shot`` 5 before 10), then text."""
+    try:
+        return (0, float(text), "")
+    except ValueError:
+        return (1, 0.0, text)
+
+
+def _add_deltas(rows: list[dict], arms: list[tuple[list[dict], str]], vs: str) -> None:
+    for row, (group, setting) in zip(rows, arms):
+        refs = [(r, g) for r, (g, s) in zip(rows, arms) if g[0]["method"] == vs and s == setting]
+        if len(refs) > 1:
+            raise ValueError(
+                f"--vs {vs}: {len(refs)} rows of {vs} share one setting (they differ in their "
+                "strategy options or plugins), so the reference of a row is ambiguous; fix: "
+                f"table the run folders of one {vs} configuration only"
+            )
+        if group[0]["method"] == vs:
+            row["delta"] = {"vs": vs, "reference": True}
+        elif not refs:
+            row["delta"] = None
+        else:
+            got = paired_delta(group, refs[0][1])
+            row["delta"] = None if got is None else {
+                "vs": vs, "delta": got[0], "ci95": got[1], "per_seed": got[2]
+            }  # fmt: skip
+
+
+# the fields of an aggregated row that are values, not the labels it is shown by
 _VALUE_FIELDS = (
     "seeds",
+    "seed_list",
     "accuracy",
     "ci95",
     "ci_over",
     "forgetting",
+    "forgetting_ci95",
     "bwt",
+    "bwt_ci95",
     "per_domain",
+    "per_domain_ci95",
+    "matrix",
+    "matrix_ci95",
     "seconds",
+    "codes",
+    "delta",
 )
 
 
-def _pts(v: float) -> str:
-    return "n/a" if math.isnan(v) else f"{100 * v:.2f}"
+def _pts(v: float, ci: float = math.nan) -> str:
+    if math.isnan(v):
+        return "n/a"
+    return f"{100 * v:.2f}" + ("" if math.isnan(ci) else f" ± {100 * ci:.2f}")
+
+
+def _labels(rows: list[dict]) -> list[str]:
+    return [k for k in rows[0] if k not in _VALUE_FIELDS]
+
+
+def _domains(rows: list[dict]) -> list[str]:
+    return list(dict.fromkeys(d for r in rows for d in r["per_domain"]))
+
+
+def _delta_cell(delta: dict | None) -> str:
+    if delta is None:
+        return "—"
+    if delta.get("reference"):
+        return "(reference)"
+    return delta_text(delta["delta"], delta["ci95"], delta["per_seed"])
+
+
+def row_label(row: dict, labels: Sequence[str]) -> str:
+    """A row as a legend names it: its first label bare, the others ``key=value``
+    (``order, gamma=0.05``; a setting the row lacks is left out)."""
+    first, *rest = labels
+    return ", ".join([str(row[first]), *(f"{k}={row[k]}" for k in rest if row[k] != "—")])
+
+
+def table_footer(rows: list[dict]) -> list[str]:
+    """What every number of :func:`write_table` is: the ± of each column (over seeds, with
+    their count; over test episodes for one seed), the Δ and its pairing, forgetting and BWT,
+    and the code that made the rows."""
+    ns = sorted({r["seeds"] for r in rows if r["ci_over"] == "seeds"})
+    lines = []
+    if ns:
+        n = f"n = {ns[0]}" if len(ns) == 1 else "n = each row's seeds"
+        lines.append(f"± (accuracy, forgetting, BWT): the 95% Student-t interval over seeds ({n}).")
+    if any(r["ci_over"] == "episodes" for r in rows):
+        lines.append(
+            "\\* one seed: the accuracy's ± is the 95% interval over its test episodes, not "
+            "over seeds; forgetting and BWT have no interval."
+        )
+    deltas = [r["delta"] for r in rows if r.get("delta") and not r["delta"].get("reference")]
+    vs = next((r["delta"]["vs"] for r in rows if r.get("delta")), None)
+    if "delta" in rows[0]:
+        seeds = sorted({s for d in deltas for s in d["per_seed"]})
+        each = {tuple(d["per_seed"]) for d in deltas}
+        over = (
+            f"seeds {', '.join(map(str, seeds))}" if len(each) == 1
+            else "the seeds both rows ran (per-seed values in brackets)"
+        )  # fmt: skip
+        lines.append(
+            f"Δ vs {vs} (points): the row's accuracy minus {vs}'s in the same setting (all but "
+            f"the method, its options and plugins), paired per seed on the same test episodes over "
+            f"{over}: the mean of the per-seed differences (in brackets), ± the 95% interval "
+            "over test episodes (`stats.combine_paired`), not over seeds. — : no run of "
+            f"{vs} in that setting."
+        )
+    lines.append(
+        "Forgetting: per domain, its best accuracy from its own training on minus its final "
+        "one; BWT: final minus just-trained accuracy; both averaged over the domains before the "
+        "last (which has no later row), then over seeds."
+    )
+    codes = sorted({c for r in rows for c in r["codes"]})
+    pooled = [c for r in rows if len(r["codes"]) > 1 for c in r["codes"]]
+    if pooled:
+        lines.append(
+            "Code: rows pool runs of different code (--pool-code): the code column names "
+            f"each row's versions ({', '.join(codes)})."
+        )
+    elif len(codes) > 1:
+        lines.append(f"Code: the rows were made by different code ({', '.join(codes)}; code "
+                     "column), never pooled.")  # fmt: skip
+    elif codes != [UNKNOWN_CODE]:
+        lines.append(f"Code: every run was made by {codes[0]}.")
+    if UNKNOWN_CODE in codes:
+        lines.append(
+            "Code unknown: records that do not name their code (written before records did); "
+            "what made them cannot be told."
+        )
+    return lines
 
 
 def write_table(rows: list[dict], out: str | Path | None = None) -> str:
-    """Markdown table (accuracy % ± 95% CI); also ``out``.md / ``out``.csv when given."""
+    """Markdown table (accuracy % ± 95% CI, forgetting and BWT ± theirs, the Δ when the rows
+    have one, per-domain final accuracy, seeds) with :func:`table_footer`; also ``out``.md /
+    ``out``.csv when given."""
     if not rows:
         return ""
-    keys = [k for k in rows[0] if k not in _VALUE_FIELDS]
-    domains = list(rows[0]["per_domain"])
-    head = [*keys, "accuracy (%)", "forgetting (pts)", "BWT (pts)", *domains, "seeds", "s/run"]
+    keys, domains = _labels(rows), _domains(rows)
+    with_delta = "delta" in rows[0]
+    vs = next((r["delta"]["vs"] for r in rows if r.get("delta")), None)
+    head = [*keys, "accuracy (%)", *([f"Δ vs {vs} (pts)"] if with_delta else []),
+            "forgetting (pts)", "BWT (pts)", *domains, "seeds", "s/run"]  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         ci = "n/a" if math.isnan(r["ci95"]) else f"{100 * r['ci95']:.2f}"
         cells = [
             *(str(r[k]) for k in keys),
             f"{100 * r['accuracy']:.2f} ± {ci}" + ("" if r["ci_over"] == "seeds" else "*"),
-            _pts(r["forgetting"]),
-            _pts(r["bwt"]),
-            *(f"{100 * r['per_domain'].get(d, float('nan')):.1f}" for d in domains),
-            str(r["seeds"]),
+            *([_delta_cell(r["delta"])] if with_delta else []),
+            _pts(r["forgetting"], r["forgetting_ci95"]),
+            _pts(r["bwt"], r["bwt_ci95"]),
+            *(f"{100 * r['per_domain'][d]:.1f}" if d in r["per_domain"] else "—"
+              for d in domains),
+            ", ".join(map(str, r["seed_list"])),
             f"{r['seconds']:.0f}",
-        ]
+        ]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
-    lines.append(
-        "\nForgetting: per domain, its best accuracy from its own training on minus its final "
-        "one; BWT: final minus just-trained accuracy; both averaged over the domains before the "
-        "last (which has no later row), then over seeds."
-    )
-    if any(r["ci_over"] == "episodes" for r in rows):
-        lines.append("\n\\* one seed: 95% CI over test episodes, not over seeds.")
-    text = "\n".join(lines)
+    text = "\n".join(lines + [""] + [f"{line}  " for line in table_footer(rows)]).rstrip()
     if out is not None:
         out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.with_suffix(".md").write_text(text + "\n")
-        with open(out.with_suffix(".csv"), "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(
-                [
-                    *keys,
-                    "accuracy",
-                    "ci95",
-                    "ci_over",
-                    "forgetting",
-                    "bwt",
-                    *domains,
-                    "seeds",
-                    "seconds",
-                ]
-            )
-            for r in rows:
-                w.writerow(
-                    [
-                        *(r[k] for k in keys),
-                        r["accuracy"],
-                        r["ci95"],
-                        r["ci_over"],
-                        r["forgetting"],
-                        r["bwt"],
-                        *(r["per_domain"].get(d) for d in domains),
-                        r["seeds"],
-                        r["seconds"],
-                    ]
-                )
+        _write_csv(rows, keys, domains, out.with_suffix(".csv"))
     return text
+
+
+def _write_csv(rows: list[dict], keys: list[str], domains: list[str], path: Path) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow([*keys, "accuracy", "ci95", "ci_over", "delta", "delta_ci95", "delta_seeds",
+                    "forgetting", "forgetting_ci95", "bwt", "bwt_ci95", *domains, "seeds",
+                    "seed_list", "seconds", "codes"])  # fmt: skip
+        for r in rows:
+            dl = r.get("delta") or {}
+            w.writerow([
+                *(r[k] for k in keys), r["accuracy"], r["ci95"], r["ci_over"],
+                dl.get("delta", ""), dl.get("ci95", ""), " ".join(map(str, dl.get("per_seed", ()))),
+                r["forgetting"], r["forgetting_ci95"], r["bwt"], r["bwt_ci95"],
+                *(r["per_domain"].get(d, "") for d in domains), r["seeds"],
+                " ".join(map(str, r["seed_list"])), r["seconds"], " ".join(r["codes"]),
+            ])  # fmt: skip
+
+
+# ------------------------------------------------------------------------ pictures of the rows
+def _stream_points(rows: list[dict], labels: list[str]) -> list[dict]:
+    """Each row's accuracy on each domain from its own training to the end of the stream."""
+    points = []
+    for r in rows:
+        if "matrix" not in r:  # the seeds' matrices differ in shape: no mean to draw
+            continue
+        m, h = np.asarray(r["matrix"]), np.asarray(r["matrix_ci95"])
+        doms = list(r["per_domain"])
+        one_row = m.shape[0] < len(doms)  # Joint: one row, every domain trained at once
+        for j, dom in enumerate(doms):
+            for i in [m.shape[0] - 1] if one_row else range(j, m.shape[0]):
+                points.append({
+                    "row": row_label(r, labels), "domain": dom,
+                    "trained_at": "" if one_row else j + 1,
+                    "after_domain": len(doms) if one_row else i + 1,
+                    "accuracy_pct": 100 * m[i, j], "ci95_pct": 100 * h[i, j],
+                    "seeds": r["seeds"],
+                })  # fmt: skip
+    return points
+
+
+def _final_points(rows: list[dict], labels: list[str]) -> list[dict]:
+    return [
+        {"row": row_label(r, labels), "domain": d, "accuracy_pct": 100 * v,
+         "ci95_pct": 100 * r["per_domain_ci95"][d], "ci_over": r["ci_over"],
+         "seeds": r["seeds"]}
+        for r in rows for d, v in r["per_domain"].items()
+    ]  # fmt: skip
+
+
+def _write_points(points: list[dict], path: Path) -> Path:
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(points[0]) if points else ["row"])
+        w.writeheader()
+        w.writerows(points)
+    return path
+
+
+def _seeds_note(rows: list[dict]) -> str:
+    sets = {tuple(r["seed_list"]) for r in rows}
+    if len(sets) == 1:
+        seeds = sets.pop()
+        return f"mean over seeds {', '.join(map(str, seeds))}" + (
+            ", band: 95% t-interval over seeds" if len(seeds) > 1 else ""
+        )
+    return "means over each row's seeds: the table's seeds column"
+
+
+def write_row_plots(rows: list[dict], out: str | Path) -> list[Path]:
+    """Pictures of a table's rows, each with the data it plots beside it as CSV:
+
+    * ``<out>_stream.png`` / ``.csv`` — one panel per domain: each row's accuracy on it from
+      its own training to the end of the stream (the mean over seeds, a band of the 95%
+      t-interval over seeds; a one-row matrix such as Joint's is a star at the end);
+    * ``<out>_final.png`` / ``.csv`` — the final accuracy on every domain per row (error bars:
+      the 95% interval over seeds, or over test episodes for one seed).
+
+    Long row names wrap (:func:`fit_title`). Returns the four paths.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # heavy: pictures only
+    from matplotlib.figure import Figure
+
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    labels, domains = _labels(rows), _domains(rows)
+    names = {row_label(r, labels): fit_title(row_label(r, labels), 40) for r in rows}
+    colors = {name: f"C{i % 10}" for i, name in enumerate(names)}
+    stream, final = _stream_points(rows, labels), _final_points(rows, labels)
+    paths = [_write_points(stream, out.with_name(out.name + "_stream.csv")),
+             _write_points(final, out.with_name(out.name + "_final.csv"))]  # fmt: skip
+
+    cols = min(len(domains), 3)
+    n_panels = (len(domains) + cols - 1) // cols
+    fig = Figure(figsize=(5 * cols, 3.8 * n_panels + 1.2))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(n_panels, cols, squeeze=False)
+    for ax in axes.flat[len(domains) :]:
+        ax.axis("off")
+    for ax, dom in zip(axes.flat, domains):
+        for name in names:
+            pts = [p for p in stream if p["row"] == name and p["domain"] == dom]
+            if not pts:
+                continue
+            x = np.array([p["after_domain"] for p in pts])
+            y, e = (np.array([p[k] for p in pts]) for k in ("accuracy_pct", "ci95_pct"))
+            joint = pts[0]["trained_at"] == ""
+            style = {"marker": "*", "markersize": 12, "ls": ""} if joint else {"marker": "o"}
+            ax.plot(x, y, color=colors[name], label=names[name], **style)
+            ax.fill_between(x, y - e, y + e, color=colors[name], alpha=0.15, lw=0)
+        ax.set_title(fit_title(dom, 40), fontsize=10)
+        ax.set_xlabel("after training domain #")
+        ax.set_ylabel("test accuracy (%)")
+        ax.set_xticks(range(1, len(domains) + 1))
+        ax.set_ylim(max(ax.get_ylim()[0], 0), min(ax.get_ylim()[1], 100))
+        ax.grid(alpha=0.3)
+    handles = {h.get_label(): h for ax in axes.flat for h in ax.get_lines()
+               if not h.get_label().startswith("_")}  # fmt: skip
+    fig.legend(list(handles.values()), list(handles), loc="lower center", fontsize=8,
+               ncol=min(len(handles), 3), frameon=False)  # fmt: skip
+    legend_rows = (len(handles) + 2) // 3 * max(n.count("\n") + 1 for n in names.values())
+    fig.suptitle(fit_title(
+        "Each domain's accuracy from its own training to the end of the stream "
+        f"({_seeds_note(rows)}); a falling line is forgetting", 30 * cols))  # fmt: skip
+    fig.tight_layout(rect=(0, min(0.03 * legend_rows + 0.02, 0.4), 1, 1))
+    paths.insert(0, out.with_name(out.name + "_stream.png"))
+    fig.savefig(paths[0], dpi=110)
+
+    fig = Figure(figsize=(max(6.0, 0.9 * len(domains) * max(len(rows), 2) * 0.5 + 3), 5))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    width = 0.8 / max(len(names), 1)
+    for k, name in enumerate(names):
+        pts = {p["domain"]: p for p in final if p["row"] == name}
+        xs = [j + (k - (len(names) - 1) / 2) * width for j, d in enumerate(domains) if d in pts]
+        ys = [pts[d]["accuracy_pct"] for d in domains if d in pts]
+        es = [np.nan_to_num(pts[d]["ci95_pct"]) for d in domains if d in pts]
+        ax.bar(xs, ys, width, yerr=es, capsize=2, color=colors[name], label=names[name])
+    ax.set_xticks(range(len(domains)), [fit_title(d, 16) for d in domains], fontsize=8)
+    ax.set_ylabel("final test accuracy (%)")
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=7)
+    ax.set_title(fit_title(f"Final accuracy per domain after the whole stream ({_seeds_note(rows)})",
+                           int(11 * fig.get_figwidth())), fontsize=10)  # fmt: skip
+    fig.tight_layout()
+    paths.insert(1, out.with_name(out.name + "_final.png"))
+    fig.savefig(paths[1], dpi=110)
+    return paths

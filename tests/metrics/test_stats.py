@@ -121,3 +121,21 @@ def test_combine_paired_over_seeds():
     assert stats.combine_paired([(0.03, 0.01)]) == (0.03, 0.01)
     with pytest.raises(ValueError):
         stats.combine_paired([])
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 6, 7, 10, 11, 30, 31, 100, 1001])
+def test_the_t_quantile_is_scipys_without_scipy(n):
+    # odd and even degrees of freedom take different closed forms
+    assert stats.t_quantile_95(n) == pytest.approx(sps.t.ppf(0.975, n - 1), rel=1e-12)
+
+
+def test_seed_ci95_along_an_axis_is_the_ci_of_each_position():
+    x = np.random.default_rng(0).uniform(size=(3, 2, 4))  # 3 seeds of 2 x 4 matrices
+    each = stats.seed_ci95(x, axis=0)
+    assert each.shape == (2, 4)
+    for i in range(2):
+        for j in range(4):
+            assert each[i, j] == pytest.approx(stats.seed_ci95(x[:, i, j]))
+    assert np.isnan(stats.seed_ci95(x[:1], axis=0)).all()
+    with pytest.raises(ValueError, match="NaN"):
+        stats.seed_ci95(np.array([[0.1, np.nan], [0.2, 0.3]]), axis=0)

@@ -1,0 +1,361 @@
+"""``avalanche-sets table``: one row per protocol, the paired Δ, the footer, the pictures.
+
+Run folders are written here as records (``result.json`` + ``run.json`` with the record schema:
+``code``, ``numerics``, ``data``), no training: each test builds the runs whose differences it
+is about.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from avalanche_sets.cli import main
+from avalanche_sets.presets import PRESETS
+from avalanche_sets.runs import protocols
+from avalanche_sets.runs.folder import record_identity, write_record
+from avalanche_sets.runs.report import aggregate_results, find_results
+
+ROOT = Path(__file__).resolve().parents[2]
+DOMAINS = ["shapes", "strokes"]
+COMMIT_A, COMMIT_B = "a" * 40, "b" * 40
+BASE_PRESET = {**PRESETS["quick"], "precision": "fp32"}
+
+
+def episodes(method: str, seed: int, shift: float = 0.0) -> np.ndarray:
+    """Per-episode test accuracies ``[2 domains, 4 episodes]`` of one run, fixed by its name."""
+    rng = np.random.default_rng([seed, sum(map(ord, method))])
+    return np.clip(rng.uniform(0.3, 0.9, (2, 4)) + shift, 0, 1)
+
+
+def record(method="order", seed=0, *, preset=None, strategy=None, plugins=None, commit=COMMIT_A,
+           dirty=False, threads=1, content="c0ffee", eval_stream="test", shift=0.0):  # fmt: skip
+    """The ``result.json`` body and ``run.json`` of one finished run."""
+    ep = episodes(method, seed, shift)
+    final = ep.mean(axis=1)
+    first = float(np.clip(final[0] + 0.1 * (seed + 1), 0, 1))  # domain 0 before domain 1
+    body = {
+        "method": method, "seed": seed, "preset": {**BASE_PRESET, **(preset or {})},
+        "eval_stream": eval_stream, "strategy_overrides": dict(strategy or {}),
+        **({"plugins": list(plugins)} if plugins else {}),
+        "code": {"version": "0.1.0", "commit": commit, "dirty": dirty, "recovered": False,
+                 "torch": "2.4.0", "avalanche": "0.6.0"},
+        "numerics": {"precision": "fp32", "device": "cpu", "threads": threads, "cpu_bf16": False},
+        "data": {"source": "synthetic", "root": None, "content": content},
+        "result": {
+            "domains": DOMAINS, "matrix": [[first, None], final.tolist()],
+            "final": final.tolist(), "ci95": [[0.04, None], [0.05, 0.06]],
+            "final_ci95": [0.05, 0.06],
+            "episode_acc": ep.ravel().tolist(), "mean_accuracy": float(ep.mean()),
+        },
+    }  # fmt: skip
+    return body, {"seconds": 2.0, "command": "test"}
+
+
+def write(root: Path, name: str, **kw) -> Path:
+    folder = root / name
+    folder.mkdir(parents=True)
+    write_record(folder, *record(**kw))
+    return folder
+
+
+def table(capsys, *argv) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(["table", *map(str, argv)])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+# ---------------------------------------------------------------------- a row is one protocol
+def _identity_counts(field: str) -> bool:
+    """Whether :func:`record_identity` tells two records apart that differ only in ``field``
+    (the records helper adds numerics and data content to it)."""
+    a, b = record(), record(**{field: VARIED[field][0]})
+    return record_identity(a[0]) != record_identity(b[0])
+
+
+#: an identity field, by the keyword of :func:`record` that sets it -> (the other value, the
+#: column that shows it)
+VARIED = {
+    "preset": ({"tasks_per_domain": 6}, "tasks_per_domain"),
+    "strategy": ({"gamma": 0.05}, "gamma"),
+    "plugins": (["PrototypeSpreadPlugin(weight=0.1)"], "plugins"),
+    "eval_stream": ("valid", "eval_stream"),
+    "content": ("deadbeef", "data.content"),
+    "threads": (2, "numerics.threads"),
+    "commit": (COMMIT_B, "code"),
+}
+FIELDS = list(VARIED)
+
+
+def _pending(field: str):
+    """Numerics and data content enter :func:`record_identity` with the records helper's part
+    of issue 35; until they do, their case is an expected (strict) failure."""
+    if field in ("content", "threads") and not _identity_counts(field):
+        return pytest.mark.xfail(strict=True, reason="record_identity ignores " + field)
+    return ()
+
+
+@pytest.mark.parametrize(
+    "field", [pytest.param(f, marks=_pending(f)) for f in FIELDS]
+)  # fmt: skip
+def test_runs_differing_in_one_identity_field_are_two_rows(field, tmp_path, capsys):
+    value, column = VARIED[field]
+    write(tmp_path, "a0", seed=0)
+    write(tmp_path, "a1", seed=1)
+    write(tmp_path, "b0", seed=0, **{field: value})  # seed 0 again, other protocol
+    rows = aggregate_results(find_results([tmp_path]))
+    assert [r["seeds"] for r in rows] == [2, 1] or [r["seeds"] for r in rows] == [1, 2]
+    assert len({r[column] for r in rows}) == 2, f"column {column} does not tell the rows apart"
+    code, out, _ = table(capsys, tmp_path)
+    assert code == 0 and column in out.splitlines()[0]
+
+
+def _drop(field: str, monkeypatch) -> None:
+    """The mutation: grouping that ignores ``field``."""
+    if field == "commit":
+        monkeypatch.setattr(protocols, "code_key", lambda rec: ("same",))
+        return
+    path = {"preset": ("preset", "tasks_per_domain"), "strategy": ("strategy_overrides",),
+            "plugins": ("plugins",), "eval_stream": ("eval_stream",),
+            "content": ("data",), "threads": ("numerics",)}[field]  # fmt: skip
+
+    def without(rec):
+        ident = record_identity(rec)
+        inner = ident
+        for key in path[:-1]:
+            inner = inner[key]
+        inner.pop(path[-1], None)
+        return ident
+
+    monkeypatch.setattr(protocols, "record_identity", without)
+
+
+@pytest.mark.parametrize("field", FIELDS)
+def test_the_split_test_fails_when_grouping_ignores_the_field(field, tmp_path, monkeypatch):
+    """The test above has teeth: drop the field from the grouping and the seed-0 run of the
+    other protocol lands in the row, refused as a seed counted twice."""
+    value, _ = VARIED[field]
+    write(tmp_path, "a0", seed=0)
+    write(tmp_path, "b0", seed=0, **{field: value})
+    records = find_results([tmp_path])
+    _drop(field, monkeypatch)
+    with pytest.raises(ValueError, match="appears twice"):
+        aggregate_results(records)
+
+
+def test_a_seed_twice_in_one_protocol_is_refused_naming_both_folders(tmp_path, capsys):
+    a = write(tmp_path, "first", seed=0)
+    b = write(tmp_path, "again", seed=0)
+    code, _, err = table(capsys, tmp_path)
+    assert code == 2
+    assert "seed 0" in err and str(a) in err and str(b) in err and "twice" in err
+
+
+def test_only_the_differing_settings_are_columns(tmp_path):
+    write(tmp_path, "a", method="order", strategy={"gamma": 0.5})
+    write(tmp_path, "b", method="mskm")
+    rows = aggregate_results(find_results([tmp_path]))
+    labels = [k for k in rows[0] if k in ("method", "gamma", "n_shot", "code", "lr")]
+    assert labels == ["method", "gamma"]  # n_shot, lr and the code are the same everywhere
+    assert {r["method"]: r["gamma"] for r in rows} == {"mskm": "—", "order": "0.5"}
+
+
+# ---------------------------------------------------------------------- --by
+def test_by_labels_and_orders_rows_but_never_merges(tmp_path, capsys):
+    for shot in (5, 1):
+        write(tmp_path, f"o{shot}", preset={"n_shot": shot})
+    write(tmp_path, "o1lr", preset={"n_shot": 1, "lr": 0.01})
+    rows = aggregate_results(find_results([tmp_path]), by=["n_shot"])
+    assert [r["n_shot"] for r in rows] == ["1", "1", "5"]
+    assert list(rows[0])[:2] == ["n_shot", "lr"]  # the setting that differs: a column
+
+
+@pytest.mark.parametrize("typo, hint", [
+    ("n_shto", "'n_shot'"), ("mthod", "'method'"), ("eval_strem", "'eval_stream'"),
+    pytest.param("threads", "'numerics.threads'", marks=_pending("threads")),
+])  # fmt: skip
+def test_by_a_key_no_record_has_is_refused_with_did_you_mean(typo, hint, tmp_path, capsys):
+    write(tmp_path, "a")
+    code, out, err = table(capsys, tmp_path, "--by", f"method,{typo}")
+    assert code == 2 and out == ""
+    assert f"--by {typo!r}" in err and f"did you mean {hint}" in err and "n_way" in err
+
+
+# ---------------------------------------------------------------------- --vs, the footer
+def test_vs_is_the_paired_delta_by_hand(tmp_path, capsys):
+    for s in (0, 1, 2):
+        write(tmp_path, f"order{s}", method="order", seed=s, shift=0.05)
+        write(tmp_path, f"mskm{s}", method="mskm", seed=s)
+    write(tmp_path, "mskm3", method="mskm", seed=3)  # no order run of seed 3: not paired
+    rows = {r["method"]: r for r in aggregate_results(find_results([tmp_path]), vs="mskm")}
+    deltas, halves = [], []
+    for s in (0, 1, 2):
+        d = (episodes("order", s, 0.05) - episodes("mskm", s)).ravel()
+        deltas.append(d.mean())
+        halves.append(1.96 * d.std(ddof=1) / math.sqrt(d.size))
+    got = rows["order"]["delta"]
+    assert got["per_seed"] == pytest.approx(dict(enumerate(deltas)))
+    assert got["delta"] == pytest.approx(np.mean(deltas))
+    assert got["ci95"] == pytest.approx(math.sqrt(sum(h * h for h in halves)) / 3)
+    assert rows["mskm"]["delta"] == {"vs": "mskm", "reference": True}
+    code, out, _ = table(capsys, tmp_path, "--vs", "mskm")
+    assert code == 0
+    line = next(x for x in out.splitlines() if x.startswith("| order |"))
+    assert f"{100 * np.mean(deltas):+.2f} ± " in line
+    assert "Δ vs mskm" in out and "paired per seed" in out and "seeds 0, 1, 2" in out
+
+
+def test_forgetting_and_bwt_have_intervals_over_seeds_and_the_footer_says_what_pm_is(
+    tmp_path, capsys
+):
+    for s in (0, 1, 2):
+        write(tmp_path, f"o{s}", seed=s)
+    (row,) = aggregate_results(find_results([tmp_path]))
+    forgetting = []
+    for s in (0, 1, 2):
+        final = episodes("order", s).mean(axis=1)
+        forgetting.append(min(final[0] + 0.1 * (s + 1), 1.0) - final[0])
+    t = sps.t.ppf(0.975, 2)
+    assert row["forgetting"] == pytest.approx(np.mean(forgetting))
+    assert row["forgetting_ci95"] == pytest.approx(t * np.std(forgetting, ddof=1) / math.sqrt(3))
+    assert row["bwt"] == pytest.approx(-np.mean(forgetting))  # two domains: BWT = −forgetting
+    assert row["bwt_ci95"] == pytest.approx(row["forgetting_ci95"])
+    _, out, _ = table(capsys, tmp_path)
+    assert "95% Student-t interval over seeds (n = 3)" in out
+    assert f"{100 * np.mean(forgetting):.2f} ± {100 * row['forgetting_ci95']:.2f}" in out
+
+
+def test_vs_a_method_no_record_has_is_refused_with_did_you_mean(tmp_path, capsys):
+    write(tmp_path, "a", method="mskm")
+    code, _, err = table(capsys, tmp_path, "--vs", "mksm")
+    assert code == 2 and "did you mean 'mskm'" in err and "--vs 'mksm'" in err
+
+
+def test_vs_pairs_within_one_setting_only(tmp_path):
+    write(tmp_path, "o1", method="order", preset={"n_shot": 1})
+    write(tmp_path, "o5", method="order", preset={"n_shot": 5})
+    write(tmp_path, "m1", method="mskm", preset={"n_shot": 1})
+    rows = {(r["method"], r["n_shot"]): r for r in
+            aggregate_results(find_results([tmp_path]), vs="mskm")}  # fmt: skip
+    assert rows[("order", "1")]["delta"]["per_seed"].keys() == {0}
+    assert rows[("order", "5")]["delta"] is None  # no mskm run with 5 shots
+
+
+# ---------------------------------------------------------------------- code
+def test_code_splits_rows_unless_pooled_and_the_table_says_so(tmp_path, capsys):
+    write(tmp_path, "a0", seed=0)
+    write(tmp_path, "a1", seed=1, dirty=True)
+    write(tmp_path, "b2", seed=2, commit=COMMIT_B)
+    _, out, _ = table(capsys, tmp_path)
+    assert sum(x.startswith("| order |") for x in out.splitlines()) == 3
+    assert "aaaaaaa+dirty" in out and "never pooled" in out
+    code, out, _ = table(capsys, tmp_path, "--pool-code")
+    (line,) = [x for x in out.splitlines() if x.startswith("| order |")]
+    assert "aaaaaaa, aaaaaaa+dirty, bbbbbbb" in line and "--pool-code" in out
+
+
+def test_pooled_code_still_refuses_a_seed_twice(tmp_path, capsys):
+    write(tmp_path, "a0", seed=0)
+    write(tmp_path, "b0", seed=0, commit=COMMIT_B)
+    code, _, err = table(capsys, tmp_path, "--pool-code")
+    assert code == 2 and "drop --pool-code" in err
+
+
+def test_a_record_without_code_is_unknown_code(tmp_path, capsys):
+    folder = write(tmp_path, "old", seed=0)
+    body = json.loads((folder / "result.json").read_text())
+    del body["code"], body["numerics"], body["data"]
+    (folder / "result.json").write_text(json.dumps(body))
+    write(tmp_path, "new", seed=1)
+    code, out, _ = table(capsys, tmp_path)
+    assert code == 0 and "| unknown |" in out and "cannot be told" in out
+
+
+# ---------------------------------------------------------------------- pictures
+def test_out_writes_the_table_and_the_pictures_with_their_data(tmp_path, capsys):
+    for s in (0, 1):
+        write(tmp_path / "runs", f"o{s}", method="my_package.methods:a_long_factory_name", seed=s)
+        write(tmp_path / "runs", f"m{s}", method="mskm", seed=s)
+    out = tmp_path / "paper" / "table"
+    code, text, _ = table(capsys, tmp_path / "runs", "--vs", "mskm", "--out", out)
+    assert code == 0
+    for name in ("table.md", "table.csv", "table_stream.png", "table_stream.csv",
+                 "table_final.png", "table_final.csv"):  # fmt: skip
+        assert (out.parent / name).is_file(), name
+    with open(out.parent / "table_stream.csv") as f:
+        stream = list(csv.DictReader(f))
+    # domain 0 after domains 1 and 2, domain 1 after domain 2: three points per row
+    assert len(stream) == 6
+    point = next(p for p in stream if p["row"] == "mskm" and p["after_domain"] == "2"
+                 and p["domain"] == "shapes")  # fmt: skip
+    finals = [episodes("mskm", s).mean(axis=1)[0] for s in (0, 1)]
+    assert float(point["accuracy_pct"]) == pytest.approx(100 * np.mean(finals))
+    with open(out.parent / "table_final.csv") as f:
+        assert len(list(csv.DictReader(f))) == 4
+
+
+# ---------------------------------------------------------------------- speed
+def _identity_imports_torch() -> bool:
+    code = (
+        "import sys; from avalanche_sets.runs.folder import record_identity; "
+        f"record_identity({{'method': 'm', 'preset': {BASE_PRESET!r}}}); "
+        "print('torch' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    return done.stdout.strip() == "True"
+
+
+@pytest.mark.xfail(
+    _identity_imports_torch(), strict=True,
+    reason="record_identity resolves the precision through torch (runs/folder.py, the records "
+    "helper's part of issue 35)",
+)  # fmt: skip
+def test_table_loads_no_torch(tmp_path):
+    write(tmp_path, "a", seed=0)
+    code = (
+        "import sys; from avalanche_sets.cli import main; "
+        f"assert main(['table', {str(tmp_path)!r}]) == 0; "
+        "print(sorted(m for m in ('torch', 'avalanche', 'scipy') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, check=True)  # fmt: skip
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_two_reference_rows_in_one_setting_are_refused(tmp_path, capsys):
+    write(tmp_path, "m", method="mskm")
+    write(tmp_path, "mp", method="mskm", plugins=["PrototypeSpreadPlugin(weight=0.1)"])
+    write(tmp_path, "o", method="order")
+    code, _, err = table(capsys, tmp_path, "--vs", "mskm")
+    assert code == 2 and "2 rows of mskm share one setting" in err
+
+
+def test_long_names_wrap_in_titles_instead_of_being_cut(tmp_path, monkeypatch):
+    from avalanche_sets.metrics import accuracy_matrix
+    from avalanche_sets.runs.report import fit_title, write_heatmap
+
+    name = "my_package.a_rather_long_module_name:my_consistency_factory_with_options"
+    title = fit_title(f"{name}, seed 0: test accuracy (%) after each training domain", 60)
+    lines = title.splitlines()
+    assert len(lines) == 3 and all(len(x) <= 60 for x in lines)
+    assert "".join(lines).replace(" ", "") == f"{name},seed0:testaccuracy(%)aftereachtrainingdomain"
+    assert fit_title("x" * 200, 10, max_lines=2).endswith("…")
+    seen = {}
+
+    def fake_plot(matrix, domains, path, *, title):
+        seen["title"] = title
+        return path
+
+    monkeypatch.setattr(accuracy_matrix, "plot_accuracy_matrix", fake_plot)
+    body, _ = record(method=name)
+    write_heatmap(tmp_path, body)
+    assert name in seen["title"].replace("\n", "") and "\n" in seen["title"]
