@@ -269,10 +269,13 @@ def run_precision(preset: Mapping[str, Any]) -> str:
     device runs it natively); a preset without the setting — every run recorded before it
     existed — means fp32, the only precision there was.
     """
+    precision = preset.get("precision", "fp32")
+    if precision in ("fp32", "bf16"):  # resolved already: no torch needed (``table`` reads many)
+        return precision
     from ..models.backbone import resolve_precision  # torch (see the module's docstring)
 
     device_type = str(preset.get("device", "cpu")).split(":")[0]
-    return resolve_precision(preset.get("precision", "fp32"), device_type)
+    return resolve_precision(precision, device_type)
 
 
 def _identity_preset(preset: Mapping[str, Any]) -> dict:

@@ -43,7 +43,8 @@ def record(method="order", seed=0, *, preset=None, strategy=None, plugins=None, 
     final = ep.mean(axis=1)
     first = float(np.clip(final[0] + 0.1 * (seed + 1), 0, 1))  # domain 0 before domain 1
     body = {
-        "method": method, "seed": seed, "preset": {**BASE_PRESET, **(preset or {})},
+        "method": method, "seed": seed,
+        "preset": {**BASE_PRESET, "threads": threads, **(preset or {})},
         "eval_stream": eval_stream, "strategy_overrides": dict(strategy or {}),
         **({"plugins": list(plugins)} if plugins else {}),
         "code": {"version": "0.1.0", "commit": commit, "dirty": dirty, "recovered": False,
@@ -75,13 +76,6 @@ def table(capsys, *argv) -> tuple[int, str, str]:
 
 
 # ---------------------------------------------------------------------- a row is one protocol
-def _identity_counts(field: str) -> bool:
-    """Whether :func:`record_identity` tells two records apart that differ only in ``field``
-    (the records helper adds numerics and data content to it)."""
-    a, b = record(), record(**{field: VARIED[field][0]})
-    return record_identity(a[0]) != record_identity(b[0])
-
-
 #: an identity field, by the keyword of :func:`record` that sets it -> (the other value, the
 #: column that shows it)
 VARIED = {
@@ -89,24 +83,14 @@ VARIED = {
     "strategy": ({"gamma": 0.05}, "gamma"),
     "plugins": (["PrototypeSpreadPlugin(weight=0.1)"], "plugins"),
     "eval_stream": ("valid", "eval_stream"),
-    "content": ("deadbeef", "data.content"),
-    "threads": (2, "numerics.threads"),
+    "content": ("deadbeef", "data"),
+    "threads": (2, "threads"),
     "commit": (COMMIT_B, "code"),
 }
 FIELDS = list(VARIED)
 
 
-def _pending(field: str):
-    """Numerics and data content enter :func:`record_identity` with the records helper's part
-    of issue 35; until they do, their case is an expected (strict) failure."""
-    if field in ("content", "threads") and not _identity_counts(field):
-        return pytest.mark.xfail(strict=True, reason="record_identity ignores " + field)
-    return ()
-
-
-@pytest.mark.parametrize(
-    "field", [pytest.param(f, marks=_pending(f)) for f in FIELDS]
-)  # fmt: skip
+@pytest.mark.parametrize("field", FIELDS)
 def test_runs_differing_in_one_identity_field_are_two_rows(field, tmp_path, capsys):
     value, column = VARIED[field]
     write(tmp_path, "a0", seed=0)
@@ -126,7 +110,7 @@ def _drop(field: str, monkeypatch) -> None:
         return
     path = {"preset": ("preset", "tasks_per_domain"), "strategy": ("strategy_overrides",),
             "plugins": ("plugins",), "eval_stream": ("eval_stream",),
-            "content": ("data",), "threads": ("numerics",)}[field]  # fmt: skip
+            "content": ("data",), "threads": ("preset", "threads")}[field]  # fmt: skip
 
     def without(rec):
         ident = record_identity(rec)
@@ -181,7 +165,6 @@ def test_by_labels_and_orders_rows_but_never_merges(tmp_path, capsys):
 
 @pytest.mark.parametrize("typo, hint", [
     ("n_shto", "'n_shot'"), ("mthod", "'method'"), ("eval_strem", "'eval_stream'"),
-    pytest.param("threads", "'numerics.threads'", marks=_pending("threads")),
 ])  # fmt: skip
 def test_by_a_key_no_record_has_is_refused_with_did_you_mean(typo, hint, tmp_path, capsys):
     write(tmp_path, "a")
