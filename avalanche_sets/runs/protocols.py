@@ -88,8 +88,8 @@ def protocol_settings(record: dict) -> dict[str, str]:
 
     Preset settings and strategy options keep their own names (``n_shot``, ``gamma``); the
     settings of any other nested field are ``field.setting``; the data's content hash is
-    ``data`` and the thread count ``threads`` (a preset setting); a name that is both a preset setting and a strategy option is spelled
-    ``preset.X`` and ``strategy_overrides.X``. Lists read ``a+b`` (``plugins``).
+    ``data`` and the thread count ``threads`` (a preset setting); a name that is both a preset
+    setting and a strategy option is spelled ``preset.X`` and ``strategy_overrides.X``. Lists read ``a+b`` (``plugins``).
     """
     flat: dict[tuple[str, ...], str] = {}
     for field, value in record_identity(record).items():
