@@ -140,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(offline unless WANDB_MODE says otherwise; pip install \"avalanche-sets[wandb]\")",
     )  # fmt: skip
     run.add_argument(
-        "--log-every", type=int, default=LOG_EVERY, metavar="N",
+        "--log-every", type=_positive_int, default=LOG_EVERY, metavar="N",
         help="log the loss terms (meta, mi, ot, a plugin's own) as their means over N "
         f"training iterations, and at every domain end (default {LOG_EVERY})",
     )  # fmt: skip
