@@ -32,6 +32,7 @@ from avalanche.training.plugins import EvaluationPlugin
 from .. import __version__, training
 from ..baselines.continual import ComputeMatchedJoint
 from ..baselines.joint import joint_benchmark
+from ..baselines.tuned import default_options
 from ..data import SETSBenchmark, sets_benchmark
 from ..data.packs import NO_PACKS_HINT
 from ..methods import JOINT_METHODS, build_strategy, check_method
@@ -123,8 +124,6 @@ def wandb_config(
     :func:`~avalanche_sets.baselines.tuned.default_options`, then ``strategy_overrides``) and
     the added ``plugins`` (:func:`~.folder.plugin_description`).
     """
-    from ..baselines.tuned import default_options
-
     config = {
         "method": method,
         "seed": seed,
