@@ -249,7 +249,8 @@ class WandBLogger(_Resumable, _AvalancheWandBLogger):
     current one, where TensorBoard plots each tag on its own axis. A metric whose ``x_plot`` is
     not the clock's step — the accuracy-matrix family (``AccMatrix``, ``AccMatrix_AvgAcc``,
     ``AccMatrix_Forgetting``, ``AccMatrix_BWT``), plotted at the matrix row ``i`` — is logged at
-    the clock's step instead, with its own ``x_plot`` in a field ``<family>_step`` (e.g.
+    W&B's current step instead (the clock's, or the highest step logged so far if that is
+    higher), with its own ``x_plot`` in a field ``<family>_step`` (e.g.
     ``AccMatrix_AvgAcc_step``) that ``define_metric`` makes the metric's x-axis in W&B's charts.
     So the W&B run holds every value TensorBoard holds, each with TensorBoard's x.
 
@@ -282,6 +283,7 @@ class WandBLogger(_Resumable, _AvalancheWandBLogger):
     ) -> None:
         self._run_id: str | None = None
         self._clock = None  # the strategy's clock (W&B's step), from the first event
+        self._step = 0  # the highest step this process logged at
         self._defined: set[str] = set()  # metrics given their own x-axis (define_metric)
         extra = {"mode": mode} if mode is not None else {}
         super().__init__(
@@ -336,8 +338,10 @@ class WandBLogger(_Resumable, _AvalancheWandBLogger):
 
     def log_single_metric(self, name, value, x_plot) -> None:
         step = x_plot
-        now = None if self._clock is None else int(self._clock.train_iterations)
-        if now is not None and x_plot < now:  # W&B would drop it: at the clock's step instead
+        # W&B's current step: the clock's, or a step logged ahead of it (the loss terms are
+        # logged at the count of iterations done, before the clock counts the last one)
+        now = self._step if self._clock is None else max(self._step, self._clock.train_iterations)
+        if x_plot < now:  # W&B would drop it: at the current step, with its own x beside it
             step = now
             x_field = f"{name.split('/', 1)[0]}_step"
             if name not in self._defined:
@@ -346,6 +350,7 @@ class WandBLogger(_Resumable, _AvalancheWandBLogger):
             self._run.log({x_field: x_plot}, step=step)
         # Avalanche's method with wandb.viz.CustomChart; it reads the chart type off
         # self.wandb.viz, so it is handed a view of wandb that has one.
+        self._step = step
         wandb, self.wandb = self.wandb, _WandbView(self.wandb, self._chart)
         try:
             super().log_single_metric(name, value, step)
