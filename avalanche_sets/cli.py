@@ -77,7 +77,7 @@ def _positive_int(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     # torch-free modules: the parser (and --help) must not wait for torch and Avalanche
-    from .defaults import SOURCES
+    from .defaults import LOG_EVERY, SOURCES
     from .methods import method_names
     from .presets import preset_names
     from .runs.folder import logger_argument
@@ -138,6 +138,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="loggers besides the run folder's log.txt: progress (default: one bar per "
         "domain), interactive (Avalanche's bars and metric values), csv, tensorboard, wandb "
         "(offline unless WANDB_MODE says otherwise; pip install \"avalanche-sets[wandb]\")",
+    )  # fmt: skip
+    run.add_argument(
+        "--log-every", type=_positive_int, default=LOG_EVERY, metavar="N",
+        help="log the loss terms (meta, mi, ot, a plugin's own) as their means over N "
+        f"training iterations, and at every domain end (default {LOG_EVERY})",
     )  # fmt: skip
 
     sweep = sub.add_parser("sweep", help="run a grid of methods x seeds x settings")
@@ -343,11 +348,18 @@ def _cmd_run(args) -> int:
     from .data.visualize import plot_episodes
     from .methods import check_method
     from .runs.experiment import build_benchmark, run_experiment
-    from .runs.folder import RUN_FILES, run_folder
+    from .runs.folder import RUN_FILES, check_finished_loggers, is_finished, run_folder
     from .runs.report import run_table
 
     # the one check of the method, before any data is loaded
     check_method(args.method, preset, strategy_overrides, given=given, eval_stream=args.eval_stream)
+    for seed in seeds:  # loggers a finished run would not write, before any data is loaded
+        folder = run_folder(
+            args.out, args.method, preset, seed, eval_stream=args.eval_stream,
+            strategy_overrides=strategy_overrides,
+        )  # fmt: skip
+        if is_finished(folder):
+            check_finished_loggers(folder, args.loggers)
     bench = build_benchmark(preset, seed=seeds[0])  # described here, run below: built once
     print(bench.describe(), flush=True)
     picture = plot_episodes(bench, Path(args.out) / "episodes.png")
@@ -363,6 +375,7 @@ def _cmd_run(args) -> int:
             eval_stream=args.eval_stream,
             strategy_overrides=strategy_overrides,
             checkpoint_every=args.checkpoint_every,
+            log_every=args.log_every,
             benchmark=bench if seed == bench.seed else None,
             checked=True,
         )

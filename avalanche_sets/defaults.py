@@ -14,6 +14,7 @@ __all__ = [
     "MEM_SIZE",
     "N_OOD",
     "REPLAY_BATCH",
+    "LOG_EVERY",
     "check_mem_size",
 ]
 
@@ -35,6 +36,10 @@ N_OOD = 50
 
 REPLAY_BATCH = 2
 """Memory tasks replayed per training iteration."""
+
+LOG_EVERY = 50
+"""Training iterations per logged mean of the loss terms (``--log-every``): as many as between
+two checkpoints by default (``--checkpoint-every``)."""
 
 
 def check_mem_size(mem_size: object, *, when: str = "") -> int:

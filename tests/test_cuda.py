@@ -116,3 +116,28 @@ def test_same_seed_in_deterministic_mode_gives_the_same_record(tmp_path):
     finally:
         torch.use_deterministic_algorithms(False)
     assert records[0]["result"] == records[1]["result"]
+
+
+def test_the_loss_terms_are_recorded_without_a_host_synchronisation():
+    """Between two logged means, recording the terms makes no synchronising CUDA call (the
+    CPU side of ``tests/training/test_loss_terms.py`` counts reads of tensor values)."""
+    from types import SimpleNamespace
+
+    from avalanche_sets.training.loss_terms import LossTerms
+
+    metric = LossTerms(every=4)
+    s = SimpleNamespace(clock=SimpleNamespace(train_iterations=0), loss_terms={})
+    x = torch.randn(256, 256, device="cuda")
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")  # a synchronising call raises
+    try:
+        for _ in range(3):
+            y = torch.tanh(x @ x)
+            s.loss_terms = {"meta": y.mean(), "ot": y.std().to(torch.bfloat16)}
+            assert metric.after_training_iteration(s) is None
+            s.clock.train_iterations += 1
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    s.loss_terms = {"meta": torch.ones((), device="cuda"), "ot": torch.ones((), device="cuda")}
+    out = metric.after_training_iteration(s)
+    assert [m.x_plot for m in out] == [4, 4]

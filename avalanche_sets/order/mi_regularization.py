@@ -90,7 +90,9 @@ class MIRegularizationPlugin(SupervisedPlugin):
         self.estimator: MIEstimator | None = None
         # A restored state waits here until the device it belongs on is known (first use).
         self._restored: dict | None = None
-        self.last_values: dict[str, float] = {}
+        self.last_values: dict[str, torch.Tensor | float] = {}
+        """The last training iteration's mean ``I_ood`` and ``I_id`` (detached tensors) and the
+        variational network's ``q_nll`` before its fitting step."""
 
     def _build(self, dim: int, device) -> MIEstimator:
         # A private generator keeps the model's initialisation independent of this plugin.
@@ -154,13 +156,14 @@ class MIRegularizationPlugin(SupervisedPlugin):
                 e_id, p_id, e_ood, p_ood, use_id=self.use_id, use_ood=self.use_ood
             )
             regs.append(i_ood - i_id)
-            i_oods.append(float(i_ood.detach()))
-            i_ids.append(float(i_id.detach()))
+            i_oods.append(i_ood.detach())
+            i_ids.append(i_id.detach())
         reg = torch.stack(regs)
         reg = reg.sum() if self.reduction == "sum" else reg.mean()
+        # detached tensors on the device: no host synchronisation per iteration
         self.last_values = {
-            "I_ood": sum(i_oods) / len(i_oods),
-            "I_id": sum(i_ids) / len(i_ids),
+            "I_ood": torch.stack(i_oods).mean(),
+            "I_id": torch.stack(i_ids).mean(),
             "q_nll": fit["nll"],
         }
         return self.lam * reg

@@ -73,7 +73,8 @@ class OTFeatureLossPlugin(SupervisedPlugin):
         self.eps = eps
         self.n_iter = n_iter
         self._generator = torch.Generator().manual_seed(int(seed))
-        self.last_value: float | None = None
+        self.last_value: torch.Tensor | None = None
+        """The last iteration's ``L_OT`` before β (detached; ``None``: nothing was replayed)."""
 
     def current_and_stored(self, state, replayed) -> tuple[torch.Tensor, torch.Tensor]:
         """Current and stored embeddings of the replayed tasks' stored inputs, paired by row:
@@ -99,7 +100,7 @@ class OTFeatureLossPlugin(SupervisedPlugin):
             max_points=self.max_points,
             generator=self._generator,
         )
-        self.last_value = float(value.detach())
+        self.last_value = value.detach()  # a tensor: no host synchronisation per iteration
         return self.beta * value
 
     def state_dict(self) -> dict:

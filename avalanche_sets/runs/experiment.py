@@ -26,12 +26,13 @@ from avalanche.evaluation.metrics import (
     loss_metrics,
     timing_metrics,
 )
-from avalanche.logging import InteractiveLogger, TextLogger
+from avalanche.logging import InteractiveLogger
 from avalanche.training.plugins import EvaluationPlugin
 
 from .. import __version__, training
 from ..baselines.continual import ComputeMatchedJoint
 from ..baselines.joint import joint_benchmark
+from ..baselines.tuned import default_options
 from ..data import SETSBenchmark, sets_benchmark
 from ..data.content import PACKS_ENV, data_root
 from ..data.packs import NO_PACKS_HINT
@@ -39,7 +40,13 @@ from ..methods import JOINT_METHODS, build_strategy, check_method
 from ..metrics import episode_metrics
 from ..presets import RunConfig
 from ..training.checkpoint import previous_checkpoint_path
-from ..training.loggers import ResumableCSVLogger, ResumableTensorboardLogger, WandBLogger
+from ..training.loggers import (
+    ResumableCSVLogger,
+    ResumableTensorboardLogger,
+    RunTextLogger,
+    WandBLogger,
+)
+from ..training.loss_terms import DEFAULT_LOG_EVERY, LossTerms, check_log_every
 from ..training.progress import DomainProgressLogger
 from .code import code_info, numerics_info
 from .folder import (
@@ -47,6 +54,7 @@ from .folder import (
     LOG_FILE,
     RunLock,
     check_finished,
+    check_finished_loggers,
     check_loggers,
     command_line,
     is_finished,
@@ -63,7 +71,14 @@ from .folder import (
 )
 from .report import write_run_report
 
-__all__ = ["run_experiment", "build_benchmark", "method_preset", "evaluator"]
+__all__ = [
+    "run_experiment",
+    "build_benchmark",
+    "method_preset",
+    "evaluator",
+    "resolved_preset",
+    "wandb_config",
+]
 
 
 def method_preset(method: str, preset: RunConfig | Mapping[str, Any]) -> RunConfig:
@@ -84,6 +99,44 @@ def method_preset(method: str, preset: RunConfig | Mapping[str, Any]) -> RunConf
         replay_batch=config.replay_batch,
     )
     return config.replace(tasks_per_domain=tasks)
+
+
+def resolved_preset(preset: RunConfig | Mapping[str, Any]) -> dict[str, Any]:
+    """A run's settings as it computed with them: its seeds left out (a run has one seed) and
+    ``precision`` resolved on this machine (:func:`~.folder.run_precision`: what ``"auto"``
+    meant here), with the data folder portable (:func:`~.folder.portable_preset`)."""
+    return portable_preset(
+        {**{k: v for k, v in preset.items() if k != "seeds"}, "precision": run_precision(preset)}
+    )
+
+
+def wandb_config(
+    method: str,
+    preset: RunConfig | Mapping[str, Any],
+    *,
+    seed: int,
+    eval_stream: str = "test",
+    strategy_overrides: Mapping[str, Any] | None = None,
+    plugins: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The W&B run's config: what the run computes with, resolved.
+
+    The method, the run's own ``seed``, every setting of :func:`resolved_preset` (the precision
+    that runs, not ``"auto"``), the evaluation stream, ``strategy_options`` (the options the
+    strategy is built with beyond its class defaults: a baseline's tuned defaults,
+    :func:`~avalanche_sets.baselines.tuned.default_options`, then ``strategy_overrides``) and
+    the added ``plugins`` (:func:`~.folder.plugin_description`).
+    """
+    config = {
+        "method": method,
+        "seed": seed,
+        **resolved_preset(preset),
+        "eval_stream": eval_stream,
+        "strategy_options": {**default_options(method), **(strategy_overrides or {})},
+    }
+    if plugins:
+        config["plugins"] = list(plugins)
+    return config
 
 
 def data_device(preset: RunConfig | Mapping[str, Any]) -> str | None:
@@ -133,8 +186,10 @@ def evaluator(
     verbose: bool = False,
     log_file: IO[str] | None = None,
     config: dict | None = None,
+    log_every: int = DEFAULT_LOG_EVERY,
 ) -> EvaluationPlugin:
-    """The run's ``EvaluationPlugin``: Avalanche's metrics and the SETS episode metrics.
+    """The run's ``EvaluationPlugin``: Avalanche's metrics, the SETS episode metrics and the
+    loss terms.
 
     Every metric value goes to ``log_file`` (default: ``out/log.txt``, appended to) whatever
     ``loggers`` says, so the evaluator always has a logger and nothing is lost; ``loggers``
@@ -147,22 +202,27 @@ def evaluator(
 
     Training accuracy and loss (``Top1_Acc_Epoch``, ``Loss_Epoch``: the CSV's
     ``training_accuracy`` and ``training_loss`` columns) are measured per training epoch, one
-    per domain.
+    per domain. The loss terms of training (``meta``, ``mi``, ``ot``, every plugin's ``TERM``)
+    go to every logger as their means over ``log_every`` iterations and over each domain's last,
+    shorter interval (:class:`~avalanche_sets.training.loss_terms.LossTerms`): a line
+    ``loss terms at iteration N: ...`` in ``log.txt``, ``csv/loss_terms.csv``,
+    ``LossTerm/train_phase/train_stream/<term>`` scalars in TensorBoard and W&B, and the
+    progress bar.
 
     Raises:
         ValueError: an unknown logger, or ``wandb`` without wandb installed
-            (:func:`~.folder.check_loggers`).
+            (:func:`~.folder.check_loggers`), or ``log_every`` < 1.
     """
     loggers = check_loggers(loggers)
     if log_file is None:  # the run folder's log, owned by the logger from here on
         log_file = open(out / LOG_FILE, "a", buffering=1)  # noqa: SIM115
-    made = [TextLogger(log_file)]
+    made = [RunTextLogger(log_file)]
     if "progress" in loggers:
         made.append(DomainProgressLogger())
     if "interactive" in loggers:
         made.append(InteractiveLogger())
     elif verbose:  # the interactive logger prints the metric values already
-        made.append(TextLogger(sys.stdout))
+        made.append(RunTextLogger(sys.stdout))
     if "csv" in loggers:
         made.append(ResumableCSVLogger(log_folder=out / "csv"))
     if "tensorboard" in loggers:
@@ -183,6 +243,7 @@ def evaluator(
         bwt_metrics(experience=True, stream=True),
         timing_metrics(epoch=True),
         *episode_metrics(),
+        LossTerms(every=log_every),
         loggers=made,
     )
 
@@ -212,6 +273,7 @@ def run_experiment(
     wait: bool = False,
     benchmark: SETSBenchmark | None = None,
     checked: bool = False,
+    log_every: int = DEFAULT_LOG_EVERY,
 ) -> dict:
     """Run (or resume, or skip if finished) one method/preset/seed; returns its record.
 
@@ -225,6 +287,9 @@ def run_experiment(
     Every metric value goes to the run folder's ``log.txt`` (appended to on resume);
     ``loggers`` adds terminal or file loggers (:data:`~.folder.LOGGERS`; ``progress`` draws
     one bar per domain), and ``verbose=True`` prints the metric values on the terminal too.
+    The loss terms are logged as means over ``log_every`` iterations (:func:`evaluator`). A
+    finished run is not run again, so file loggers (``csv``, ``tensorboard``, ``wandb``) that
+    its folder has no output of are refused (:func:`~.folder.check_finished_loggers`).
 
     ``preset``: the run's :class:`~avalanche_sets.presets.RunConfig` (a dictionary of settings
     is checked once, on arrival). ``method``: a built-in method's name or a method of one's own
@@ -249,6 +314,7 @@ def run_experiment(
         the lock, so two sweeps on one folder never both report a run as theirs.
     """
     loggers = check_loggers(loggers)  # before any data is loaded
+    check_log_every(log_every)
     if checked:
         preset = RunConfig.of(preset)
     else:  # before any data is loaded
@@ -266,12 +332,16 @@ def run_experiment(
     data = run_data(preset)  # the data's content hash, once per run (before any data loads)
     asked = run_identity(method, preset, **where, data=data["content"])
     if is_finished(out):
-        return {**check_finished(out, asked, seed), "status": "finished before"}
+        record = check_finished(out, asked, seed)
+        check_finished_loggers(out, loggers)
+        return {**record, "status": "finished before"}
     out.mkdir(parents=True, exist_ok=True)
     with RunLock(out, wait=wait) as lock:
         if is_finished(out):  # finished by the process that held the lock
             lock.remove()
-            return {**check_finished(out, asked, seed), "status": "finished before"}
+            record = check_finished(out, asked, seed)
+            check_finished_loggers(out, loggers)
+            return {**record, "status": "finished before"}
         torch.set_num_threads(int(preset.threads))
         # The run log: every metric value (and resumes); closed with the loggers below.
         log = open(out / LOG_FILE, "a", buffering=1)  # noqa: SIM115
@@ -288,7 +358,8 @@ def run_experiment(
                 out,
                 verbose=verbose,
                 log_file=log,
-                config={"method": method, "seed": seed, **portable_preset(preset)},
+                config=wandb_config(method, preset, seed=seed, **where),
+                log_every=log_every,
             ),
             plugins=list(plugins),
             check=False,  # checked above (or by the caller)
@@ -341,12 +412,7 @@ def run_experiment(
             "method": method,
             "seed": seed,
             # the precision as resolved here: what "auto" meant on this machine
-            "preset": portable_preset(
-                {
-                    **{k: v for k, v in preset.items() if k != "seeds"},
-                    "precision": run_precision(preset),
-                }
-            ),
+            "preset": resolved_preset(preset),
             "eval_stream": eval_stream,
             "strategy_overrides": strategy_overrides or {},
             **({"plugins": added} if added else {}),

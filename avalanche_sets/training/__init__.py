@@ -11,7 +11,8 @@ from .checkpoint import (
     save_checkpoint,
 )
 from .iteration import Iteration, Replayed, check_partners
-from .loggers import ResumableCSVLogger, ResumableTensorboardLogger, WandBLogger
+from .loggers import ResumableCSVLogger, ResumableTensorboardLogger, RunTextLogger, WandBLogger
+from .loss_terms import LossTerms
 from .progress import DomainProgressLogger
 from .runner import RunResult, episode_accuracies, run_sets
 from .template import EpisodicTemplate, NonFiniteLossError, silent_evaluator
@@ -38,4 +39,6 @@ __all__ = [
     "ResumableCSVLogger",
     "ResumableTensorboardLogger",
     "WandBLogger",
+    "RunTextLogger",
+    "LossTerms",
 ]

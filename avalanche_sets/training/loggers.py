@@ -1,4 +1,5 @@
-"""File loggers that a resumed run continues: CSV, TensorBoard and Weights & Biases.
+"""File loggers that a resumed run continues: CSV, TensorBoard and Weights & Biases; the
+run log's text logger.
 
 Avalanche's loggers know nothing of checkpoints. A resumed process opens them anew: its
 ``CSVLogger`` truncates the CSV files the first process wrote, its ``TensorboardLogger`` adds an
@@ -17,6 +18,10 @@ beginning (no checkpoint) clears what an earlier attempt left there.
 :class:`WandBLogger` is Avalanche's ``WandBLogger`` made to work with the wandb release pinned
 in the ``wandb`` extra (``pip install "avalanche-sets[wandb]"``): Avalanche 0.6 calls
 ``wandb.util.generate_id`` and ``wandb.viz.CustomChart``, which wandb no longer has.
+
+:class:`RunTextLogger` is Avalanche's ``TextLogger`` (the run's ``log.txt``) that also writes
+the loss terms (:mod:`avalanche_sets.training.loss_terms`) as they are logged, one line per
+interval, where ``TextLogger`` would keep only each term's last value until the domain ends.
 """
 
 from __future__ import annotations
@@ -24,12 +29,41 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from avalanche.logging import CSVLogger, TensorboardLogger
+from avalanche.logging import CSVLogger, TensorboardLogger, TextLogger
 from avalanche.logging import WandBLogger as _AvalancheWandBLogger
 
-__all__ = ["ResumableCSVLogger", "ResumableTensorboardLogger", "WandBLogger"]
+from .loss_terms import LOSS_TERM_PREFIX
+
+__all__ = ["ResumableCSVLogger", "ResumableTensorboardLogger", "WandBLogger", "RunTextLogger"]
 
 _WANDB_INSTALL = 'pip install "avalanche-sets[wandb]"'  # as runs.folder.WANDB_INSTALL
+
+
+def loss_terms_of(metric_values) -> dict[int, dict[str, float]]:
+    """The loss-term values among ``metric_values``: ``{step: {term: mean}}``."""
+    out: dict[int, dict[str, float]] = {}
+    for m in metric_values:
+        if m.name.startswith(LOSS_TERM_PREFIX):
+            out.setdefault(int(m.x_plot), {})[m.name[len(LOSS_TERM_PREFIX) :]] = float(m.value)
+    return out
+
+
+def format_loss_terms(terms: dict[str, float]) -> str:
+    """``meta=1.234 mi=-1.2e-05``: loss terms as one short line."""
+    return " ".join(f"{k}={v:.4g}" for k, v in terms.items())
+
+
+class RunTextLogger(TextLogger):
+    """Avalanche's ``TextLogger`` that writes every logged interval of loss terms as a line,
+    ``loss terms at iteration 50: meta=1.234 mi=-1.2e-05 ot=0.0123`` (the terms' means over
+    the iterations since the previous line), when it is logged. Every other value is written as
+    ``TextLogger`` writes it."""
+
+    def log_metrics(self, metric_values) -> None:
+        rest = [m for m in metric_values if not m.name.startswith(LOSS_TERM_PREFIX)]
+        super().log_metrics(rest)
+        for step, terms in loss_terms_of(metric_values).items():
+            print(f"loss terms at iteration {step}: {format_loss_terms(terms)}", file=self.file)
 
 
 class _Resumable:
@@ -71,9 +105,14 @@ class ResumableCSVLogger(_Resumable, CSVLogger):
     The ``training_accuracy`` and ``training_loss`` columns are filled from the
     ``Top1_Acc_Epoch`` and ``Loss_Epoch`` metrics: without ``accuracy_metrics(epoch=True)`` and
     ``loss_metrics(epoch=True)`` in the evaluator they are written as 0.
+
+    A third file, ``loss_terms.csv``, holds the loss terms the evaluator's
+    :class:`~avalanche_sets.training.loss_terms.LossTerms` logs: one row per term and interval,
+    ``step`` (training iterations done), ``training_exp``, ``term`` and ``value`` (the term's
+    mean over the interval).
     """
 
-    _FILES = ("training_results.csv", "eval_results.csv")
+    _FILES = ("training_results.csv", "eval_results.csv", "loss_terms.csv")
 
     def __init__(self, log_folder: str | Path | None = None) -> None:
         # not CSVLogger.__init__: it truncates the files before a checkpoint can be loaded
@@ -83,6 +122,7 @@ class ResumableCSVLogger(_Resumable, CSVLogger):
         # append mode: every write goes to the end, wherever _begin cut the file
         self.training_file = open(self._path(0), "a")  # noqa: SIM115
         self.eval_file = open(self._path(1), "a")  # noqa: SIM115
+        self.loss_terms_file = open(self._path(2), "a")  # noqa: SIM115
         self.training_exp_id = None
         self.in_train_phase = None
         self.val_acc, self.val_loss = 0, 0
@@ -90,12 +130,16 @@ class ResumableCSVLogger(_Resumable, CSVLogger):
     def _path(self, i: int) -> str:
         return os.path.join(self.log_folder, self._FILES[i])
 
+    @property
+    def _files(self) -> tuple:
+        return (self.training_file, self.eval_file, self.loss_terms_file)
+
     def state_dict(self) -> dict:
         """How far the files are written, and the logger's position in the stream."""
-        for f in (self.training_file, self.eval_file):
+        for f in self._files:
             f.flush()
         return {
-            "bytes": [os.path.getsize(self._path(i)) for i in range(2)],
+            "bytes": [os.path.getsize(self._path(i)) for i in range(len(self._FILES))],
             "training_exp_id": self.training_exp_id,
             "in_train_phase": self.in_train_phase,
             "val_acc": self.val_acc,
@@ -103,15 +147,17 @@ class ResumableCSVLogger(_Resumable, CSVLogger):
         }
 
     def _begin(self, state: dict | None) -> None:
-        files = (self.training_file, self.eval_file)
         if state is None:  # from the beginning: what an earlier attempt wrote goes
-            for f in files:
+            for f in self._files:
                 f.truncate(0)
             self._write_headers()
             return
-        for f, size in zip(files, state["bytes"]):
+        for f, size in zip(self._files, state["bytes"]):
             f.flush()
             f.truncate(int(size))
+        if len(state["bytes"]) < len(self._FILES):  # a checkpoint from before loss_terms.csv
+            self.loss_terms_file.truncate(0)
+            self._write_loss_terms_header()
         self.training_exp_id = state["training_exp_id"]
         self.in_train_phase = state["in_train_phase"]
         self.val_acc, self.val_loss = state["val_acc"], state["val_loss"]
@@ -125,6 +171,24 @@ class ResumableCSVLogger(_Resumable, CSVLogger):
             "eval_exp", "training_exp", "eval_accuracy", "eval_loss", "forgetting",
             sep=",", file=self.eval_file, flush=True,
         )  # fmt: skip
+        self._write_loss_terms_header()
+
+    def _write_loss_terms_header(self) -> None:
+        print(
+            "step", "training_exp", "term", "value", sep=",", file=self.loss_terms_file, flush=True
+        )
+
+    def log_single_metric(self, name, value, x_plot) -> None:
+        if name.startswith(LOSS_TERM_PREFIX):
+            term = name[len(LOSS_TERM_PREFIX) :]
+            print(
+                x_plot, self.training_exp_id, term, f"{float(value):.6g}",
+                sep=",", file=self.loss_terms_file, flush=True,
+            )  # fmt: skip
+
+    def close(self) -> None:
+        super().close()
+        self.loss_terms_file.close()
 
 
 class ResumableTensorboardLogger(_Resumable, TensorboardLogger):
@@ -181,6 +245,15 @@ class WandBLogger(_Resumable, _AvalancheWandBLogger):
     the current names and otherwise logs like Avalanche's: every metric value at its step
     (``x_plot``, Avalanche's ``clock.train_iterations``).
 
+    W&B keeps one step counter per run and drops a value logged at a step below the run's
+    current one, where TensorBoard plots each tag on its own axis. A metric whose ``x_plot`` is
+    not the clock's step — the accuracy-matrix family (``AccMatrix``, ``AccMatrix_AvgAcc``,
+    ``AccMatrix_Forgetting``, ``AccMatrix_BWT``), plotted at the matrix row ``i`` — is logged at
+    W&B's current step instead (the clock's, or the highest step logged so far if that is
+    higher), with its own ``x_plot`` in a field ``<family>_step`` (e.g.
+    ``AccMatrix_AvgAcc_step``) that ``define_metric`` makes the metric's x-axis in W&B's charts.
+    So the W&B run holds every value TensorBoard holds, each with TensorBoard's x.
+
     The W&B run starts at the first logged value (``wandb.init`` with ``dir``: files in
     ``<dir>/wandb/``). Its id is part of the run's checkpoint, so a resumed run continues the
     same W&B run (``resume="allow"``) at the restored steps; W&B ignores values re-logged at
@@ -209,6 +282,9 @@ class WandBLogger(_Resumable, _AvalancheWandBLogger):
         **kwargs,
     ) -> None:
         self._run_id: str | None = None
+        self._clock = None  # the strategy's clock (W&B's step), from the first event
+        self._step = 0  # the highest step this process logged at
+        self._defined: set[str] = set()  # metrics given their own x-axis (define_metric)
         extra = {"mode": mode} if mode is not None else {}
         super().__init__(
             project_name=project_name,
@@ -252,12 +328,32 @@ class WandBLogger(_Resumable, _AvalancheWandBLogger):
         """The W&B run's id (``None`` before the first logged value)."""
         return {"id": self._run_id}
 
+    def before_training(self, strategy, metric_values, **kwargs) -> None:
+        self._clock = strategy.clock
+        super().before_training(strategy, metric_values, **kwargs)
+
+    def before_eval(self, strategy, metric_values, **kwargs) -> None:
+        self._clock = strategy.clock
+        super().before_eval(strategy, metric_values, **kwargs)
+
     def log_single_metric(self, name, value, x_plot) -> None:
+        step = x_plot
+        # W&B's current step: the clock's, or a step logged ahead of it (the loss terms are
+        # logged at the count of iterations done, before the clock counts the last one)
+        now = self._step if self._clock is None else max(self._step, self._clock.train_iterations)
+        if x_plot < now:  # W&B would drop it: at the current step, with its own x beside it
+            step = now
+            x_field = f"{name.split('/', 1)[0]}_step"
+            if name not in self._defined:
+                self._run.define_metric(name, step_metric=x_field)
+                self._defined.add(name)
+            self._run.log({x_field: x_plot}, step=step)
         # Avalanche's method with wandb.viz.CustomChart; it reads the chart type off
         # self.wandb.viz, so it is handed a view of wandb that has one.
+        self._step = step
         wandb, self.wandb = self.wandb, _WandbView(self.wandb, self._chart)
         try:
-            super().log_single_metric(name, value, x_plot)
+            super().log_single_metric(name, value, step)
         finally:
             self.wandb = wandb
 

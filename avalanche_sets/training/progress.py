@@ -18,6 +18,8 @@ from typing import IO
 from avalanche.logging import BaseLogger
 from tqdm import tqdm
 
+from .loggers import format_loss_terms, loss_terms_of
+
 __all__ = ["DomainProgressLogger"]
 
 # EpisodeAcc/eval_phase/test_stream/Exp002 -> 2 (one domain's mean episode accuracy)
@@ -29,7 +31,9 @@ class DomainProgressLogger(BaseLogger):
 
     Use it as one of an ``EvaluationPlugin``'s loggers. The bar of domain ``i`` is opened when
     training on it starts (resumed runs start the bar at the resumed iteration), advances once
-    per training iteration, shows ``evaluating`` during the evaluation that follows and closes
+    per training iteration (showing the loss terms' means of the last logged interval, when the
+    evaluator has :class:`~avalanche_sets.training.loss_terms.LossTerms`), shows
+    ``evaluating`` during the evaluation that follows and closes
     with the mean episode accuracy on domains ``0..i`` when the evaluator has
     :class:`~avalanche_sets.metrics.EpisodeAccuracy`.
 
@@ -71,6 +75,9 @@ class DomainProgressLogger(BaseLogger):
 
     def after_training_iteration(self, strategy, metric_values, **kwargs) -> None:
         if self._bar is not None:
+            terms = loss_terms_of(metric_values)
+            if terms:  # the loss terms' means over the last logged interval
+                self._bar.set_postfix_str(format_loss_terms(terms[max(terms)]), refresh=False)
             self._bar.update(1)
 
     # ---------------------------------------------------------------- evaluation

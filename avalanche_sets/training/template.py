@@ -21,7 +21,8 @@ What the template guarantees:
   name) has its term added by the template before the plugins' ``before_backward``, unless the
   strategy's criterion already added it (:meth:`EpisodicTemplate.term_of`); plugins may also
   add terms in a callback with :meth:`EpisodicTemplate.add_loss_term`.
-  ``strategy.loss_terms`` holds this iteration's values, ``"meta"`` being the query loss.
+  ``strategy.loss_terms`` holds this iteration's values, ``"meta"`` being the query loss
+  (:class:`~avalanche_sets.training.loss_terms.LossTerms` logs their means).
   A non-finite term or gradient refuses the step with a :class:`NonFiniteLossError` naming the
   term and the iteration, before the weights change, so the last checkpoint stays the last
   good state.

@@ -107,6 +107,7 @@ def _probe(strategy, bench, **kwargs):
             "compute": compute,
             "folder": str(Path(kwargs["checkpoint_path"]).parent),
             "checkpoint_every": kwargs["checkpoint_every"],
+            "log_every": [getattr(m, "every", None) for m in strategy.evaluator.metrics],
             "threads": torch.get_num_threads(),
             "loggers": sorted(
                 type(lg).__name__ + str(getattr(getattr(lg, "file", None), "name", ""))
@@ -268,6 +269,7 @@ RUN_FLAG_CASES: dict[str, list[tuple[list[str], list[str], str]]] = {
     "--checkpoint-every": [(BASE, [*BASE, "--checkpoint-every", "7"], "checkpoint_every")],
     "--verbose": [(BASE, [*BASE, "-v"], "loggers")],
     "--loggers": [(BASE, [*BASE, "--loggers", "csv"], "loggers")],
+    "--log-every": [(BASE, [*BASE, "--log-every", "7"], "log_every")],
 }
 
 
@@ -380,7 +382,7 @@ def test_sweep_flags_reach_the_sweep_or_are_refused(sweep_probe, tmp_path, capsy
 
 def test_every_sweep_flag_has_a_case():
     walked = {"--methods", "--jobs", "--ray-address"}
-    shared = set(RUN_FLAG_CASES) - {"--method", "--loggers"} | {
+    shared = set(RUN_FLAG_CASES) - {"--method", "--loggers", "--log-every"} | {
         "--source",
         "--root",
         "--order",

@@ -47,3 +47,31 @@ def test_wandb_without_wandb_is_an_error_naming_the_extra(monkeypatch, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "argument --loggers" in err and 'pip install "avalanche-sets[wandb]"' in err
+
+
+def test_a_file_logger_a_finished_run_ran_without_is_refused_before_data_loads(
+    tmp_path, monkeypatch, capsys
+):
+    """`run --loggers csv tensorboard` on a run that finished with csv only: tb/ would stay
+    empty (a finished run is not run again), so the command stops before loading any data and
+    says how to get the logs; the loggers the run had are accepted."""
+    from avalanche_sets.presets import resolve_preset
+    from avalanche_sets.runs import experiment
+    from avalanche_sets.runs.folder import run_folder
+
+    folder = run_folder(tmp_path, "order", resolve_preset("quick"), 0, strategy_overrides={})
+    (folder / "csv").mkdir(parents=True)
+    (folder / "csv" / "training_results.csv").write_text("training_exp,epoch\n")
+    (folder / "result.json").write_text("{}")
+
+    def no_data(*args, **kwargs):
+        raise AssertionError("data loaded")
+
+    monkeypatch.setattr(experiment, "build_benchmark", no_data)
+    argv = ["run", "--seeds", "0", "--out", str(tmp_path), "--loggers", "csv", "tensorboard"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"the run in {folder} finished without the tensorboard logger(s)" in err
+    assert "fix: run it into another folder with --out DIR, or remove" in err
+    with pytest.raises(AssertionError, match="data loaded"):  # csv alone: not refused
+        main(argv[:-1])

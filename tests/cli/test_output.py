@@ -62,6 +62,17 @@ def test_run_prints_the_stream_bars_table_and_paths_and_logs_the_metrics(tmp_pat
     assert re.match(r"# \d{4}-\d\d-\d\dT", log)  # a header line per (re)start: date, command
 
 
+def test_the_loss_terms_show_on_the_bar_and_in_the_log(tmp_path, capsys):
+    """``--log-every 1``: each iteration's loss terms (ProtoNet: the query loss, ``meta``) on
+    the domain's bar while it trains, and a line per interval in log.txt."""
+    _, err = _run(capsys, "--out", str(tmp_path), "--log-every", "1")
+    bars = [line for line in err.split("\n") if "domain " in line]
+    assert len(bars) == 2 and all(re.search(r"meta=\d", bar) for bar in bars), bars
+    log = next(tmp_path.rglob("log.txt")).read_text()
+    steps = re.findall(r"^loss terms at iteration (\d+): meta=\d\S*$", log, re.M)
+    assert steps == ["1", "2", "3", "4"]  # two domains of two iterations
+
+
 def test_verbose_prints_the_metric_values(tmp_path, capsys):
     out, _ = _run(capsys, "--out", str(tmp_path), "--verbose")
     assert len(METRIC_LINE.findall(out)) == 4

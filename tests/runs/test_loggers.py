@@ -19,7 +19,8 @@ from avalanche.core import SupervisedPlugin
 from avalanche_sets import training
 from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs.experiment import run_experiment
-from avalanche_sets.runs.folder import CHECKPOINT_FILE, check_loggers
+from avalanche_sets.runs.folder import CHECKPOINT_FILE, check_loggers, run_precision
+from avalanche_sets.training.loss_terms import LOSS_TERM_PREFIX
 
 sys.path.insert(0, str(Path(__file__).parent))
 from wandb_records import history, records  # noqa: E402
@@ -46,10 +47,28 @@ def offline_wandb(monkeypatch, tmp_path):
     monkeypatch.setenv("WANDB_CACHE_DIR", str(tmp_path / "wandb-cache"))
 
 
+#: Loss terms logged every 3 iterations of the run and at each domain's end: steps 3, 4, 6, 8.
+LOG_EVERY = 3
+TERM_STEPS = [3, ITERATIONS, 6, 2 * ITERATIONS]
+#: ORDER's own options, given so that the W&B config must show them.
+OPTIONS = {"lam": 2e-5}
+
+
+class _SpreadTerm(SupervisedPlugin):
+    """A plugin with its own loss term (``TERM``), as a user's method adds one."""
+
+    TERM = "spread"
+
+    def loss_term(self, strategy):
+        state = strategy.episode_state
+        return None if state is None else 1e-3 * state.prototypes.float().pow(2).mean()
+
+
 def _run(out: Path, loggers=("csv", "tensorboard", "wandb")) -> dict:
     return run_experiment(
-        "order", PRESET, seed=0, out_root=out, loggers=loggers, checkpoint_every=1
-    )
+        "order", PRESET, seed=0, out_root=out, loggers=loggers, checkpoint_every=1,
+        log_every=LOG_EVERY, strategy_overrides=OPTIONS, plugins=[_SpreadTerm()],
+    )  # fmt: skip
 
 
 class _Killed(Exception):
@@ -122,6 +141,8 @@ def _csv(folder: Path, name: str) -> list[dict]:
 # Values that differ between two runs of one seed (wall time), or, for the domain a resumed run
 # re-enters in its middle, cover only the iterations after the resume (the epoch averages).
 _NOT_REPRODUCED = ("Time_Epoch", "Top1_Acc_Epoch", "Loss_Epoch")
+# Tags plotted at their own steps: the accuracy matrix by row, the loss terms by interval.
+_OWN_STEPS = ("AccMatrix", LOSS_TERM_PREFIX)
 
 
 @pytest.fixture(scope="module")
@@ -153,8 +174,9 @@ def test_the_wandb_logger_writes_an_offline_run_with_the_runs_values(uninterrupt
     assert config["method"] == "order" and config["tasks_per_domain"] == 8
 
     rows = {row["_step"]: row for row in history(log)}
-    assert sorted(rows) == [ITERATIONS, 2 * ITERATIONS]  # one row per domain: its last iteration
-    assert [rows[s]["TrainingExperience"] for s in sorted(rows)] == [0, 1]
+    # a row per domain (its last iteration) and per interval of the loss terms
+    assert sorted(rows) == TERM_STEPS
+    assert [rows[s]["TrainingExperience"] for s in (ITERATIONS, 2 * ITERATIONS)] == [0, 1]
     final = json.loads((uninterrupted / "result.json").read_text())["result"]
     last = rows[2 * ITERATIONS]
     for j, acc in enumerate(final["final"]):
@@ -181,9 +203,13 @@ def test_a_resumed_run_logs_every_value_once_at_the_uninterrupted_runs_steps(
         assert [s for s, _ in got[tag]] == [s for s, _ in points], tag
         if not tag.startswith(_NOT_REPRODUCED):
             assert got[tag] == points, tag
-    # every value at its domain's last iteration (AccMatrix is plotted by matrix row instead)
-    steps = {s for t, points in got.items() if not t.startswith("AccMatrix") for s, _ in points}
+    # every value at its domain's last iteration (AccMatrix is plotted by matrix row instead),
+    # the loss terms at the end of each interval too
+    steps = {s for t, points in got.items() if not t.startswith(_OWN_STEPS) for s, _ in points}
     assert steps == {ITERATIONS, 2 * ITERATIONS}
+    assert {
+        s for t, points in got.items() if t.startswith(LOSS_TERM_PREFIX) for s, _ in points
+    } == set(TERM_STEPS)
 
     # CSV: the first process's rows are kept, none is written twice
     for name in ("training_results.csv", "eval_results.csv"):
@@ -200,7 +226,8 @@ def test_a_resumed_run_logs_every_value_once_at_the_uninterrupted_runs_steps(
     logs = sorted((resumed / "wandb").glob("offline-run-*/run-*.wandb"))
     assert len(logs) == 1 + times and len({p.name for p in logs}) == 1  # one run id
     first, *later = (sorted(r["_step"] for r in history(p)) for p in logs)
-    assert first[0] == ITERATIONS and later[-1] == [2 * ITERATIONS]
+    assert first[0] == TERM_STEPS[0]
+    assert later[-1] == ([6, 2 * ITERATIONS] if where == "training" else [2 * ITERATIONS])
     assert history(logs[-1])[-1]["TrainingExperience"] == 1  # the second domain, as counted
 
 
@@ -212,7 +239,7 @@ def test_a_logger_added_on_resume_logs_at_the_restored_steps(tmp_path, monkeypat
     _interrupted_then_resumed(out, "training", monkeypatch, ("progress",), then=("tensorboard",))
     scalars = _scalars(_folder(out))
     steps = {s for t, points in scalars.items() if not t.startswith("AccMatrix") for s, _ in points}
-    assert steps == {2 * ITERATIONS}
+    assert steps == {6, 2 * ITERATIONS}  # a loss-term interval ends at 6, the domain at 8
 
 
 def test_wandb_without_wandb_is_refused_before_anything_runs(tmp_path, monkeypatch):
@@ -247,3 +274,102 @@ def test_the_run_logs_to_wandb_offline_unless_wandb_mode_says_otherwise(tmp_path
     monkeypatch.setenv("WANDB_MODE", "online")
     assert wandb_mode() is None  # wandb reads WANDB_MODE itself
     assert not (tmp_path / "wandb").exists()
+
+
+def _wandb_run(folder: Path) -> tuple[list[dict], dict]:
+    """The history rows and the config of a run folder's (one) offline W&B run."""
+    import json
+
+    (log,) = (folder / "wandb").glob("offline-run-*/run-*.wandb")
+    (run,) = [r.run for r in records(log) if r.WhichOneof("record_type") == "run"]
+    return history(log), {c.key: json.loads(c.value_json) for c in run.config.update}
+
+
+def test_wandb_holds_every_value_tensorboard_holds_at_tensorboards_x(uninterrupted):
+    """Same run, both loggers: every TensorBoard scalar is in the W&B history with the same
+    values at the same x — the accuracy-matrix family (plotted at the matrix row, a step below
+    W&B's current one) with its row in ``<family>_step``."""
+    tb = _scalars(uninterrupted)
+    rows, _ = _wandb_run(uninterrupted)
+    assert sorted(set(tb) - {k for row in rows for k in row}) == []
+    for family in ("AccMatrix/", "AccMatrix_AvgAcc/", "AccMatrix_Forgetting/", "AccMatrix_BWT/"):
+        assert any(t.startswith(family) for t in tb), family  # the values W&B used to drop
+    for tag, points in tb.items():
+        x_field = f"{tag.split('/', 1)[0]}_step"
+        got = [(row.get(x_field, row["_step"]), row[tag]) for row in rows if tag in row]
+        assert [x for x, _ in got] == [x for x, _ in points], tag
+        assert [v for _, v in got] == pytest.approx([v for _, v in points], rel=1e-6), tag
+    # the row's own x is logged at the clock's step, where the evaluation after that row ran
+    bwt = [row for row in rows if "AccMatrix_BWT/eval_phase/test_stream" in row]
+    assert [(r["_step"], r["AccMatrix_BWT_step"]) for r in bwt] == [(2 * ITERATIONS, 1)]
+
+
+def test_the_wandb_config_holds_the_runs_resolved_settings(uninterrupted):
+    """The precision that ran (the preset says ``auto``), the run's own seed (not the preset's
+    list of seeds), the strategy options and the added plugins; the record's settings all."""
+    import json
+
+    _, config = _wandb_run(uninterrupted)
+    assert PRESET.precision == "auto" and config["precision"] == run_precision(PRESET)
+    assert config["precision"] in ("fp32", "bf16")
+    assert config["seed"] == 0 and "seeds" not in config
+    assert config["strategy_options"] == OPTIONS
+    assert config["plugins"] == ["_SpreadTerm()"]
+    record = json.loads((uninterrupted / "result.json").read_text())
+    assert {k: config[k] for k in record["preset"]} == record["preset"]
+    assert config["method"] == record["method"] and config["eval_stream"] == "test"
+
+
+def test_the_loss_terms_reach_every_logger_and_the_run_log(uninterrupted):
+    """meta, mi, ot (ORDER's, through its criterion) and a plugin's own ``spread`` term, as
+    means over intervals of ``log_every`` iterations and each domain's end: the same values in
+    TensorBoard, W&B, ``csv/loss_terms.csv`` and ``log.txt``."""
+    import re
+
+    tb = {
+        tag[len(LOSS_TERM_PREFIX) :]: points
+        for tag, points in _scalars(uninterrupted).items()
+        if tag.startswith(LOSS_TERM_PREFIX)
+    }
+    assert set(tb) == {"meta", "mi", "ot", "spread"}
+    for term in ("meta", "mi", "spread"):  # every iteration has them
+        assert [s for s, _ in tb[term]] == TERM_STEPS, term
+    assert 2 * ITERATIONS in [s for s, _ in tb["ot"]]  # ot: only iterations that replay
+    want = {(s, term): v for term, points in tb.items() for s, v in points}
+
+    rows, _ = _wandb_run(uninterrupted)
+    wandb = {
+        (row["_step"], k[len(LOSS_TERM_PREFIX) :]): v
+        for row in rows
+        for k, v in row.items()
+        if k.startswith(LOSS_TERM_PREFIX)
+    }
+    csv_rows = _csv(uninterrupted, "loss_terms.csv")
+    in_csv = {(int(r["step"]), r["term"]): float(r["value"]) for r in csv_rows}
+    assert {r["training_exp"] for r in csv_rows} == {"0", "1"}
+    log = (uninterrupted / "log.txt").read_text()
+    in_log = {
+        (int(step), term): float(value)
+        for step, line in re.findall(r"^loss terms at iteration (\d+): (.*)$", log, re.M)
+        for term, value in (pair.split("=") for pair in line.split())
+    }
+    for name, got, rel in (("W&B", wandb, 1e-6), ("CSV", in_csv, 1e-5), ("log.txt", in_log, 1e-3)):
+        assert sorted(got) == sorted(want), name
+        for key, value in want.items():
+            assert got[key] == pytest.approx(value, rel=rel, abs=1e-9), (name, key)
+
+
+def test_loggers_a_finished_run_did_not_have_are_refused_with_the_fix(uninterrupted, tmp_path):
+    """A finished run is not run again: a file logger it ran without would write nothing, so
+    it is refused (naming the fix); the loggers it ran with are accepted."""
+    import shutil
+
+    out = tmp_path / "runs"
+    root = next(p for p in uninterrupted.parents if p.name == "runs")
+    folder = out / uninterrupted.relative_to(root)
+    shutil.copytree(uninterrupted, folder)
+    assert _run(out, loggers=("csv", "tensorboard", "wandb"))["status"] == "finished before"
+    shutil.rmtree(folder / "tb")
+    with pytest.raises(ValueError, match=r"without the tensorboard logger.*tb/.*fix: .*--out"):
+        _run(out, loggers=("csv", "tensorboard"))
+    assert not (folder / "tb").exists()
