@@ -73,7 +73,9 @@ class OTFeatureLossPlugin(SupervisedPlugin):
         self.eps = eps
         self.n_iter = n_iter
         self._generator = torch.Generator().manual_seed(int(seed))
-        self.last_value: float | None = None
+        self.last_value: torch.Tensor | None = None
+        """The last iteration's ``L_OT`` as a detached 0-d tensor (``None``: nothing
+        replayed); read it with ``float()`` when needed (reading waits for the device)."""
 
     def current_and_stored(self, state, replayed) -> tuple[torch.Tensor, torch.Tensor]:
         """Current and stored embeddings of the replayed tasks' stored inputs, paired by row:
@@ -99,7 +101,7 @@ class OTFeatureLossPlugin(SupervisedPlugin):
             max_points=self.max_points,
             generator=self._generator,
         )
-        self.last_value = float(value.detach())
+        self.last_value = value.detach()
         return self.beta * value
 
     def state_dict(self) -> dict:

@@ -12,6 +12,7 @@ from avalanche.core import SupervisedPlugin
 from avalanche.training.utils import trigger_plugins
 from torch import Tensor
 
+from ..data.device_episodes import to_device
 from ..data.episodes import EpisodeBatch
 from ..defaults import MEM_SIZE, REPLAY_BATCH, check_mem_size
 from ..functional.reservoir import Reservoir
@@ -115,7 +116,7 @@ class MemoryTask:
         episode = self.sampler.sample(self.source.index)
         device = self.features.device
         return tuple(
-            _to_device(t, device) for t in (episode.support_x, episode.query_x, episode.unlabeled_x)
+            to_device(t, device) for t in (episode.support_x, episode.query_x, episode.unlabeled_x)
         )
 
     def with_images(self) -> MemoryTask:
@@ -152,16 +153,6 @@ class MemoryTask:
             **{name: t.to(device) for name, t in self._tensors().items()},
             payload={name: t.to(device) for name, t in self.payload.items()},
         )
-
-
-def _to_device(t: Tensor, device: torch.device) -> Tensor:
-    """``t`` on ``device``; a host tensor bound for a GPU goes through pinned memory without
-    blocking the host."""
-    if t.device == device:
-        return t
-    if t.is_cpu and torch.cuda.is_available() and device.type != t.device.type:
-        return t.pin_memory().to(device, non_blocking=True)
-    return t.to(device)
 
 
 class StoredTask(NamedTuple):
