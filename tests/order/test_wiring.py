@@ -512,7 +512,7 @@ def test_5_ot_value_is_the_optimum_on_the_pairs(carrier):
     expected = float(ot_by_hand(current, stored))
     assert expected > 1e-3
     ot = plugin(s, OTFeatureLossPlugin)
-    assert ot.last_value == pytest.approx(expected, rel=1e-4)
+    assert float(ot.last_value) == pytest.approx(expected, rel=1e-4)
     assert float(rec["terms"]["ot"]) == pytest.approx(BETA * expected, rel=1e-4)
     # The optimum, not the identity pairing or the transposed plan's value.
     cost = ((current[:, None] - stored[None]) ** 2).sum(-1)
