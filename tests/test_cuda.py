@@ -75,7 +75,7 @@ def test_memory_features_and_mi_networks_live_on_the_models_device():
     replay = _order_plugin(strategy, FeatureReservoirReplayPlugin)
     assert len(replay) > 0
     for task in replay.tasks:
-        assert task.features.is_cuda and task.support_x.is_cuda
+        assert task.features.is_cuda and task.images()[0].is_cuda
     mi = _order_plugin(strategy, MIRegularizationPlugin)
     assert all(p.is_cuda for p in mi.estimator.parameters())
 

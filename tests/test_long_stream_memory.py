@@ -179,9 +179,9 @@ def reservoir_problems(plugin, bound_per_task: int) -> list[str]:
     if n > plugin.mem_size:
         problems.append(f"reservoir holds {n} tasks, more than mem_size = {plugin.mem_size}")
     for t in plugin.tasks:
-        for name in ("support_x", "query_x", "unlabeled_x"):
-            if getattr(t, name).dtype != torch.uint8:
-                problems.append(f"stored {name} is {getattr(t, name).dtype}, not uint8")
+        for name, images in zip(("support_x", "query_x", "unlabeled_x"), t.images()):
+            if images.dtype != torch.uint8:
+                problems.append(f"stored {name} is {images.dtype}, not uint8")
         if t.features.dtype != torch.float32 or t.features.requires_grad:
             problems.append("stored features must be detached float32")
         if t.nbytes > bound_per_task:

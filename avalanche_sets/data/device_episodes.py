@@ -24,7 +24,17 @@ from torch import Tensor
 from .domain import Domain
 from .episodes import Episode, EpisodeConfig, EpisodeSampler
 
-__all__ = ["DeviceImagePools", "DeviceEpisodeSampler"]
+__all__ = ["DeviceImagePools", "DeviceEpisodeSampler", "to_device"]
+
+
+def to_device(t: Tensor, device: torch.device) -> Tensor:
+    """``t`` on ``device``. A host tensor bound for a GPU is copied from pinned memory without
+    blocking the host (a pageable copy would wait for it); other copies are plain ``.to``."""
+    if t.device == device:
+        return t
+    if t.is_cpu and torch.cuda.is_available() and device.type != t.device.type:
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
 
 
 class DeviceImagePools:
@@ -126,7 +136,7 @@ class DeviceEpisodeSampler(EpisodeSampler):
         packed = np.concatenate(
             [draw.support_index, draw.query_index, by_source, draw.unlabeled_index[by_source]]
         )
-        on_device = torch.from_numpy(packed).to(self.device)
+        on_device = to_device(torch.from_numpy(packed), self.device)
         lab_idx, positions, u_idx = on_device.split([n_lab, u_src.size, u_src.size])
         lab_x = self._images[0].index_select(0, lab_idx)
         grouped = torch.cat(

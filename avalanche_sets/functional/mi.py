@@ -325,20 +325,23 @@ class MIEstimator(nn.Module):
         p_id: Tensor | None,
         e_ood: Tensor | None,
         p_ood: Tensor | None,
-    ) -> dict[str, float]:
+    ) -> dict[str, Tensor]:
         """One step of each optimiser on detached pairs.
 
         Returns:
-            ``{"nll": ..., "i_id": ...}`` — the values before the step (NaN where skipped).
+            ``{"nll": ..., "i_id": ...}`` — the values before the step as detached 0-d tensors
+            (NaN where skipped): reading them is left to the caller, so a step on a GPU does
+            not wait for the device.
         """
-        out = {"nll": float("nan"), "i_id": float("nan")}
+        nan = torch.tensor(float("nan"))
+        out = {"nll": nan, "i_id": nan}
         with torch.enable_grad():
             if self._usable(e_ood, p_ood):
                 self.opt_q.zero_grad(set_to_none=True)
                 loss = self.q.nll(p_ood.detach(), e_ood.detach())
                 loss.backward()
                 self.opt_q.step()
-                out["nll"] = float(loss.detach())
+                out["nll"] = loss.detach()
             if self._usable(e_id, p_id):
                 self.opt_critic.zero_grad(set_to_none=True)
                 bound = tuba_lower_bound(
@@ -346,7 +349,7 @@ class MIEstimator(nn.Module):
                 )
                 (-bound).backward()
                 self.opt_critic.step()
-                out["i_id"] = float(bound.detach())
+                out["i_id"] = bound.detach()
         return out
 
     def bounds(

@@ -53,6 +53,12 @@ def _one_hot(y: Tensor, n_way: int) -> Tensor:
     return F.one_hot(y.long(), n_way).to(torch.float32)
 
 
+def _in_range(y: Tensor, n_way: int) -> bool:
+    """Whether every label lies in ``0..n_way-1`` (one host read: min and max together)."""
+    low, high = torch.aminmax(y)
+    return bool(torch.stack([low >= 0, high < n_way]).all())
+
+
 def _class_sums(support_emb: Tensor, support_y: Tensor, n_way: int) -> tuple[Tensor, Tensor]:
     """Per-class sums ``[..., N, d]`` and counts ``[..., N]`` of the support embeddings."""
     if support_emb.shape[:-1] != support_y.shape:
@@ -60,7 +66,7 @@ def _class_sums(support_emb: Tensor, support_y: Tensor, n_way: int) -> tuple[Ten
             f"support_emb {tuple(support_emb.shape)} and support_y {tuple(support_y.shape)} "
             "must agree as [..., S, d] and [..., S]"
         )
-    if support_y.numel() and (int(support_y.min()) < 0 or int(support_y.max()) >= n_way):
+    if support_y.numel() and not _in_range(support_y, n_way):
         raise ValueError(f"support labels must lie in 0..{n_way - 1}")
     onehot = _one_hot(support_y, n_way)  # [..., S, N]
     sums = onehot.transpose(-1, -2) @ support_emb.float()  # [..., N, d]

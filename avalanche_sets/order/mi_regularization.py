@@ -90,14 +90,18 @@ class MIRegularizationPlugin(SupervisedPlugin):
         self.estimator: MIEstimator | None = None
         # A restored state waits here until the device it belongs on is known (first use).
         self._restored: dict | None = None
-        self.last_values: dict[str, torch.Tensor | float] = {}
-        """The last training iteration's mean ``I_ood`` and ``I_id`` (detached tensors) and the
-        variational network's ``q_nll`` before its fitting step."""
+        self.last_values: dict[str, torch.Tensor] = {}
+        """The last iteration's mean ``I_ood``, ``I_id`` and the fit's ``q_nll``, as detached
+        0-d tensors (read them with ``float()`` when needed: reading waits for the device)."""
 
     def _build(self, dim: int, device) -> MIEstimator:
-        # A private generator keeps the model's initialisation independent of this plugin.
+        # The networks are initialised on the CPU from the CPU generator seeded with the
+        # plugin's seed, inside a fork that restores its state afterwards: the model's
+        # initialisation stays independent of this plugin. Only the CPU generator is seeded
+        # (torch.manual_seed would also reseed every CUDA generator, which the fork does not
+        # restore, and change the random numbers of the rest of a GPU run).
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.seed)
+            torch.random.default_generator.manual_seed(self.seed)
             est = MIEstimator(
                 dim,
                 q_hidden=self.q_hidden,
@@ -131,12 +135,18 @@ class MIRegularizationPlugin(SupervisedPlugin):
                 "MIRegularizationPlugin needs OODSplitPlugin (it separates U_id from U_ood) "
                 "in the same strategy"
             )
+        # Each episode's embeddings reordered ID first, OOD after (a stable sort keeps the
+        # order inside each group, so the pairs are those boolean masks would select, in the
+        # same order), then cut at the episode's ID count: one host read for the whole batch.
+        is_id = split.is_id
+        order = torch.argsort((~is_id).to(torch.uint8), dim=1, stable=True)
+        n_id = is_id.sum(1).tolist()
         out = []
-        for b in range(len(state)):
+        for b, k in enumerate(n_id):
             e = state.unlabeled_emb[b]
             p = pair_with_prototypes(e, state.prototypes[b])
-            m = split.is_id[b]
-            out.append((e[m], p[m], e[~m], p[~m]))
+            e, p = e.index_select(0, order[b]), p.index_select(0, order[b])
+            out.append((e[:k], p[:k], e[k:], p[k:]))
         return out
 
     def loss_term(self, strategy) -> torch.Tensor | None:

@@ -74,7 +74,8 @@ class OTFeatureLossPlugin(SupervisedPlugin):
         self.n_iter = n_iter
         self._generator = torch.Generator().manual_seed(int(seed))
         self.last_value: torch.Tensor | None = None
-        """The last iteration's ``L_OT`` before β (detached; ``None``: nothing was replayed)."""
+        """The last iteration's ``L_OT`` as a detached 0-d tensor (``None``: nothing
+        replayed); read it with ``float()`` when needed (reading waits for the device)."""
 
     def current_and_stored(self, state, replayed) -> tuple[torch.Tensor, torch.Tensor]:
         """Current and stored embeddings of the replayed tasks' stored inputs, paired by row:

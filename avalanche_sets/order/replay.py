@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+import warnings
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -11,24 +12,53 @@ from avalanche.core import SupervisedPlugin
 from avalanche.training.utils import trigger_plugins
 from torch import Tensor
 
+from ..data.device_episodes import to_device
 from ..data.episodes import EpisodeBatch
 from ..defaults import MEM_SIZE, REPLAY_BATCH, check_mem_size
 from ..functional.reservoir import Reservoir
 
-__all__ = ["FeatureReservoirReplayPlugin", "MemoryTask", "StoredTask", "MEMORY_STORE_EVENT"]
+__all__ = [
+    "FeatureReservoirReplayPlugin",
+    "MemoryTask",
+    "EpisodeSource",
+    "StoredTask",
+    "MEMORY_STORE_EVENT",
+]
 
 MEMORY_STORE_EVENT = "on_memory_store"
 """The plugin event :class:`FeatureReservoirReplayPlugin` fires after storing a meta-batch's
 current tasks: ``plugin.on_memory_store(strategy, stored=[StoredTask, ...])``."""
 
 
-@dataclass
+@dataclass(frozen=True)
+class EpisodeSource:
+    """Where a stored task's images come from: episode ``index`` of the training sampler of
+    experience ``experience`` (an episode is a pure function of the sampler's seed and its
+    index, so the index stands for the images).
+
+    ``sampler`` is the sampler's ``repr`` (its domain, split, episode shape, OOD sources and
+    seed): a run resumed on another stream is refused instead of replaying other images.
+    """
+
+    experience: int
+    index: int
+    sampler: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"experience": self.experience, "index": self.index, "sampler": self.sampler}
+
+
+@dataclass(kw_only=True)
 class MemoryTask:
-    """One stored task: its raw uint8 episode, the features of ``S ∪ U_id`` at storage time,
-    and what other plugins attach to it.
+    """One stored task: its episode (as images, or as the sampler index that regenerates
+    them), the features of ``S ∪ U_id`` at storage time, and what other plugins attach to it.
 
     Attributes:
-        support_x, support_y, query_x, query_y, unlabeled_x: the episode (no ground truth).
+        support_y, query_y: the episode's labels.
+        support_x, query_x, unlabeled_x: its uint8 images when the memory keeps them (episodes
+            no sampler can regenerate, e.g. batches a caller built); ``None`` when ``source``
+            stands for them. Read the images with :meth:`images` either way.
+        source: the :class:`EpisodeSource` that regenerates the images, or ``None``.
         unlabeled_id: bool ``[U]``, the ``U_id`` mask decided when the task was stored.
         features: float32 ``[|S| + |U_id|, d]``, ``h_θ`` of the support images followed by the
             ``U_id`` images, computed when the task was stored (the OT targets ``g_i``).
@@ -39,28 +69,77 @@ class MemoryTask:
             (``task.features.device``) and keep names unique to the plugin.
     """
 
-    support_x: Tensor
     support_y: Tensor
-    query_x: Tensor
     query_y: Tensor
-    unlabeled_x: Tensor
     unlabeled_id: Tensor
     features: Tensor
+    support_x: Tensor | None = None
+    query_x: Tensor | None = None
+    unlabeled_x: Tensor | None = None
+    source: EpisodeSource | None = None
     payload: dict[str, Tensor] = field(default_factory=dict)
+    #: The sampler behind ``source`` once the memory knows it (not saved).
+    sampler: Any = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.source, dict):  # as a checkpoint stores it
+            self.source = EpisodeSource(**self.source)
+        images = [self.support_x, self.query_x, self.unlabeled_x]
+        if self.source is None and any(t is None for t in images):
+            raise ValueError(
+                "a MemoryTask needs its images (support_x, query_x, unlabeled_x) or a source"
+            )
 
     def _tensors(self) -> dict[str, Tensor]:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "payload"}
+        skip = ("payload", "source", "sampler")
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}
+        return {name: t for name, t in out.items() if t is not None}
 
     @property
     def nbytes(self) -> int:
-        """Bytes of every tensor of the task, its payload included."""
+        """Bytes of every tensor the task holds, its payload included (regenerated images are
+        not held)."""
         tensors = [*self._tensors().values(), *self.payload.values()]
         return sum(t.nbytes for t in tensors)
 
+    def images(self) -> tuple[Tensor, Tensor, Tensor]:
+        """``(support_x, query_x, unlabeled_x)`` on the task's device (``features.device``):
+        the stored images, or those its sampler regenerates (the very same pixels)."""
+        if self.source is None:
+            return self.support_x, self.query_x, self.unlabeled_x
+        if self.sampler is None:
+            raise RuntimeError(
+                f"the images of memory task {self.source} come from the training sampler of "
+                f"experience {self.source.experience}, which the memory has not seen yet: a "
+                "restored memory learns the stream's samplers when training starts"
+            )
+        episode = self.sampler.sample(self.source.index)
+        device = self.features.device
+        return tuple(
+            to_device(t, device) for t in (episode.support_x, episode.query_x, episode.unlabeled_x)
+        )
+
+    def with_images(self) -> MemoryTask:
+        """This task holding its images (no source): what the memory stores for an episode no
+        sampler regenerates."""
+        support_x, query_x, unlabeled_x = self.images()
+        return replace(
+            self,
+            support_x=support_x,
+            query_x=query_x,
+            unlabeled_x=unlabeled_x,
+            source=None,
+            sampler=None,
+        )
+
     def to_dict(self) -> dict[str, Any]:
-        """The task as a plain dict of tensors (``payload`` a nested dict); the inverse is
-        ``MemoryTask(**d)``. What a checkpoint stores."""
-        return {**self._tensors(), "payload": dict(self.payload)}
+        """The task as a plain dict of tensors (``payload`` a nested dict, ``source`` a dict of
+        numbers and a string); the inverse is ``MemoryTask(**d)``. What a checkpoint stores:
+        a task with a source holds no images there."""
+        out = {**self._tensors(), "payload": dict(self.payload)}
+        if self.source is not None:
+            out["source"] = self.source.to_dict()
+        return out
 
     def to(self, device: torch.device) -> MemoryTask:
         """This task with every tensor, payload included, on ``device`` (itself when they are
@@ -69,7 +148,8 @@ class MemoryTask:
             t.device == device for t in self.payload.values()
         ):
             return self
-        return MemoryTask(
+        return replace(
+            self,
             **{name: t.to(device) for name, t in self._tensors().items()},
             payload={name: t.to(device) for name, t in self.payload.items()},
         )
@@ -95,11 +175,20 @@ class FeatureReservoirReplayPlugin(SupervisedPlugin):
     * **Storage** (``after_training_iteration``): every training task of the meta-batch is
       offered to a reservoir of ``mem_size`` tasks (Vitter's Algorithm R at the level of tasks,
       appendix B: the ``n``-th task seen is kept with probability ``M / n``). A kept task is
-      stored compactly — its uint8 images — together with the embeddings ``h_θ(x)`` of its
-      support set and of its detected-ID unlabeled images ``U_id`` at storage time (the
-      forward pass that trained on it; no extra forward). Without an OOD split plugin every
-      unlabeled image counts as ``U_id``; with ``store_unlabeled_features=False`` only support
-      features are kept (the paper's "OT without U_id" ablation).
+      stored compactly together with the embeddings ``h_θ(x)`` of its support set and of its
+      detected-ID unlabeled images ``U_id`` at storage time (the forward pass that trained on
+      it; no extra forward). Without an OOD split plugin every unlabeled image counts as
+      ``U_id``; with ``store_unlabeled_features=False`` only support features are kept (the
+      paper's "OT without U_id" ablation).
+    * **Images as indices**: an episode of the stream is a pure function of its sampler's seed
+      and its index, so a task whose images the experience's sampler drew is stored as that
+      index (an :class:`EpisodeSource`) and its images are drawn again when it is replayed —
+      the same pixels, gathered on the model's device by a device-resident sampler. Memory
+      and checkpoints then hold labels, masks and features, not pixels (≈ 0.76 GB of pixels
+      at the paper's 200 tasks of 84 px). Tasks no sampler can regenerate (batches a caller
+      built, or batches a transform changed: checked once per experience, with a warning)
+      keep their uint8 images. A restored memory learns the samplers from the stream when
+      training starts (``before_training_exp``) and refuses a stream whose sampler differs.
     * **Where**: stored tasks live on the device of the batch that stored them, the model's
       (a GPU run keeps its memory on the GPU: storing and replaying copy nothing across);
       tasks restored from a checkpoint, which is read onto the CPU, move next to the model at
@@ -154,6 +243,11 @@ class FeatureReservoirReplayPlugin(SupervisedPlugin):
         self.store_unlabeled_features = bool(store_unlabeled_features)
         self.reservoir = Reservoir(mem_size, seed=seed)
         self._rng = np.random.default_rng([seed, 1])
+        # The training samplers of the experiences seen so far, by experience index, and the
+        # sources of this iteration's current tasks (None: their images are kept).
+        self._samplers: dict[int, Any] = {}
+        self._checked: set[int] = set()
+        self._sources: list[EpisodeSource] | None = None
 
     # ------------------------------------------------------------------ memory
     def __len__(self) -> int:
@@ -168,16 +262,75 @@ class FeatureReservoirReplayPlugin(SupervisedPlugin):
         return sum(t.nbytes for t in self.reservoir.items)
 
     def _batch_of(self, tasks: list[MemoryTask]) -> EpisodeBatch:
+        support_x, query_x, unlabeled_x = zip(*(self._bound(t).images() for t in tasks))
         return EpisodeBatch(
-            support_x=torch.stack([t.support_x for t in tasks]),
+            support_x=torch.stack(support_x),
             support_y=torch.stack([t.support_y for t in tasks]),
-            query_x=torch.stack([t.query_x for t in tasks]),
+            query_x=torch.stack(query_x),
             query_y=torch.stack([t.query_y for t in tasks]),
-            unlabeled_x=torch.stack([t.unlabeled_x for t in tasks]),
+            unlabeled_x=torch.stack(unlabeled_x),
         )
 
+    def _bound(self, task: MemoryTask) -> MemoryTask:
+        """``task`` with the sampler its source names (a restored task learns it here)."""
+        if task.source is None or task.sampler is not None:
+            return task
+        sampler = self._samplers.get(task.source.experience)
+        if sampler is not None and repr(sampler) != task.source.sampler:
+            raise ValueError(
+                f"the memory holds episode {task.source.index} of {task.source.sampler}, but "
+                f"experience {task.source.experience} of this stream is drawn by {sampler!r}: "
+                "the run resumed on another stream; resume with the stream (preset, domains, "
+                "seed) that wrote the checkpoint"
+            )
+        task.sampler = sampler
+        return task
+
     # ------------------------------------------------------------------ callbacks
+    def before_training_exp(self, strategy, **kwargs) -> None:
+        """Learn the training samplers of this experience and of the stream's earlier ones
+        (a memory restored from a checkpoint regenerates their episodes)."""
+        current = strategy.experience
+        try:
+            seen = [
+                e
+                for e in current.origin_stream
+                if e.current_experience <= current.current_experience
+            ]
+        except (AttributeError, TypeError):  # an experience outside a stream
+            seen = []
+        for exp in [*seen, current]:
+            sampler = getattr(exp, "sampler", None)
+            if sampler is not None and callable(getattr(sampler, "sample", None)):
+                self._samplers[int(exp.current_experience)] = sampler
+
+    def _sources_of(self, strategy) -> list[EpisodeSource] | None:
+        """The sources of the meta-batch's current tasks when the experience's sampler drew
+        them (their oracle names the episodes); ``None`` when their images must be kept."""
+        oracle = strategy.mb_x.oracle
+        exp = getattr(getattr(strategy, "experience", None), "current_experience", None)
+        sampler = self._samplers.get(exp)
+        if oracle is None or sampler is None:
+            return None
+        indices = oracle.episode_index.tolist()
+        if exp not in self._checked:  # once per experience: the sampler gives these images
+            self._checked.add(exp)
+            drawn = sampler.sample(indices[0]).support_x.to(strategy.mb_x.support_x.device)
+            if not torch.equal(drawn, strategy.mb_x.support_x[0]):
+                warnings.warn(
+                    f"the training batches of experience {exp} are not the episodes its "
+                    "sampler draws (a transform or another plugin changed them), so the replay "
+                    "memory keeps their images",
+                    stacklevel=2,
+                )
+                self._samplers.pop(exp)
+                return None
+        return [
+            EpisodeSource(experience=int(exp), index=int(i), sampler=repr(sampler)) for i in indices
+        ]
+
     def before_training_iteration(self, strategy, **kwargs) -> None:
+        self._sources = self._sources_of(strategy)
         if len(self.reservoir) == 0:
             return
         n = min(self.replay_batch, len(self.reservoir))
@@ -208,12 +361,19 @@ class FeatureReservoirReplayPlugin(SupervisedPlugin):
                 u_id = torch.ones(state.unlabeled_emb.shape[1], dtype=torch.bool)
             u_id = u_id.to(state.unlabeled_emb.device)
             features = torch.cat([state.support_emb[b], state.unlabeled_emb[b][u_id]])
+            if self._sources is None:
+                images = {
+                    "support_x": batch.support_x[b].clone(),
+                    "query_x": batch.query_x[b].clone(),
+                    "unlabeled_x": batch.unlabeled_x[b].clone(),
+                }
+            else:
+                source = self._sources[b]
+                images = {"source": source, "sampler": self._samplers[source.experience]}
             task = MemoryTask(
-                support_x=batch.support_x[b].clone(),
+                **images,
                 support_y=batch.support_y[b].clone(),
-                query_x=batch.query_x[b].clone(),
                 query_y=batch.query_y[b].clone(),
-                unlabeled_x=batch.unlabeled_x[b].clone(),
                 unlabeled_id=u_id.clone(),
                 features=features.detach().float().clone(),
             )

@@ -186,6 +186,7 @@ class EpisodicTemplate(SupervisedTemplate):
         self.loss_terms: dict[str, torch.Tensor] = {}
         """This iteration's loss terms by name (detached), e.g. ``{"meta": ..., "mi": ...}``."""
         self._eval_batches: dict[int, tuple] = {}
+        self._meta_checked: torch.Tensor | None = None
         self._eval_cached_bytes = 0
 
     # ------------------------------------------------------------------ data
@@ -282,7 +283,10 @@ class EpisodicTemplate(SupervisedTemplate):
 
     def _refuse_non_finite_meta(self) -> None:
         meta = self.loss_terms.get("meta")
-        if meta is not None and not bool(torch.isfinite(meta).all()):
+        if meta is None or meta is self._meta_checked:  # each value is read once
+            return
+        self._meta_checked = meta
+        if not bool(torch.isfinite(meta).all()):
             self._refuse("meta", f"meta={float(meta.float().sum()):.4g}")
 
     def term_of(self, plugin) -> torch.Tensor | None:

@@ -99,7 +99,7 @@ class Recorder(SupervisedPlugin):
         assert len(info.slots) == len(info.tasks) == len(info.rows) == 2
         for row, slot, task in zip(info.rows, info.slots, info.tasks):
             assert self.memory.tasks[slot] is task
-            assert torch.equal(strategy.mb_x.query_x[row], task.query_x)
+            assert torch.equal(strategy.mb_x.query_x[row], task.images()[1])
         assert torch.equal(strategy.mb_x.query_x[:2], self.current)
 
     def on_memory_store(self, strategy, *, stored, **kwargs):
@@ -111,7 +111,7 @@ class Recorder(SupervisedPlugin):
         assert sorted(s.slot for s in stored) == changed  # every kept task, nothing else
         for row, slot, task in stored:
             assert after[slot] is task
-            assert torch.equal(task.query_x, self.current[row])
+            assert torch.equal(task.images()[1], self.current[row])
 
 
 def test_stored_tasks_come_with_their_row_and_slot_whatever_the_plugin_order(bench):

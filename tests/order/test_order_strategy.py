@@ -145,7 +145,7 @@ def test_memory_stores_compact_tasks_with_features(bench):
     assert len(replay) == 5 and replay.reservoir.n_seen == 120
     cfg = bench.config
     for task in replay.tasks:
-        assert task.support_x.dtype == torch.uint8
+        assert task.images()[0].dtype == torch.uint8
         n_feat = cfg.n_way * cfg.n_shot + int(task.unlabeled_id.sum())
         assert task.features.shape == (n_feat, s.model.backbone.out_dim)
         # Images + features + masks: bounded by the raw episode plus d floats per stored input.
