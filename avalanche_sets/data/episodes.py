@@ -461,6 +461,12 @@ class EpisodeSampler:
                 self._ood_pools.append(pool)
 
     def __repr__(self) -> str:
+        return self.episodes_key()
+
+    def episodes_key(self) -> str:
+        """What decides this sampler's episodes: domain, split, configuration, OOD sources and
+        seed. A sampler of another class or device with the same key draws the same pixels
+        (the replay memory checks it when a restored task's images are drawn again)."""
         return (
             f"EpisodeSampler({self.domain.name!r}, split={self.split!r}, {self.config}, "
             f"ood={[s.name for s in self.ood_sources]}, seed={self.seed})"

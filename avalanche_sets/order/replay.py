@@ -30,14 +30,23 @@ MEMORY_STORE_EVENT = "on_memory_store"
 current tasks: ``plugin.on_memory_store(strategy, stored=[StoredTask, ...])``."""
 
 
+def _episodes_key(sampler: Any) -> str:
+    """What decides ``sampler``'s episodes (``episodes_key()``, or its ``repr`` for a sampler
+    without one)."""
+    key = getattr(sampler, "episodes_key", None)
+    return key() if callable(key) else repr(sampler)
+
+
 @dataclass(frozen=True)
 class EpisodeSource:
     """Where a stored task's images come from: episode ``index`` of the training sampler of
     experience ``experience`` (an episode is a pure function of the sampler's seed and its
     index, so the index stands for the images).
 
-    ``sampler`` is the sampler's ``repr`` (its domain, split, episode shape, OOD sources and
-    seed): a run resumed on another stream is refused instead of replaying other images.
+    ``sampler`` is what decides the sampler's episodes (:func:`_episodes_key`: its domain,
+    split, episode shape, OOD sources and seed, not its device): a run resumed on another
+    stream is refused instead of replaying other images; one resumed on another device, whose
+    sampler draws the same pixels there, is not.
     """
 
     experience: int
@@ -276,7 +285,7 @@ class FeatureReservoirReplayPlugin(SupervisedPlugin):
         if task.source is None or task.sampler is not None:
             return task
         sampler = self._samplers.get(task.source.experience)
-        if sampler is not None and repr(sampler) != task.source.sampler:
+        if sampler is not None and _episodes_key(sampler) != task.source.sampler:
             raise ValueError(
                 f"the memory holds episode {task.source.index} of {task.source.sampler}, but "
                 f"experience {task.source.experience} of this stream is drawn by {sampler!r}: "
@@ -326,7 +335,8 @@ class FeatureReservoirReplayPlugin(SupervisedPlugin):
                 self._samplers.pop(exp)
                 return None
         return [
-            EpisodeSource(experience=int(exp), index=int(i), sampler=repr(sampler)) for i in indices
+            EpisodeSource(experience=int(exp), index=int(i), sampler=_episodes_key(sampler))
+            for i in indices
         ]
 
     def before_training_iteration(self, strategy, **kwargs) -> None:

@@ -88,3 +88,31 @@ def test_a_resumed_memory_refuses_another_stream(tmp_path, trained):
     load_checkpoint(path, resumed)
     with pytest.raises(ValueError, match="resumed on another stream"):
         resumed.train(other_bench.train_stream[1])
+
+
+def test_a_resumed_memory_draws_the_same_pixels_from_a_device_sampler(
+    tmp_path, bench, trained, monkeypatch
+):
+    """A run resumed on another device draws its episodes with a device sampler of the same
+    stream: the memory accepts it (the same episodes) and replays the very same pixels."""
+    from avalanche_sets.data.device_episodes import DeviceEpisodeSampler
+    from avalanche_sets.runs import experiment
+
+    strategy, _ = trained
+    path = tmp_path / "run.ckpt"
+    save_checkpoint(path, strategy, position={"experience": 1, "iteration": 0})
+    monkeypatch.setattr(experiment, "data_device", lambda preset: "cpu")
+    device_bench = experiment.build_benchmark(PRESET, seed=0)
+    assert isinstance(device_bench.train_stream[1].sampler, DeviceEpisodeSampler)
+    resumed = _order()
+    load_checkpoint(path, resumed)
+    resumed.train(device_bench.train_stream[1])  # replays restored tasks: no refusal
+    tasks = [t for t in _memory(resumed).tasks if t.source is not None]
+    assert tasks
+    for task in tasks:
+        assert task.sampler is device_bench.train_stream[task.source.experience].sampler
+        episode = bench.train_stream[task.source.experience].dataset[task.source.index]
+        for got, want in zip(
+            task.images(), (episode.support_x, episode.query_x, episode.unlabeled_x)
+        ):
+            assert torch.equal(got, want)
