@@ -9,7 +9,7 @@
 #
 # Stages (limit in seconds; each writes to $OUT, 8 files at most, none in a sub-folder):
 #   install  (40)  the carried wheels (.whl/*.whl) into /tmp/site (GPU_CHECK_SITE), offline, nothing built
-#   env      (20)  env.txt: nvidia-smi, torch, CUDA, cuDNN, the GPU, the carried packages
+#   env      (40)  env.txt: nvidia-smi, torch, CUDA, cuDNN, the GPU, the carried packages
 #   tests    (80)  pytest.txt: tests/test_cuda.py
 #   eager    (70)  step_eager.json + .md: benchmarks.gpu_step, eager backbone, ProtoNet, MSKM and
 #                  ORDER at R = 50 and 250, episodes on the device and from host memory
@@ -111,7 +111,7 @@ tests() {
 export -f install_wheels environment tests
 : > "$LOG"
 stage install 40 install_wheels
-stage env 20 environment
+stage env 40 environment
 stage tests 80 tests
 stage eager 70 "$PY" -m benchmarks.gpu_step --device "$DEVICE" --out "$OUT" --stem step_eager \
   --variants eager --methods protonet mskm order --n-ood 50 250 --data device host \
