@@ -15,6 +15,12 @@ sweeps, tables) in one of two ways:
 * an entry point's name: an installed package declares ``my-method = "my_pkg.methods:build"``
   in the ``[project.entry-points."avalanche_sets.methods"]`` table of its ``pyproject.toml``.
 
+A strategy option's type and default have one home: the annotated signature that takes it
+(:func:`method_options`; the strategy class and those it inherits from, a baseline's model
+class, a factory's own parameters — and, for a factory with ``**options`` whose
+:data:`PASSES_OPTIONS_TO` attribute names a method, that method's). :func:`parse_options` types
+the command line's text by it and :func:`typed_options` checks Python values by it.
+
 The factory must hand ``evaluator`` and ``plugins`` to the strategy it builds (checked); it
 usually calls :func:`build_strategy` on a built-in method with its own plugins added. It is
 handed the run's :class:`~avalanche_sets.presets.RunConfig`, which reads as the preset
@@ -402,8 +408,9 @@ def check_method(
             (``build_strategy("order-no-ot", ..., use_ot=True)``), a setting or option the run
             would not read, or an OT set-up the ``cvxpylayers`` solver cannot build (more than
             100 points per side).
-        TypeError: a strategy option the method does not accept (with the closest name), or a
-            factory of one's own that does not take a factory's arguments.
+        TypeError: a strategy option the method does not accept (with the closest name) or a
+            value of another type than the option's (:func:`typed_options`), or a factory of
+            one's own that does not take a factory's arguments.
     """
     if name in METHODS and name in installed_methods():
         raise ValueError(

@@ -18,10 +18,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from avalanche_sets.cli import _strategy_options
 from avalanche_sets.data import Domain, EpisodeConfig, EpisodeSampler, sets_benchmark
 from avalanche_sets.data.packs import CorruptImageError, build_pack_from_folder, load_pack
 from avalanche_sets.data.paper import DatasetNotFoundError, PaperSplitWarning, load_paper_domain
-from avalanche_sets.methods import build_strategy, check_method
+from avalanche_sets.methods import build_strategy, check_method, parse_options
 from avalanche_sets.presets import PRESET_SCHEMA, PRESETS, resolve_preset
 
 CATALOGUE = Path(__file__).resolve().parents[1] / "docs" / "guide" / "bad-input.md"
@@ -401,6 +402,27 @@ CASES = [
     Case("method-unknown-option", lambda t: build_strategy("order", _quick(), lamda=1e-4),
          TypeError, r"method 'order' \(OrderStrategy\) does not accept option\(s\) \['lamda'\] "
          r"\(did you mean 'lam'\?\); fix: use its valid options "),
+    Case("method-option-wrong-type",
+         lambda t: build_strategy("order", _quick(), use_ot="false"), TypeError,
+         r"method 'order': option 'use_ot' takes a bool, got 'false' \(str\); fix: use_ot=true "
+         r"or use_ot=false on the command line \(also yes/no, 1/0\), use_ot=True or "
+         r"use_ot=False in Python"),
+    Case("method-option-bad-text", lambda t: parse_options("semi-mer", {"gamma": "high"}),
+         TypeError, r"method 'semi-mer': option 'gamma' takes a float, got 'high'; fix: give "
+         r"gamma a float, e\.g\. gamma=1\.0; its options: \[beta: float = 1\.0, "),
+    Case("method-option-given-twice",
+         lambda t: _strategy_options(["beta=0.1", "beta=0.2"], ["order"]), ValueError,
+         r"--strategy-set gives option 'beta' of method 'order' twice \(beta=0\.1 and "
+         r"beta=0\.2\); fix: give it once"),
+    Case("method-option-not-for-every-method",
+         lambda t: _strategy_options(["lam=0.1"], ["order", "mskm"]), ValueError,
+         r"--strategy-set lam=0\.1 goes to every method, but \['mskm'\] take\(s\) no option "
+         r"'lam'; fix: give it to the method\(s\) that take it: --strategy-set order:lam=0\.1"),
+    Case("method-option-other-method",
+         lambda t: _strategy_options(["ordr:lam=0.1"], ["order", "mskm"]), ValueError,
+         r"--strategy-set ordr:lam=0\.1: method 'ordr' is not run by this command \(did you "
+         r"mean 'order'\?\); fix: name one of \['order', 'mskm'\], or give key=value to every "
+         r"method"),
     Case("method-preset-incomplete", lambda t: build_strategy("mskm", {"lr": 1e-3}),
          ValueError, r"the preset lacks setting\(s\) \['n_blocks', .*\] that method 'mskm' "
          r"needs; fix: start from avalanche_sets\.presets\.resolve_preset"),
