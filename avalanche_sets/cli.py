@@ -232,6 +232,11 @@ def build_parser() -> argparse.ArgumentParser:
         "images than the cpu preset's episodes need (16) are named in a warning.",
     )
     pack.add_argument("--folder", required=True, help="one sub-folder of images per class")
+    pack.add_argument(
+        "--skip-unreadable", action="store_true",
+        help="leave out image files that cannot be decoded, naming them (default: refuse "
+        "them, every one named in one pass)",
+    )  # fmt: skip
     pack.add_argument("--out", required=True, help="output .npz file")
     pack.add_argument("--size", type=_positive_int, default=32, help="image side (default 32)")
     pack.add_argument("--seed", type=int, default=0, help="seed of the class split")
@@ -281,6 +286,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--n-way", type=_positive_int, default=5, metavar="N",
         help="episode width: every stream domain needs N classes in each of train, val and test "
         "(3N in all; default 5), every OOD source one",
+    )  # fmt: skip
+    st.add_argument(
+        "--skip-unreadable", action="store_true",
+        help="leave out image files that cannot be decoded, listing them in the manifest "
+        "(default: refuse them, every one named in one pass)",
     )  # fmt: skip
     paper = psub.add_parser("paper", help="resize and cache the paper's datasets")
     paper.add_argument("--root", required=True)
@@ -506,6 +516,7 @@ def _cmd_prepare(args) -> int:
         path = build_pack_from_folder(
             args.folder, args.out, image_size=args.size, seed=args.seed,
             split=parse_split(args.split), n_way=args.n_way,
+            skip_unreadable=args.skip_unreadable,
         )  # fmt: skip
         dom = load_pack(path)
         sizes = "/".join(str(dom.classes(s).size) for s in ("train", "val", "test"))
@@ -576,16 +587,19 @@ def _prepare_stream(args) -> int:
          "--ood", *(i.text for i in ood), "--size", str(args.size), "--n-way", str(args.n_way)]
         + (["--seed", str(args.seed)] if args.seed is not None else [])
         + (["--split", args.split] if args.split is not None else [])
+        + ["--skip-unreadable"] * args.skip_unreadable
     )  # fmt: skip
     out = prepare_stream(
         args.out, domains, ood, image_size=args.size, split=split, seed=seed,
-        n_way=args.n_way, command=command,
+        n_way=args.n_way, command=command, skip_unreadable=args.skip_unreadable,
     )  # fmt: skip
     manifest = json.loads((out / "manifest.json").read_text())
     for e in manifest["packs"]:
         sp = "/".join(str(v) for v in e["split"].values())
         print(f"wrote {out / e['pack']}: {e['role']} {e['name']!r} from {e['item']}, "
               f"{e['classes']} classes ({sp} train/val/test), {e['images']} images")  # fmt: skip
+        if e.get("skipped"):
+            print(f"  skipped {len(e['skipped'])} unreadable file(s): {', '.join(e['skipped'])}")
     print(f"manifest: {out / 'manifest.json'}\nrun on it: {manifest['run_command']}")
     return 0
 
