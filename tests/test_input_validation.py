@@ -20,7 +20,12 @@ from PIL import Image
 
 from avalanche_sets.cli import _strategy_options
 from avalanche_sets.data import Domain, EpisodeConfig, EpisodeSampler, sets_benchmark
-from avalanche_sets.data.packs import CorruptImageError, build_pack_from_folder, load_pack
+from avalanche_sets.data.packs import (
+    CorruptImageError,
+    UnreadableImagesError,
+    build_pack_from_folder,
+    load_pack,
+)
 from avalanche_sets.data.paper import DatasetNotFoundError, PaperSplitWarning, load_paper_domain
 from avalanche_sets.methods import build_strategy, check_method, parse_options
 from avalanche_sets.presets import PRESET_SCHEMA, PRESETS, resolve_preset
@@ -119,6 +124,16 @@ def _folder_corrupt_image(tmp: Path):
     folder = _image_folder(tmp / "imgs", {"cat": 2, "dog": 2})
     (folder / "dog" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\nnot a png")
     return build_pack_from_folder(folder, tmp / "out.npz", image_size=8, n_way=None)
+
+
+def _stream_unreadable_images(tmp: Path):
+    from avalanche_sets.data.stream_folder import prepare_stream
+
+    a = _image_folder(tmp / "a", {f"c{i}": 2 for i in range(6)})
+    b = _image_folder(tmp / "b", {f"c{i}": 2 for i in range(6)})
+    (a / "c0" / "broken.png").write_bytes(b"not a png")
+    (b / "c2" / "bad.png").write_bytes(b"not a png")
+    return prepare_stream(tmp / "out", [str(a), str(b)], [], image_size=8, n_way=2, split=(2, 2, 2))
 
 
 def _pack_class_too_small(tmp: Path):
@@ -302,6 +317,10 @@ CASES = [
     Case("folder-corrupt-image", _folder_corrupt_image, CorruptImageError,
          r"cannot read image file .*dog.broken\.png: .*fix: replace the file with a valid image "
          r"or delete it"),
+    Case("stream-unreadable-images", _stream_unreadable_images, UnreadableImagesError,
+         r"cannot read 2 image files: .*a.c0.broken\.png \(.*\); .*b.c2.bad\.png \(.*\); "
+         r"fix: replace them with valid images or delete them, or leave them out with "
+         r"--skip-unreadable"),
     # --- the paper's datasets: load_paper_domain, sets_benchmark("paper")
     Case("paper-root-missing", lambda t: _load_cub(t / "nowhere"), DatasetNotFoundError,
          r"(?s)CUB.*not found: the root folder does not exist \[path: .*nowhere.*\]\..*"
@@ -546,7 +565,8 @@ WARN_CASES = [
     WarnCase("warn-folder-class-without-images", _folder_with_empty_class, UserWarning,
              r"left out 1 class\(es\) with fewer than 1 images: 'emu' \(0\)"),
     WarnCase("warn-folder-non-image-file", _folder_with_text_file, UserWarning,
-             r"ignored 1 file\(s\) whose names do not end in an image extension"),
+             r"ignored 1 file\(s\) whose names do not end in an image extension .*: "
+             r"cat/notes\.txt"),
     WarnCase("warn-small-classes-dropped", lambda t: _bench_drop(), UserWarning,
              r"1 of 4 train classes of domain 'd0' are too small .*they are left out"),
     WarnCase("warn-paper-class-in-no-split", _paper_split_leaves_out, PaperSplitWarning,
