@@ -19,7 +19,7 @@ HEAVY = {"matplotlib", "scipy", "cvxpy", "cvxpylayers", "ot", "wandb", "ray", "h
          "torchvision", "learn2learn"}  # fmt: skip
 #: Modules on the command line's start, which parses its arguments before torch is loaded:
 #: they import torch, Avalanche and the package's torch modules inside the command.
-TORCH_FREE = {"cli.py", "methods.py", "runs/folder.py"}
+TORCH_FREE = {"cli.py", "methods/__init__.py", "runs/folder.py"}
 
 
 def _modules() -> list[Path]:

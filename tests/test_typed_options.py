@@ -17,7 +17,7 @@ from avalanche_sets.methods import (
     parse_options,
     typed_options,
 )
-from avalanche_sets.options import BOOL_SPELLINGS, OptionSpec
+from avalanche_sets.methods.options import BOOL_SPELLINGS, OptionSpec
 from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs import experiment
 from avalanche_sets.runs.folder import run_folder

@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Mapping
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
+from ..presets import RunConfig
 from .options import (
     OptionSpec,
     OptionValueError,
@@ -45,10 +46,9 @@ from .options import (
     describe_options,
     signature_options,
 )
-from .presets import RunConfig
 
 if TYPE_CHECKING:  # torch loads only when a strategy is built (the CLI parses without it)
-    from .models.backbone import ConvBackbone
+    from ..models.backbone import ConvBackbone
 
 __all__ = [
     "METHODS",
@@ -196,7 +196,7 @@ def make_backbone(preset: RunConfig | Mapping[str, Any]) -> ConvBackbone:
     in the preset makes it NCHW-contiguous, the same network with another float summation
     order) in the preset's ``precision`` (``"auto"``: bf16 where the device runs it natively; a
     preset without the setting, as those of runs recorded before it existed, means ``"fp32"``)."""
-    from .models.backbone import ConvBackbone  # torch: the CLI parses without it
+    from ..models.backbone import ConvBackbone  # torch: the CLI parses without it
 
     config = RunConfig.of(preset)
     return ConvBackbone(
@@ -234,11 +234,11 @@ STRATEGY_PRESET_KEYS = (
 
 def _strategy_class(name: str) -> type:
     if name in ORDER_VARIANTS:
-        from .order import OrderStrategy  # torch: the CLI parses without it
+        from ..order import OrderStrategy  # torch: the CLI parses without it
 
         return OrderStrategy
     module, cls_name = BASELINES[name]
-    return getattr(importlib.import_module(f".baselines.{module}", __package__), cls_name)
+    return getattr(importlib.import_module(f"..baselines.{module}", __package__), cls_name)
 
 
 def _model_option_names(cls: type) -> tuple[str, ...]:
@@ -280,7 +280,7 @@ PASSES_OPTIONS_TO = "passes_options_to"
 
 def method_options(name: str) -> tuple[dict[str, OptionSpec], bool]:
     """The strategy options method ``name`` takes, each with its type and default (read from
-    the signature that takes it: :func:`avalanche_sets.options.signature_options`), and
+    the signature that takes it: :func:`avalanche_sets.methods.options.signature_options`), and
     whether it takes others besides (a factory of one's own with ``**options`` that does not
     say where they go: they are checked when its strategy is built).
 
@@ -354,7 +354,7 @@ def typed_options(name: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
 def parse_options(name: str, texts: Mapping[str, str]) -> dict[str, Any]:
     """Command-line text (``--strategy-set KEY=VALUE``) as method ``name``'s typed options:
     ``use_ot=false`` is ``False``, ``lr=1e-3x`` is refused (spellings:
-    :mod:`avalanche_sets.options`).
+    :mod:`avalanche_sets.methods.options`).
 
     Raises:
         MethodOptionError: an option ``name`` does not take, or text that is no value of the
@@ -463,7 +463,7 @@ def check_method(
     _refuse_unread(name, unread)
     if settings.get("use_replay", True) and settings.get("use_ot", True):
         if settings.get("ot_solver") == "cvxpylayers":
-            from .functional.ot import CVXPYLAYERS_MAX_ENTRIES  # torch: the CLI parses without it
+            from ..functional.ot import CVXPYLAYERS_MAX_ENTRIES  # torch: the CLI parses without it
 
             g = settings.get("ot_max_points")
             side = int(CVXPYLAYERS_MAX_ENTRIES**0.5)
@@ -594,9 +594,9 @@ def build_strategy(
     import torch
     from avalanche.training.templates import BaseTemplate
 
-    from .baselines.tuned import default_options
-    from .models.episodic import PrototypicalModel
-    from .training.template import silent_evaluator
+    from ..baselines.tuned import default_options
+    from ..models.episodic import PrototypicalModel
+    from ..training.template import silent_evaluator
 
     evaluator = evaluator if evaluator is not None else silent_evaluator()
     plugins = list(plugins or [])

@@ -233,7 +233,7 @@ class OptionSpec:
 
     @property
     def typed(self) -> bool:
-        """Whether values of this option are checked (its type is one :mod:`options` reads)."""
+        """Whether values of this option are checked (its type is one this module reads)."""
         return self.type is not None and _known(self.type)
 
     @property
