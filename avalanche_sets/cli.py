@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import difflib
 import itertools
 import json
 import os
@@ -63,6 +64,61 @@ def _parse_sets(items: list[str] | None, *, grid: bool, flag: str = "--set") -> 
         else:  # one value (a list literal stays one value)
             out[key] = [parsed]
     return out
+
+
+def _strategy_options(items: list[str] | None, methods: list[str]) -> dict[str, dict]:
+    """``--strategy-set [METHOD:]KEY=VALUE`` → each method's typed options.
+
+    A plain ``KEY=VALUE`` goes to every method; ``METHOD:KEY=VALUE`` to that method only (the
+    ``:`` before the key is the last one, so ``pkg.module:factory:weight=0.5`` names a factory).
+    The text is typed by the option's type (:func:`~avalanche_sets.methods.parse_options`).
+
+    Raises:
+        ValueError: an item without ``=``; a method not in the command; an option given twice
+            to one method (the later would win unseen); a plain option some method does not
+            take while others do (naming which); text that is no value of the option's type.
+    """
+    from .methods import method_options, parse_options
+
+    texts: dict[str, dict[str, str]] = {m: {} for m in methods}
+    given: dict[str, dict[str, str]] = {m: {} for m in methods}  # key -> the item that gave it
+    shared: dict[str, str] = {}
+    for item in items or []:
+        target, eq, value = item.partition("=")
+        method, _, key = target.rpartition(":")
+        if not eq or not key:
+            raise ValueError(f"--strategy-set expects [METHOD:]key=value, got {item!r}")
+        if method and method not in texts:
+            close = difflib.get_close_matches(method, methods, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(
+                f"--strategy-set {item}: method {method!r} is not run by this command{hint}; "
+                f"fix: name one of {methods}, or give key=value to every method"
+            )
+        for m in [method] if method else methods:
+            if key in texts[m]:
+                raise ValueError(
+                    f"--strategy-set gives option {key!r} of method {m!r} twice "
+                    f"({given[m][key]} and {item}); fix: give it once"
+                )
+            texts[m][key], given[m][key] = value, item
+        if not method:
+            shared[key] = item
+    for key, item in shared.items():
+        lacking = [m for m in methods if not _takes_option(method_options(m), key)]
+        if lacking and len(lacking) < len(methods):
+            takers = [m for m in methods if m not in lacking]
+            raise ValueError(
+                f"--strategy-set {item} goes to every method, but {lacking} take(s) no option "
+                f"{key!r}; fix: give it to the method(s) that take it: "
+                + " ".join(f"--strategy-set {m}:{item}" for m in takers)
+            )
+    return {m: parse_options(m, texts[m]) for m in methods}
+
+
+def _takes_option(options: tuple[dict, bool], key: str) -> bool:
+    named, open_ = options
+    return open_ or key in named
 
 
 def _positive_int(text: str) -> int:
@@ -117,7 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
             "--strategy-set",
             action="append",
             metavar="KEY=VALUE",
-            help="strategy constructor argument, e.g. --strategy-set lam=1e-4",
+            help="strategy option, typed by the method's signature, e.g. --strategy-set "
+            "lam=1e-4 or use_ot=false (bools: true/false, yes/no, 1/0); METHOD:KEY=VALUE "
+            "gives it to one method of a sweep only",
         )
         sp.add_argument("--eval-stream", default="test", choices=["test", "valid"])
         sp.add_argument(
@@ -207,6 +265,11 @@ def build_parser() -> argparse.ArgumentParser:
         "images than the cpu preset's episodes need (16) are named in a warning.",
     )
     pack.add_argument("--folder", required=True, help="one sub-folder of images per class")
+    pack.add_argument(
+        "--skip-unreadable", action="store_true",
+        help="leave out image files that cannot be decoded, naming them (default: refuse "
+        "them, every one named in one pass)",
+    )  # fmt: skip
     pack.add_argument("--out", required=True, help="output .npz file")
     pack.add_argument("--size", type=_positive_int, default=32, help="image side (default 32)")
     pack.add_argument("--seed", type=int, default=0, help="seed of the class split")
@@ -256,6 +319,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--n-way", type=_positive_int, default=5, metavar="N",
         help="episode width: every stream domain needs N classes in each of train, val and test "
         "(3N in all; default 5), every OOD source one",
+    )  # fmt: skip
+    st.add_argument(
+        "--skip-unreadable", action="store_true",
+        help="leave out image files that cannot be decoded, listing them in the manifest "
+        "(default: refuse them, every one named in one pass)",
     )  # fmt: skip
     paper = psub.add_parser("paper", help="resize and cache the paper's datasets")
     paper.add_argument("--root", required=True)
@@ -344,7 +412,7 @@ def _cmd_run(args) -> int:
     given = _given(args)
     preset = _preset_from_args(args)
     seeds = args.seeds or list(preset.seeds)
-    strategy_overrides = _parse_sets(args.strategy_set, grid=False, flag="--strategy-set")
+    strategy_overrides = _strategy_options(args.strategy_set, [args.method])[args.method]
     from .data.visualize import plot_episodes
     from .methods import check_method
     from .runs.experiment import build_benchmark, run_experiment
@@ -423,13 +491,13 @@ def _cmd_sweep(args) -> int:
                 file=sys.stderr,
             )
             return 2
-    strategy_overrides = _parse_sets(args.strategy_set, grid=False, flag="--strategy-set")
+    strategy_overrides = _strategy_options(args.strategy_set, args.methods)
     grid = _grid(args)
     from .runs.sweep import RunSpec, check_specs, run_sweep
 
     specs = [
         RunSpec(m, p, s, args.out, eval_stream=args.eval_stream,
-                strategy_overrides=strategy_overrides, checkpoint_every=args.checkpoint_every,
+                strategy_overrides=strategy_overrides[m], checkpoint_every=args.checkpoint_every,
                 verbose=args.verbose)
         for m, p, s in grid
     ]  # fmt: skip
@@ -493,6 +561,7 @@ def _cmd_prepare(args) -> int:
         path = build_pack_from_folder(
             args.folder, args.out, image_size=args.size, seed=args.seed,
             split=parse_split(args.split), n_way=args.n_way,
+            skip_unreadable=args.skip_unreadable,
         )  # fmt: skip
         dom = load_pack(path)
         sizes = "/".join(str(dom.classes(s).size) for s in ("train", "val", "test"))
@@ -563,16 +632,19 @@ def _prepare_stream(args) -> int:
          "--ood", *(i.text for i in ood), "--size", str(args.size), "--n-way", str(args.n_way)]
         + (["--seed", str(args.seed)] if args.seed is not None else [])
         + (["--split", args.split] if args.split is not None else [])
+        + ["--skip-unreadable"] * args.skip_unreadable
     )  # fmt: skip
     out = prepare_stream(
         args.out, domains, ood, image_size=args.size, split=split, seed=seed,
-        n_way=args.n_way, command=command,
+        n_way=args.n_way, command=command, skip_unreadable=args.skip_unreadable,
     )  # fmt: skip
     manifest = json.loads((out / "manifest.json").read_text())
     for e in manifest["packs"]:
         sp = "/".join(str(v) for v in e["split"].values())
         print(f"wrote {out / e['pack']}: {e['role']} {e['name']!r} from {e['item']}, "
               f"{e['classes']} classes ({sp} train/val/test), {e['images']} images")  # fmt: skip
+        if e.get("skipped"):
+            print(f"  skipped {len(e['skipped'])} unreadable file(s): {', '.join(e['skipped'])}")
     print(f"manifest: {out / 'manifest.json'}\nrun on it: {manifest['run_command']}")
     return 0
 

@@ -63,6 +63,8 @@ def mskm_spread(preset, *, seed, evaluator, plugins, weight: float = 0.1, **opti
     )  # fmt: skip
 
 
+# its **options are MSKM's: typed and checked as MSKM's before any data loads
+mskm_spread.passes_options_to = "mskm"
 # --8<-- [end:factory]
 
 TINY = [

@@ -18,10 +18,16 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from avalanche_sets.cli import _strategy_options
 from avalanche_sets.data import Domain, EpisodeConfig, EpisodeSampler, sets_benchmark
-from avalanche_sets.data.packs import CorruptImageError, build_pack_from_folder, load_pack
+from avalanche_sets.data.packs import (
+    CorruptImageError,
+    UnreadableImagesError,
+    build_pack_from_folder,
+    load_pack,
+)
 from avalanche_sets.data.paper import DatasetNotFoundError, PaperSplitWarning, load_paper_domain
-from avalanche_sets.methods import build_strategy, check_method
+from avalanche_sets.methods import build_strategy, check_method, parse_options
 from avalanche_sets.presets import PRESET_SCHEMA, PRESETS, resolve_preset
 
 CATALOGUE = Path(__file__).resolve().parents[1] / "docs" / "guide" / "bad-input.md"
@@ -118,6 +124,16 @@ def _folder_corrupt_image(tmp: Path):
     folder = _image_folder(tmp / "imgs", {"cat": 2, "dog": 2})
     (folder / "dog" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\nnot a png")
     return build_pack_from_folder(folder, tmp / "out.npz", image_size=8, n_way=None)
+
+
+def _stream_unreadable_images(tmp: Path):
+    from avalanche_sets.data.stream_folder import prepare_stream
+
+    a = _image_folder(tmp / "a", {f"c{i}": 2 for i in range(6)})
+    b = _image_folder(tmp / "b", {f"c{i}": 2 for i in range(6)})
+    (a / "c0" / "broken.png").write_bytes(b"not a png")
+    (b / "c2" / "bad.png").write_bytes(b"not a png")
+    return prepare_stream(tmp / "out", [str(a), str(b)], [], image_size=8, n_way=2, split=(2, 2, 2))
 
 
 def _pack_class_too_small(tmp: Path):
@@ -301,6 +317,10 @@ CASES = [
     Case("folder-corrupt-image", _folder_corrupt_image, CorruptImageError,
          r"cannot read image file .*dog.broken\.png: .*fix: replace the file with a valid image "
          r"or delete it"),
+    Case("stream-unreadable-images", _stream_unreadable_images, UnreadableImagesError,
+         r"cannot read 2 image files: .*a.c0.broken\.png \(.*\); .*b.c2.bad\.png \(.*\); "
+         r"fix: replace them with valid images or delete them, or leave them out with "
+         r"--skip-unreadable"),
     # --- the paper's datasets: load_paper_domain, sets_benchmark("paper")
     Case("paper-root-missing", lambda t: _load_cub(t / "nowhere"), DatasetNotFoundError,
          r"(?s)CUB.*not found: the root folder does not exist \[path: .*nowhere.*\]\..*"
@@ -401,6 +421,27 @@ CASES = [
     Case("method-unknown-option", lambda t: build_strategy("order", _quick(), lamda=1e-4),
          TypeError, r"method 'order' \(OrderStrategy\) does not accept option\(s\) \['lamda'\] "
          r"\(did you mean 'lam'\?\); fix: use its valid options "),
+    Case("method-option-wrong-type",
+         lambda t: build_strategy("order", _quick(), use_ot="false"), TypeError,
+         r"method 'order': option 'use_ot' takes a bool, got 'false' \(str\); fix: use_ot=true "
+         r"or use_ot=false on the command line \(also yes/no, 1/0\), use_ot=True or "
+         r"use_ot=False in Python"),
+    Case("method-option-bad-text", lambda t: parse_options("semi-mer", {"gamma": "high"}),
+         TypeError, r"method 'semi-mer': option 'gamma' takes a float, got 'high'; fix: give "
+         r"gamma a float, e\.g\. gamma=1\.0; its options: \[beta: float = 1\.0, "),
+    Case("method-option-given-twice",
+         lambda t: _strategy_options(["beta=0.1", "beta=0.2"], ["order"]), ValueError,
+         r"--strategy-set gives option 'beta' of method 'order' twice \(beta=0\.1 and "
+         r"beta=0\.2\); fix: give it once"),
+    Case("method-option-not-for-every-method",
+         lambda t: _strategy_options(["lam=0.1"], ["order", "mskm"]), ValueError,
+         r"--strategy-set lam=0\.1 goes to every method, but \['mskm'\] take\(s\) no option "
+         r"'lam'; fix: give it to the method\(s\) that take it: --strategy-set order:lam=0\.1"),
+    Case("method-option-other-method",
+         lambda t: _strategy_options(["ordr:lam=0.1"], ["order", "mskm"]), ValueError,
+         r"--strategy-set ordr:lam=0\.1: method 'ordr' is not run by this command \(did you "
+         r"mean 'order'\?\); fix: name one of \['order', 'mskm'\], or give key=value to every "
+         r"method"),
     Case("method-preset-incomplete", lambda t: build_strategy("mskm", {"lr": 1e-3}),
          ValueError, r"the preset lacks setting\(s\) \['n_blocks', .*\] that method 'mskm' "
          r"needs; fix: start from avalanche_sets\.presets\.resolve_preset"),
@@ -524,7 +565,8 @@ WARN_CASES = [
     WarnCase("warn-folder-class-without-images", _folder_with_empty_class, UserWarning,
              r"left out 1 class\(es\) with fewer than 1 images: 'emu' \(0\)"),
     WarnCase("warn-folder-non-image-file", _folder_with_text_file, UserWarning,
-             r"ignored 1 file\(s\) whose names do not end in an image extension"),
+             r"ignored 1 file\(s\) whose names do not end in an image extension .*: "
+             r"cat/notes\.txt"),
     WarnCase("warn-small-classes-dropped", lambda t: _bench_drop(), UserWarning,
              r"1 of 4 train classes of domain 'd0' are too small .*they are left out"),
     WarnCase("warn-paper-class-in-no-split", _paper_split_leaves_out, PaperSplitWarning,

@@ -25,10 +25,12 @@ __all__ = [
     "IMAGE_EXTENSIONS",
     "LANCZOS",
     "CorruptImageError",
+    "UnreadableImagesError",
     "to_rgb",
     "center_square",
     "load_image",
     "load_images",
+    "load_readable_images",
     "resize_images",
     "is_image_file",
     "scan_image_folder",
@@ -59,10 +61,35 @@ class CorruptImageError(ValueError):
 
     def __init__(self, path: str | os.PathLike, reason: object) -> None:
         self.path = Path(path)
+        self.reason = reason
         super().__init__(
             f"cannot read image file {self.path}: {reason}; fix: replace the file with a valid "
             "image or delete it (nothing is skipped silently)"
         )
+
+
+class UnreadableImagesError(CorruptImageError):
+    """Image files that Pillow cannot decode, every one of a folder (or stream) found in one
+    pass: :attr:`errors` holds each file's :class:`CorruptImageError`, :attr:`path` the first."""
+
+    def __init__(self, errors: Sequence[CorruptImageError], *, skip_hint: str = "") -> None:
+        self.errors = list(errors)
+        self.paths = [e.path for e in self.errors]
+        if len(self.errors) == 1:
+            what = f"image file {self.paths[0]}: {self.errors[0].reason}; fix: replace the file"
+            what += " with a valid image or delete it"
+        else:
+            listed = "; ".join(f"{e.path} ({e.reason})" for e in self.errors)
+            what = f"{len(self.errors)} image files: {listed}; fix: replace them with valid "
+            what += "images or delete them"
+        ValueError.__init__(
+            self,
+            f"cannot read {what}"
+            + (f", or {skip_hint}" if skip_hint else "")
+            + " (nothing is skipped silently)",
+        )
+        self.path = self.paths[0]
+        self.reason = self.errors[0].reason
 
 
 # ----------------------------------------------------------------------------- images
@@ -151,33 +178,65 @@ def load_images(
     """Decode many image files into one uint8 array ``[len(paths), S, S, 3]``.
 
     Decoding runs in a thread pool (Pillow releases the GIL while decoding and resizing) with
-    a tqdm progress bar (``progress=None`` shows it only on a terminal, for 200+ images). The
-    first file that cannot be decoded raises :class:`CorruptImageError` naming it; nothing is
-    silently skipped.
+    a tqdm progress bar (``progress=None`` shows it only on a terminal, for 200+ images). Every
+    file is tried: those that cannot be decoded are named together in one
+    :class:`UnreadableImagesError` (:func:`load_readable_images` skips them instead); nothing
+    is silently skipped.
     """
+    images, unreadable = load_readable_images(
+        paths, image_size, crop_bottom=crop_bottom, workers=workers, desc=desc,
+        progress=progress,
+    )  # fmt: skip
+    if unreadable:
+        raise UnreadableImagesError(unreadable)
+    return images
+
+
+def load_readable_images(
+    paths: Sequence[str | os.PathLike],
+    image_size: int,
+    *,
+    crop_bottom: int = 0,
+    workers: int | None = None,
+    desc: str = "images",
+    progress: bool | None = None,
+) -> tuple[np.ndarray, list[CorruptImageError]]:
+    """Decode every file that can be decoded: ``(images, errors)``, ``images`` the readable
+    files' ``[n, S, S, 3]`` in the order of ``paths``, ``errors`` one
+    :class:`CorruptImageError` per file that cannot be (the caller reports or lists them)."""
     n = len(paths)
     out = np.empty((n, image_size, image_size, 3), dtype=np.uint8)
     if n == 0:
-        return out
+        return out, []
     disable = (n < 200 or None) if progress is None else (not progress)
-    one = lambda p: load_image(p, image_size, crop_bottom=crop_bottom)  # noqa: E731
+
+    def one(p):
+        try:
+            return load_image(p, image_size, crop_bottom=crop_bottom)
+        except CorruptImageError as err:
+            return err
+
     n_workers = _n_workers(workers)
+    errors: list[CorruptImageError] = []
+    readable = np.ones(n, dtype=bool)
     with tqdm(total=n, desc=desc, unit="img", disable=disable, leave=False) as bar:
         if n_workers == 1 or n < 16:
-            for i, p in enumerate(paths):
-                out[i] = one(p)
-                bar.update()
+            results = map(one, paths)
         else:
             pool = ThreadPoolExecutor(n_workers)
-            try:
-                for i, arr in enumerate(pool.map(one, paths)):
+            results = pool.map(one, paths)
+        try:
+            for i, arr in enumerate(results):
+                if isinstance(arr, CorruptImageError):
+                    errors.append(arr)
+                    readable[i] = False
+                else:
                     out[i] = arr
-                    bar.update()
-            except BaseException:
-                pool.shutdown(wait=True, cancel_futures=True)  # fail fast on a corrupt file
-                raise
-            pool.shutdown()
-    return out
+                bar.update()
+        finally:
+            if n_workers > 1 and n >= 16:
+                pool.shutdown(wait=True, cancel_futures=True)
+    return (out if readable.all() else out[readable]), errors
 
 
 def resize_images(
@@ -266,20 +325,20 @@ def scan_image_folder(folder: Path, *, what: str = "image folder") -> dict[str, 
     ignored too (with one warning that counts them).
     """
     classes: dict[str, list[Path]] = {}
-    ignored = 0
+    ignored: list[str] = []
     for d in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        files, other = [], 0
+        files = []
         for p in sorted(d.iterdir()):
             if is_image_file(p):
                 files.append(p)
             elif p.is_file() and not p.name.startswith("."):
-                other += 1
-        ignored += other
+                ignored.append(f"{d.name}/{p.name}")
         classes[d.name] = files
     if ignored:
+        more = f" and {len(ignored) - 20} more" if len(ignored) > 20 else ""
         warnings.warn(
-            f"{what} {folder}: ignored {ignored} file(s) whose names do not end in an image "
-            f"extension {IMAGE_EXTENSIONS}",
+            f"{what} {folder}: ignored {len(ignored)} file(s) whose names do not end in an "
+            f"image extension {IMAGE_EXTENSIONS}: {', '.join(ignored[:20])}{more}",
             stacklevel=3,
         )
     return classes

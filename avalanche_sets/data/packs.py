@@ -36,7 +36,9 @@ import os
 import warnings
 import zipfile
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -45,8 +47,10 @@ from .files import atomic_write
 from .images import (
     IMAGE_EXTENSIONS,
     CorruptImageError,
+    UnreadableImagesError,
     load_image,
     load_images,
+    load_readable_images,
     resize_images,
     scan_image_folder,
     split_classes,
@@ -57,6 +61,9 @@ __all__ = [
     "PACK_KEYS",
     "IMAGE_EXTENSIONS",
     "CorruptImageError",
+    "UnreadableImagesError",
+    "FolderImages",
+    "read_image_folder",
     "load_pack",
     "load_packs",
     "list_packs",
@@ -439,6 +446,29 @@ def save_pack(
 
 
 # ----------------------------------------------------------------------------- folders
+#: How a refusal of unreadable image files says to skip them instead.
+SKIP_UNREADABLE_HINT = (
+    "leave them out with --skip-unreadable (skip_unreadable=True), which lists them in the "
+    "manifest (prepare stream) or the output (prepare pack)"
+)
+
+
+@dataclass(frozen=True)
+class FolderImages:
+    """An image folder read as a domain pack: :attr:`arrays` (``images``, ``labels``,
+    ``class_names``, ``class_split``), its :attr:`source` line, and the :attr:`unreadable`
+    files left out (one :class:`CorruptImageError` each)."""
+
+    arrays: dict[str, Any]
+    source: str
+    unreadable: tuple[CorruptImageError, ...] = ()
+
+    @property
+    def skipped(self) -> list[str]:
+        """The unreadable files left out, as paths."""
+        return [str(e.path) for e in self.unreadable]
+
+
 def build_pack_from_folder(
     folder: str | os.PathLike,
     out_path: str | os.PathLike,
@@ -451,6 +481,7 @@ def build_pack_from_folder(
     source: str = "",
     workers: int | None = None,
     progress: bool | None = None,
+    skip_unreadable: bool = False,
 ) -> Path:
     """Build a domain pack from an image folder with one sub-folder per class.
 
@@ -477,13 +508,54 @@ def build_pack_from_folder(
         source: one line stored in the pack (default: the folder's path).
         workers: decoding threads (default: up to 8).
         progress: tqdm progress bar; ``None`` shows it on a terminal for big folders.
+        skip_unreadable: leave out the image files that cannot be decoded (with a warning
+            naming each) instead of refusing the folder; see :func:`read_image_folder`.
 
     Raises:
         FileNotFoundError: ``folder`` does not exist.
         ValueError: no class sub-folders / no images, a split leaving fewer than ``n_way``
-            classes in a part (naming the counts, the minimum and a split that works), or an
-            image that cannot be decoded (:class:`CorruptImageError`, naming the file; nothing
-            is skipped silently).
+            classes in a part (naming the counts, the minimum and a split that works), or
+            image files that cannot be decoded (:class:`UnreadableImagesError`, naming every
+            one of them; nothing is skipped silently).
+    """
+    read = read_image_folder(
+        folder, image_size=image_size, split=split, seed=seed, n_way=n_way,
+        min_images_per_class=min_images_per_class, source=source, workers=workers,
+        progress=progress, skip_unreadable=True,
+    )  # fmt: skip
+    if read.unreadable and not skip_unreadable:
+        raise UnreadableImagesError(read.unreadable, skip_hint=SKIP_UNREADABLE_HINT)
+    if read.unreadable:
+        warnings.warn(
+            f"image folder {folder}: skipped {len(read.unreadable)} unreadable image file(s): "
+            f"{', '.join(read.skipped)}",
+            stacklevel=2,
+        )
+    return save_pack(read.arrays, out_path, source=read.source)
+
+
+def read_image_folder(
+    folder: str | os.PathLike,
+    *,
+    image_size: int = 32,
+    split: Sequence[float] | Sequence[int] = (0.6, 0.2, 0.2),
+    seed: int = 0,
+    n_way: int | None = 5,
+    min_images_per_class: int = 1,
+    source: str = "",
+    workers: int | None = None,
+    progress: bool | None = None,
+    skip_unreadable: bool = False,
+) -> FolderImages:
+    """An image folder's pack arrays (as :func:`build_pack_from_folder`, which writes them).
+
+    Every image file is decoded, in one pass: those that cannot be are refused together
+    (:class:`UnreadableImagesError`) or, with ``skip_unreadable=True``, left out and returned
+    in :attr:`FolderImages.unreadable` for the caller to report. The class split is drawn
+    before decoding, from the folder's files; a class left with no readable image is refused.
+
+    Raises:
+        FileNotFoundError, ValueError: as :func:`build_pack_from_folder`.
     """
     folder = Path(folder).expanduser()
     if not folder.is_dir():
@@ -503,7 +575,7 @@ def build_pack_from_folder(
             f"image folder {folder}: left out {len(small)} class(es) with fewer than "
             f"{max(1, min_images_per_class)} images: {detail}"
             + (f"; {len(empty)} of them have no image files" if empty else ""),
-            stacklevel=2,
+            stacklevel=3,
         )
     kept = {c: f for c, f in classes.items() if c not in small}
     if not kept:
@@ -516,16 +588,29 @@ def build_pack_from_folder(
     warn_small_classes({c: len(kept[c]) for c in names}, cls_split, n_way, f"image folder {folder}")
     files = [p for c in names for p in kept[c]]
     labels = np.repeat(np.arange(len(names)), [len(kept[c]) for c in names])
-    images = load_images(
+    images, unreadable = load_readable_images(
         files, int(image_size), workers=workers, desc=folder.name, progress=progress
     )
-    return save_pack(
-        {
+    if unreadable and not skip_unreadable:
+        raise UnreadableImagesError(unreadable, skip_hint=SKIP_UNREADABLE_HINT)
+    if unreadable:
+        bad = {e.path for e in unreadable}
+        labels = labels[[p not in bad for p in files]]
+        emptied = [names[c] for c in range(len(names)) if not (labels == c).any()]
+        if emptied:
+            raise ValueError(
+                f"image folder {folder}: class(es) {emptied} have no readable image left once "
+                f"the {len(unreadable)} unreadable file(s) are skipped; fix: replace those "
+                "files with valid images, or remove the class folder(s)"
+            )
+    n_files = len(files) - len(unreadable)
+    return FolderImages(
+        arrays={
             "images": images,
             "labels": labels,
             "class_names": names,
             "class_split": cls_split,
         },
-        out_path,
-        source=source or f"image folder {folder} ({len(names)} classes, {len(files)} images)",
+        source=source or f"image folder {folder} ({len(names)} classes, {n_files} images)",
+        unreadable=tuple(unreadable),
     )

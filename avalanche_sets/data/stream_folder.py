@@ -51,8 +51,14 @@ from .. import __version__
 from ..presets import PRESETS
 from ._readme import readme_head
 from .domain import SPLITS, Domain
-from .images import scan_image_folder
-from .packs import build_pack_from_folder, load_pack, save_pack
+from .images import UnreadableImagesError, scan_image_folder
+from .packs import (
+    SKIP_UNREADABLE_HINT,
+    FolderImages,
+    load_pack,
+    read_image_folder,
+    save_pack,
+)
 from .splits import class_split, min_classes, split_counts
 from .synthetic import (
     GENERATOR_VERSION,
@@ -69,6 +75,7 @@ __all__ = [
     "parse_stream_item",
     "prepare_stream",
     "read_stream_manifest",
+    "run_command",
 ]
 
 #: OOD sources of :func:`prepare_stream` when none are named: the three synthetic ones.
@@ -245,6 +252,7 @@ def prepare_stream(
     n_way: int = 5,
     progress: bool | None = None,
     command: str = "",
+    skip_unreadable: bool = False,
 ) -> Path:
     """Write a stream folder: one pack per item, ``manifest.json`` and ``README.md``.
 
@@ -262,13 +270,18 @@ def prepare_stream(
             OOD source one.
         progress: progress bars while image folders are decoded.
         command: the command line to record in the manifest.
+        skip_unreadable: leave out the image files of the image folders that cannot be
+            decoded (listed in the manifest, entry ``skipped``) instead of refusing them; every
+            such file of every folder is named in one pass either way.
 
     Returns:
         ``out`` as a :class:`~pathlib.Path`.
 
     Raises:
-        ValueError, FileNotFoundError: a bad item, name or setting, or a domain whose classes
-            cannot serve its role; all checked before anything is written.
+        ValueError, FileNotFoundError: a bad item, name or setting, a domain whose classes
+            cannot serve its role, or unreadable image files (every one named, in one
+            :class:`~avalanche_sets.data.images.UnreadableImagesError`); all checked before
+            anything is written.
     """
     if isinstance(domains, str) or isinstance(ood, str):
         raise TypeError("domains and ood are lists of items, e.g. domains=['synthetic:shapes']")
@@ -294,7 +307,9 @@ def prepare_stream(
     loaded: dict[str, Domain] = {}
     for item, _, need in roles:  # every check before the first file is written
         if item.kind == "folder":
-            classes = {c: f for c, f in scan_image_folder(Path(item.ref)).items() if f}
+            with warnings.catch_warnings():  # the files it ignores: named once, when it is read
+                warnings.simplefilter("ignore")
+                classes = {c: f for c, f in scan_image_folder(Path(item.ref)).items() if f}
             if not classes:
                 raise ValueError(
                     f"item {item.text!r}: image folder {item.ref} has no class sub-folder with "
@@ -318,29 +333,49 @@ def prepare_stream(
             cls, sizes = dom.class_split, np.bincount(dom.labels, minlength=dom.n_classes)
         if need == 1:
             _warn_small_ood(item, {s: int(sizes[cls == s].sum()) for s in SPLITS}, len(ood_items))
+    # every image of every folder decoded, and every unreadable file named, in one pass
+    folders: dict[str, FolderImages] = {
+        item.name: read_image_folder(
+            item.ref,
+            image_size=image_size,
+            split=split,
+            seed=seed,
+            n_way=need,
+            progress=progress,
+            skip_unreadable=True,
+        )  # fmt: skip
+        for item, _, need in roles
+        if item.kind == "folder"
+    }
+    unreadable = [e for read in folders.values() for e in read.unreadable]
+    if unreadable and not skip_unreadable:
+        raise UnreadableImagesError(unreadable, skip_hint=SKIP_UNREADABLE_HINT)
 
     entries = []
-    for item, role, need in roles:
+    for item, role, _ in roles:
         path = out / files[item.name]
         if item.kind == "folder":
-            build_pack_from_folder(item.ref, path, image_size=image_size, split=split, seed=seed,
-                                   n_way=need, progress=progress)  # fmt: skip
+            read = folders.pop(item.name)
+            save_pack(read.arrays, path, source=read.source)
             dom = load_pack(path, name=item.name)
         else:
             dom = loaded.pop(item.name)
             save_pack(dom, path, source=_source(item, dom, seed))
-        entries.append(_entry(item, role, files[item.name], dom, _source(item, dom, seed)))
+        entry = _entry(item, role, files[item.name], dom, _source(item, dom, seed))
+        if item.kind == "folder":
+            entry["skipped"] = read.skipped  # unreadable files left out (skip_unreadable)
+        entries.append(entry)
     manifest = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "avalanche_sets": __version__,
         "command": command or "prepare_stream(...)",
-        "run_command": f"avalanche-sets run --preset cpu --root {shlex.quote(str(out))}"
-        + ("" if ood_items else " --set n_ood=0"),
+        "run_command": run_command(out, image_size=image_size, n_way=n_way, n_ood=bool(ood_items)),
         "settings": {
             "image_size": image_size,
             "split": list(split),
             "seed": seed,
             "n_way": n_way,
+            "skip_unreadable": skip_unreadable,
         },  # fmt: skip
         "stream": {
             "domains": [{"name": i.name, "pack": files[i.name]} for i in id_items],
@@ -352,6 +387,27 @@ def prepare_stream(
     (out / "README.md").write_text(_readme(manifest))
     read_stream_manifest(out)  # what was written reads back
     return out
+
+
+#: The preset a stream folder's printed run command starts from.
+RUN_PRESET = "cpu"
+
+
+def run_command(out: str | os.PathLike, *, image_size: int, n_way: int, n_ood: bool) -> str:
+    """The command that runs the ``cpu`` preset on a stream folder as it was written: with the
+    settings the folder fixes where they differ from the preset's — its episode width
+    (``n_way``), its image size, and ``n_ood=0`` without OOD sources — so it runs as printed."""
+    preset = PRESETS[RUN_PRESET]
+    sets = []
+    if n_way != preset["n_way"]:
+        sets.append(f"n_way={n_way}")
+    if image_size != preset["image_size"]:
+        sets.append(f"image_size={image_size}")
+    if not n_ood:
+        sets.append("n_ood=0")
+    return f"avalanche-sets run --preset {RUN_PRESET} --root {shlex.quote(str(out))}" + "".join(
+        f" --set {s}" for s in sets
+    )
 
 
 def _readme(manifest: dict[str, Any]) -> str:

@@ -36,7 +36,7 @@ from ..baselines.tuned import default_options
 from ..data import SETSBenchmark, sets_benchmark
 from ..data.content import PACKS_ENV, data_root
 from ..data.packs import NO_PACKS_HINT
-from ..methods import JOINT_METHODS, build_strategy, check_method
+from ..methods import JOINT_METHODS, build_strategy, check_method, typed_options
 from ..metrics import episode_metrics
 from ..presets import RunConfig
 from ..training.checkpoint import previous_checkpoint_path
@@ -320,6 +320,8 @@ def run_experiment(
     else:  # before any data is loaded
         preset = check_method(method, preset, strategy_overrides)
     bench_preset = method_preset(method, preset)  # raises before any data is loaded, too
+    # typed as the option keeps it (beta=0 is beta=0.0): one run, one folder and identity
+    strategy_overrides = typed_options(method, strategy_overrides or {})
     if benchmark is not None and benchmark.seed != seed:
         raise ValueError(
             f"run_experiment(seed={seed}) was handed the benchmark of seed {benchmark.seed}; "

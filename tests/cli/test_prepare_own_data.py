@@ -69,3 +69,84 @@ def test_cli_refuses_flags_that_would_do_nothing(tmp_path, capsys):
     help_text = build_parser()._subparsers._group_actions[0].choices["prepare"]
     stream_help = help_text._subparsers._group_actions[0].choices["stream"].format_help()
     assert all(name in stream_help for name in SYNTHETIC_DOMAINS)
+
+
+def _two_folders_with_bad_files(tmp_path: Path) -> tuple[Path, Path, list[str]]:
+    """Two image folders of 6 classes, three unreadable files between them, one text file."""
+    flowers = image_folder(tmp_path / "flowers", 6, per_class=16)
+    birds = image_folder(tmp_path / "birds", 6, per_class=16, seed=1)
+    bad = [flowers / "class_00" / "bad.png", flowers / "class_01" / "bad.jpg",
+           birds / "class_03" / "worse.png"]  # fmt: skip
+    for path in bad:
+        path.write_bytes(b"not an image")
+    (birds / "class_03" / "notes.txt").write_text("not an image either")
+    return flowers, birds, [str(p) for p in bad]
+
+
+def test_the_printed_run_command_runs_as_printed(tmp_path, capsys):
+    import json
+    import shlex
+
+    flowers = image_folder(tmp_path / "flowers", 6, per_class=16)
+    out = tmp_path / "out"
+    argv = ["prepare", "stream", "--out", str(out), "--size", "16", "--n-way", "2",
+            "--split", "2,2,2", "--domains", str(flowers), "synthetic:blobs",
+            "--ood", "synthetic:spirals"]  # fmt: skip
+    assert main(argv) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("run on it: ")]
+    command = shlex.split(line.removeprefix("run on it: "))
+    assert command[:2] == ["avalanche-sets", "run"]
+    assert json.loads((out / "manifest.json").read_text())["run_command"] == shlex.join(command)
+    tiny = ["--set", "tasks_per_domain=2", "--set", "n_test_episodes=2", "--set", "n_ood=4",
+            "--set", "interim_test_episodes=2", "--set", "width=4", "--set", "n_blocks=2",
+            "--seeds", "0", "--out", str(tmp_path / "runs"), "--loggers"]  # fmt: skip
+    assert main([*command[1:], *tiny]) == 0, capsys.readouterr().err
+    (record,) = (tmp_path / "runs").rglob("result.json")
+    preset = json.loads(record.read_text())["preset"]
+    assert (preset["n_way"], preset["image_size"]) == (2, 16)
+
+
+def test_every_unreadable_file_is_named_in_one_pass(tmp_path, capsys):
+    flowers, birds, bad = _two_folders_with_bad_files(tmp_path)
+    out = tmp_path / "out"
+    argv = ["prepare", "stream", "--out", str(out), "--size", "16", "--n-way", "2",
+            "--split", "2,2,2", "--domains", str(flowers), str(birds), "--ood",
+            "synthetic:spirals"]  # fmt: skip
+    with pytest.warns(UserWarning, match=r"ignored 1 file\(s\) .*: class_03/notes\.txt"):
+        assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "cannot read 3 image files" in err and all(p in err for p in bad)
+    assert "--skip-unreadable" in err
+    assert not out.exists()
+
+
+def test_skip_unreadable_leaves_them_out_and_lists_them_in_the_manifest(tmp_path, capsys):
+    import json
+
+    flowers, birds, bad = _two_folders_with_bad_files(tmp_path)
+    out = tmp_path / "out"
+    argv = ["prepare", "stream", "--out", str(out), "--size", "16", "--n-way", "2",
+            "--split", "2,2,2", "--domains", str(flowers), str(birds), "--ood",
+            "synthetic:spirals", "--skip-unreadable"]  # fmt: skip
+    with pytest.warns(UserWarning, match=r"class_03/notes\.txt"):
+        assert main(argv) == 0
+    printed = capsys.readouterr().out
+    manifest = json.loads((out / "manifest.json").read_text())
+    skipped = {e["name"]: e.get("skipped") for e in manifest["packs"]}
+    assert skipped == {"flowers": bad[:2], "birds": bad[2:], "spirals": None}
+    assert all(p in printed for p in bad)
+    assert load_pack(out / "flowers.npz").labels.size == 6 * 16
+    assert load_pack(out / "birds.npz").labels.size == 6 * 16
+    assert "--skip-unreadable" in manifest["command"]
+
+
+def test_prepare_pack_names_every_unreadable_file_and_can_skip_them(tmp_path, capsys):
+    flowers, _, bad = _two_folders_with_bad_files(tmp_path)
+    argv = ["prepare", "pack", "--folder", str(flowers), "--out", str(tmp_path / "p.npz"),
+            "--size", "8", "--split", "2,2,2", "--n-way", "2"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "cannot read 2 image files" in err and all(p in err for p in bad[:2])
+    with pytest.warns(UserWarning, match=r"skipped 2 unreadable image file\(s\): .*bad\.png"):
+        assert main([*argv, "--skip-unreadable"]) == 0
+    assert load_pack(tmp_path / "p.npz").labels.size == 6 * 16

@@ -76,7 +76,8 @@ def test_stream_names_are_clean_and_episodes_draw(stream):
                             n_test_episodes=1)  # fmt: skip
     assert custom.domain_names == ["own", "flowers"] and custom.ood_sources[0].name == "dots"
     manifest = json.loads((stream / "manifest.json").read_text())
-    assert manifest["run_command"].endswith(f"--root {stream}")
+    # the stream is 16 px: its run command sets that, as the cpu preset is 32 px
+    assert manifest["run_command"].endswith(f"--root {stream} --set image_size=16")
     assert (
         "| rings | `ood_rings.npz` | ood | `synthetic:rings` |"
         in (stream / "README.md").read_text()

@@ -15,6 +15,12 @@ sweeps, tables) in one of two ways:
 * an entry point's name: an installed package declares ``my-method = "my_pkg.methods:build"``
   in the ``[project.entry-points."avalanche_sets.methods"]`` table of its ``pyproject.toml``.
 
+A strategy option's type and default have one home: the annotated signature that takes it
+(:func:`method_options`; the strategy class and those it inherits from, a baseline's model
+class, a factory's own parameters — and, for a factory with ``**options`` whose
+:data:`PASSES_OPTIONS_TO` attribute names a method, that method's). :func:`parse_options` types
+the command line's text by it and :func:`typed_options` checks Python values by it.
+
 The factory must hand ``evaluator`` and ``plugins`` to the strategy it builds (checked); it
 usually calls :func:`build_strategy` on a built-in method with its own plugins added. It is
 handed the run's :class:`~avalanche_sets.presets.RunConfig`, which reads as the preset
@@ -32,10 +38,17 @@ from collections.abc import Callable, Iterable, Mapping
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
-from .presets import RunConfig
+from ..presets import RunConfig
+from .options import (
+    OptionSpec,
+    OptionValueError,
+    close_names,
+    describe_options,
+    signature_options,
+)
 
 if TYPE_CHECKING:  # torch loads only when a strategy is built (the CLI parses without it)
-    from .models.backbone import ConvBackbone
+    from ..models.backbone import ConvBackbone
 
 __all__ = [
     "METHODS",
@@ -44,6 +57,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "MethodOptionError",
     "ORDER_COMPONENT_OPTIONS",
+    "PASSES_OPTIONS_TO",
     "build_strategy",
     "check_method",
     "installed_methods",
@@ -51,7 +65,10 @@ __all__ = [
     "method_factory",
     "method_folder_name",
     "method_names",
+    "method_options",
     "make_backbone",
+    "parse_options",
+    "typed_options",
 ]
 
 # ORDER and its ablations (paper Tables 2-3 and the appendix ablation tables).
@@ -179,7 +196,7 @@ def make_backbone(preset: RunConfig | Mapping[str, Any]) -> ConvBackbone:
     in the preset makes it NCHW-contiguous, the same network with another float summation
     order) in the preset's ``precision`` (``"auto"``: bf16 where the device runs it natively; a
     preset without the setting, as those of runs recorded before it existed, means ``"fp32"``)."""
-    from .models.backbone import ConvBackbone  # torch: the CLI parses without it
+    from ..models.backbone import ConvBackbone  # torch: the CLI parses without it
 
     config = RunConfig.of(preset)
     return ConvBackbone(
@@ -217,11 +234,11 @@ STRATEGY_PRESET_KEYS = (
 
 def _strategy_class(name: str) -> type:
     if name in ORDER_VARIANTS:
-        from .order import OrderStrategy  # torch: the CLI parses without it
+        from ..order import OrderStrategy  # torch: the CLI parses without it
 
         return OrderStrategy
     module, cls_name = BASELINES[name]
-    return getattr(importlib.import_module(f".baselines.{module}", __package__), cls_name)
+    return getattr(importlib.import_module(f"..baselines.{module}", __package__), cls_name)
 
 
 def _model_option_names(cls: type) -> tuple[str, ...]:
@@ -230,19 +247,128 @@ def _model_option_names(cls: type) -> tuple[str, ...]:
     return names() if names is not None else ()
 
 
-def _accepted_options(cls: type) -> set[str]:
-    """Keyword arguments ``cls`` or any class it inherits from accepts (as Avalanche checks),
-    and the options it hands its model."""
-    names: set[str] = set(_model_option_names(cls))
+def _class_options(cls: type) -> dict[str, OptionSpec]:
+    """The keyword arguments ``cls`` or any class it inherits from accepts (as Avalanche
+    checks; the nearest class's declaration wins), and the options it hands its model (typed by
+    the model class's signature), each with its type and default."""
+    options: dict[str, OptionSpec] = {}
     for klass in cls.__mro__:
         init = klass.__dict__.get("__init__")
         if init is None or klass is object:
             continue
-        for p in inspect.signature(init).parameters.values():
-            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self":
-                names.add(p.name)
-    names.discard("model_options")  # its entries are options of their own
-    return names
+        for key, spec in signature_options(init).items():
+            options.setdefault(key, spec)
+    options.pop("model_options", None)  # its entries are options of their own
+    model_names = _model_option_names(cls)
+    if model_names:
+        of_model = signature_options(cls.model_class.__init__)
+        for key in model_names:
+            options.setdefault(key, of_model.get(key, OptionSpec(key)))
+    return options
+
+
+def _accepted_options(cls: type) -> set[str]:
+    """The names of :func:`_class_options`."""
+    return set(_class_options(cls))
+
+
+#: The attribute by which a method factory of one's own that takes ``**options`` names the
+#: method it passes them on to (``build.passes_options_to = "order"``), so that they are typed
+#: and checked as that method's before any data loads.
+PASSES_OPTIONS_TO = "passes_options_to"
+
+
+def method_options(name: str) -> tuple[dict[str, OptionSpec], bool]:
+    """The strategy options method ``name`` takes, each with its type and default (read from
+    the signature that takes it: :func:`avalanche_sets.methods.options.signature_options`), and
+    whether it takes others besides (a factory of one's own with ``**options`` that does not
+    say where they go: they are checked when its strategy is built).
+
+    A factory's own named options come first; with ``**options`` and a
+    :data:`PASSES_OPTIONS_TO` method, that method's options are added.
+
+    Raises:
+        ValueError: as :func:`method_factory`; a :data:`PASSES_OPTIONS_TO` that names no method.
+    """
+    if not is_custom_method(name):
+        return _class_options(_strategy_class(name)), False
+    factory = method_factory(name)
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):  # a callable without a signature: its call will tell
+        return {}, True
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    skip = {*FACTORY_ARGUMENTS, *positional[:1]}  # the preset, the arguments every factory gets
+    options = signature_options(factory, skip=skip)
+    if not any(p.kind is p.VAR_KEYWORD for p in params):
+        return options, False
+    target = getattr(factory, PASSES_OPTIONS_TO, None)
+    if target is None:
+        return options, True
+    if not isinstance(target, str) or target == name or target not in method_names():
+        raise ValueError(
+            f"method {name!r}: its factory's {PASSES_OPTIONS_TO}={target!r} names no method; fix: "
+            f"set it to the method its **options go to, one of {method_names()}"
+        )
+    base, open_ = method_options(target)
+    return {**base, **options}, open_
+
+
+def _method_what(name: str) -> str:
+    if not is_custom_method(name):
+        return _strategy_class(name).__name__
+    return getattr(method_factory(name), "__qualname__", name)
+
+
+def _option_specs(name: str, keys: Iterable[str]) -> dict[str, OptionSpec]:
+    """The options of method ``name`` named ``keys``: an option it does not take is refused,
+    with its typed option list and the closest name."""
+    options, open_ = method_options(name)
+    unknown = sorted(set(keys) - set(options))
+    if unknown and not open_:
+        raise MethodOptionError(
+            f"method {name!r} ({_method_what(name)}) does not accept option(s) {unknown}"
+            f"{close_names(unknown, options)}; fix: use its valid options "
+            f"{describe_options(options)}"
+        )
+    return {k: options.get(k, OptionSpec(k)) for k in keys}
+
+
+def typed_options(name: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``overrides`` checked against the types of method ``name``'s options and kept as the
+    option keeps them (an int given for a float option is that float, a list for a sequence a
+    tuple): the values a run's folder name and identity hold.
+
+    Raises:
+        MethodOptionError: an option ``name`` does not take (with its typed option list and the
+            closest name), or a value of another type (``use_ot="false"``: a string is no bool).
+    """
+    specs = _option_specs(name, overrides)
+    where = f"method {name!r}: "
+    try:
+        return {k: specs[k].check(v, where=where) for k, v in overrides.items()}
+    except OptionValueError as err:
+        raise MethodOptionError(str(err)) from None
+
+
+def parse_options(name: str, texts: Mapping[str, str]) -> dict[str, Any]:
+    """Command-line text (``--strategy-set KEY=VALUE``) as method ``name``'s typed options:
+    ``use_ot=false`` is ``False``, ``lr=1e-3x`` is refused (spellings:
+    :mod:`avalanche_sets.methods.options`).
+
+    Raises:
+        MethodOptionError: an option ``name`` does not take, or text that is no value of the
+            option's type; each with the method's typed option list or the fix.
+    """
+    specs = _option_specs(name, texts)
+    where = f"method {name!r}: "
+    try:
+        values = {k: specs[k].parse(text, where=where) for k, text in texts.items()}
+    except OptionValueError as err:
+        options, _ = method_options(name)
+        settable = {k: o for k, o in options.items() if o.from_text}
+        raise MethodOptionError(f"{err}; its options: {describe_options(settable)}") from None
+    return typed_options(name, values)
 
 
 #: ORDER's options that act only while one of its components is on (``use_*``).
@@ -282,8 +408,9 @@ def check_method(
             (``build_strategy("order-no-ot", ..., use_ot=True)``), a setting or option the run
             would not read, or an OT set-up the ``cvxpylayers`` solver cannot build (more than
             100 points per side).
-        TypeError: a strategy option the method does not accept (with the closest name), or a
-            factory of one's own that does not take a factory's arguments.
+        TypeError: a strategy option the method does not accept (with the closest name) or a
+            value of another type than the option's (:func:`typed_options`), or a factory of
+            one's own that does not take a factory's arguments.
     """
     if name in METHODS and name in installed_methods():
         raise ValueError(
@@ -293,25 +420,15 @@ def check_method(
         )
     factory = method_factory(name) if is_custom_method(name) else None
     config = _method_config(name, preset)
-    overrides = dict(overrides or {})
     unread = _unread_stream_settings(set(given), eval_stream)
     if factory is not None:
-        _check_factory(name, factory, overrides)
+        _check_factory(name, factory)
+        typed_options(name, overrides or {})
         _refuse_unread(name, unread)
         return config
+    overrides = typed_options(name, overrides or {})
     cls = _strategy_class(name)
     accepted = _accepted_options(cls)
-    unknown = sorted(set(overrides) - accepted)
-    if unknown:
-        hints = "".join(
-            f" (did you mean {c[0]!r}?)"
-            for c in (difflib.get_close_matches(k, sorted(accepted), n=1) for k in unknown[:3])
-            if c
-        )
-        raise MethodOptionError(
-            f"method {name!r} ({cls.__name__}) does not accept option(s) {unknown}{hints}; "
-            f"fix: use its valid options {sorted(accepted)}"
-        )
     for key in sorted(set(given) & set(_PRESET_OPTIONS) - accepted):
         unread[key] = f"{name} keeps no memory of tasks"
     if "lr" in given and name == "semi-gpm":
@@ -346,7 +463,7 @@ def check_method(
     _refuse_unread(name, unread)
     if settings.get("use_replay", True) and settings.get("use_ot", True):
         if settings.get("ot_solver") == "cvxpylayers":
-            from .functional.ot import CVXPYLAYERS_MAX_ENTRIES  # torch: the CLI parses without it
+            from ..functional.ot import CVXPYLAYERS_MAX_ENTRIES  # torch: the CLI parses without it
 
             g = settings.get("ot_max_points")
             side = int(CVXPYLAYERS_MAX_ENTRIES**0.5)
@@ -403,7 +520,7 @@ def _refuse_unread(name: str, unread: dict[str, str]) -> None:
 FACTORY_ARGUMENTS = ("seed", "evaluator", "plugins")
 
 
-def _check_factory(name: str, factory: Callable, overrides: dict[str, Any]) -> None:
+def _check_factory(name: str, factory: Callable) -> None:
     """A factory takes ``(preset, *, seed, evaluator, plugins, **options)``."""
     try:
         params = inspect.signature(factory).parameters
@@ -422,12 +539,6 @@ def _check_factory(name: str, factory: Callable, overrides: dict[str, Any]) -> N
             f"evaluator, plugins, **options), but {factory.__qualname__} "
             f"{f'lacks {lacks}' if lacks else 'takes no preset'}; fix: def "
             f"{factory.__name__}(preset, *, seed, evaluator, plugins, **options)"
-        )
-    unknown = sorted(set(overrides) - named) if not takes_any else []
-    if unknown:
-        raise MethodOptionError(
-            f"method {name!r} ({factory.__qualname__}) does not accept option(s) {unknown}; "
-            f"fix: use its valid options {sorted(named - set(FACTORY_ARGUMENTS) - {'preset'})}"
         )
 
 
@@ -477,14 +588,15 @@ def build_strategy(
             strategy, or one without the evaluator or the plugins it was handed.
     """
     config = check_method(name, preset, overrides) if check else _method_config(name, preset)
+    overrides = typed_options(name, overrides)  # as the run's identity holds them
     # torch, Avalanche and the strategies load here, when a strategy is built: the command
     # line imports this module to parse its arguments without them
     import torch
     from avalanche.training.templates import BaseTemplate
 
-    from .baselines.tuned import default_options
-    from .models.episodic import PrototypicalModel
-    from .training.template import silent_evaluator
+    from ..baselines.tuned import default_options
+    from ..models.episodic import PrototypicalModel
+    from ..training.template import silent_evaluator
 
     evaluator = evaluator if evaluator is not None else silent_evaluator()
     plugins = list(plugins or [])
