@@ -52,6 +52,7 @@ __all__ = [
     "forgetting",
     "average_forgetting",
     "backward_transfer",
+    "forgetting_record",
     "paired_difference",
     "combine_paired",
 ]
@@ -257,6 +258,22 @@ def backward_transfer(matrix: np.ndarray | Sequence[Sequence[float]]) -> float:
     n_rows, n_cols = m.shape
     diffs = np.array([m[-1, j] - m[j, j] for j in range(min(n_rows - 1, n_cols))], dtype=np.float64)
     return _mean_defined(diffs)
+
+
+def forgetting_record(matrix: np.ndarray | Sequence[Sequence[float]]) -> dict:
+    """The forgetting numbers of a run record, as ``result.json`` holds them: ``forgetting``
+    (per domain), ``average_forgetting`` and ``bwt``, an undefined number as ``None`` (JSON has
+    no NaN)."""
+
+    def plain(v: float) -> float | None:
+        return float(v) if math.isfinite(v) else None
+
+    m = as_matrix(matrix)
+    return {
+        "forgetting": [plain(v) for v in forgetting(m)],
+        "average_forgetting": plain(average_forgetting(m)),
+        "bwt": plain(backward_transfer(m)),
+    }
 
 
 # ---------------------------------------------------------------------------- paired differences

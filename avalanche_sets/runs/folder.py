@@ -269,12 +269,9 @@ def _upgrade_derived_metrics(rec: dict) -> None:
     res = rec.get("result")
     if not isinstance(res, dict) or "matrix" not in res:
         return
-    # the runner owns the schema of "result" (it loads torch: see the module's docstring)
-    from ..training.runner import RunResult
+    from ..metrics import stats  # NumPy only: ``table`` reads old records without torch
 
-    derived = RunResult(domains=res.get("domains", []), matrix=res["matrix"]).to_dict()
-    for key in ("forgetting", "average_forgetting", "bwt"):
-        res[key] = derived[key]
+    res.update(stats.forgetting_record(res["matrix"]))
 
 
 # ------------------------------------------------------------------------ identity and name

@@ -25,11 +25,6 @@ from .checkpoint import CheckpointPlugin, load_latest_checkpoint, save_checkpoin
 __all__ = ["RunResult", "run_sets", "episode_accuracies"]
 
 
-def _none_if_nan(v: float) -> float | None:
-    """JSON has no NaN: an undefined number is written as ``null``."""
-    return None if not math.isfinite(v) else float(v)
-
-
 @dataclass
 class RunResult:
     """Results of a run.
@@ -104,9 +99,7 @@ class RunResult:
             final_ci95=self.final_ci95,
             mean_accuracy=self.mean_accuracy,
             mean_ci95=self.mean_ci95,
-            forgetting=[_none_if_nan(v) for v in self.forgetting()],
-            average_forgetting=_none_if_nan(self.average_forgetting),
-            bwt=_none_if_nan(self.bwt),
+            **stats.forgetting_record(self._matrix()),
         )
         return d
 
