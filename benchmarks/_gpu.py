@@ -17,6 +17,7 @@ import torch
 from avalanche.core import SupervisedPlugin
 
 __all__ = [
+    "BUSY_COUNTS",
     "StepClock",
     "busy_device_us",
     "compile_counters",
@@ -152,6 +153,10 @@ class StepClock(SupervisedPlugin):
         self._end = self.clock()
         self.t["iteration"].append(self._end - self._start)
 
+
+#: What :func:`busy_device_us` counts, written into a record beside its busy shares (a record
+#: without it counted the annotation ranges too: its shares are upper bounds).
+BUSY_COUNTS = "kernels, memcpy and memset; annotation ranges left out"
 
 #: Kineto's activity types of the device-side ranges that are annotations, not work.
 _ANNOTATION_TYPES = frozenset({"gpu_user_annotation", "user_annotation"})

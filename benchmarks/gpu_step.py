@@ -55,6 +55,7 @@ from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs.experiment import build_benchmark
 from benchmarks._common import RESULTS, header_md, provenance, save_figure
 from benchmarks._gpu import (
+    BUSY_COUNTS,
     StepClock,
     busy_device_us,
     compile_counters,
@@ -175,6 +176,7 @@ class Recorder:
         self.summary.update(fields)
         self.summary["stage"] = stage
         self.summary["compile_counters"] = compile_counters()
+        self.summary["gpu_busy_counts"] = BUSY_COUNTS
         rows = self.summary["rows"]
         self.summary["ratios"] = ratios(rows)
         cuda = self.summary["gpu"] is not None
