@@ -17,6 +17,7 @@ import torch
 from avalanche.core import SupervisedPlugin
 
 __all__ = [
+    "BUSY_COUNTS",
     "StepClock",
     "busy_device_us",
     "compile_counters",
@@ -25,6 +26,7 @@ __all__ = [
     "gpu_info",
     "gpu_line",
     "guard_recompiles",
+    "is_device_work",
     "results_folder",
     "write_json_atomic",
 ]
@@ -152,21 +154,43 @@ class StepClock(SupervisedPlugin):
         self.t["iteration"].append(self._end - self._start)
 
 
+#: What :func:`busy_device_us` counts, written into a record beside its busy shares (a record
+#: without it counted the annotation ranges too: its shares are upper bounds).
+BUSY_COUNTS = "kernels, memcpy and memset; annotation ranges left out"
+
+#: Kineto's activity types of the device-side ranges that are annotations, not work.
+_ANNOTATION_TYPES = frozenset({"gpu_user_annotation", "user_annotation"})
+
+
+def is_device_work(event) -> bool:
+    """Whether a profiler event (or a ``key_averages()`` row) is the GPU doing work: a kernel, a
+    memcpy or a memset. A ``record_function`` range (``Optimizer.step#Adam.step``, the
+    DataLoader's ``enumerate(DataLoader)#...__next__``) is also drawn on the GPU's timeline, as a
+    ``gpu_user_annotation`` with a CUDA device type spanning its first to its last kernel, gaps
+    included: it is not work, and counting it would make the GPU look busier than it was."""
+    from torch.autograd import DeviceType
+
+    if getattr(event, "device_type", None) != DeviceType.CUDA:
+        return False
+    if getattr(event, "is_user_annotation", False):
+        return False
+    return getattr(event, "activity_type", None) not in _ANNOTATION_TYPES
+
+
 def busy_device_us(events: Iterable) -> float:
     """Microseconds during which the GPU ran at least one kernel (or copy), from a profile's
     events (``prof.events()``).
 
-    Only the device's own activity counts: events whose ``device_type`` is CUDA, each once,
-    overlapping ones (several streams) merged into one interval. The CPU operator that
-    launched a kernel also reports that kernel's time (its ``self_device_time_total``), so
-    summing that column over every row counts each kernel twice.
+    Only the device's own work counts (:func:`is_device_work`): kernels, memcpy and memset, each
+    once, overlapping ones (several streams) merged into one interval; annotation ranges on the
+    GPU's timeline are left out. The CPU operator that launched a kernel also reports that
+    kernel's time (its ``self_device_time_total``), so summing that column over every row
+    counts each kernel twice.
     """
-    from torch.autograd import DeviceType
-
     spans = sorted(
         (e.time_range.start, e.time_range.end)
         for e in events
-        if e.device_type == DeviceType.CUDA and e.time_range.end > e.time_range.start
+        if is_device_work(e) and e.time_range.end > e.time_range.start
     )
     busy, cur_start, cur_end = 0.0, None, None
     for start, end in spans:

@@ -13,8 +13,9 @@ For each configuration (method × R × backbone variant × data path):
   loader gathering the next meta-batch and Avalanche moving it to the device);
 * peak GPU memory of a solo pass; backbone TFLOP/s (forward + backward FLOPs over the median);
 * host synchronisations per iteration (CUDA's sync debug mode) and where they happen;
-* ``gpu_busy``: the time the GPU ran a kernel (each kernel once, overlaps merged) over the
-  wall time of a profiled pass, with that pass's heaviest kernels and host operators;
+* ``gpu_busy``: the time the GPU ran a kernel or a copy (each once, overlaps merged, the
+  annotation ranges drawn on the GPU's timeline left out) over the wall time of a profiled
+  pass, with that pass's heaviest kernels and host operators;
 
 and ORDER / MSKM as a ratio measured side by side, with ORDER's plugin callbacks timed in a
 separate pass. Variants: the backbone ``eager``, ``compile`` (``torch.compile``) and
@@ -54,6 +55,7 @@ from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs.experiment import build_benchmark
 from benchmarks._common import RESULTS, header_md, provenance, save_figure
 from benchmarks._gpu import (
+    BUSY_COUNTS,
     StepClock,
     busy_device_us,
     compile_counters,
@@ -62,6 +64,7 @@ from benchmarks._gpu import (
     gpu_info,
     gpu_line,
     guard_recompiles,
+    is_device_work,
     results_folder,
     write_json_atomic,
 )
@@ -141,7 +144,7 @@ def _gpu_busy(strategy, exp, start: int, stop: int, clock) -> dict:
         torch.cuda.synchronize()
     wall_us = (clock() - t0) * 1e6
     avg = prof.key_averages()
-    kernels = [e for e in avg if e.device_type == DeviceType.CUDA]
+    kernels = [e for e in avg if is_device_work(e)]
     host_ops = [e for e in avg if e.device_type == DeviceType.CPU]
     return {
         "gpu_busy": busy_device_us(prof.events()) / wall_us,
@@ -173,6 +176,7 @@ class Recorder:
         self.summary.update(fields)
         self.summary["stage"] = stage
         self.summary["compile_counters"] = compile_counters()
+        self.summary["gpu_busy_counts"] = BUSY_COUNTS
         rows = self.summary["rows"]
         self.summary["ratios"] = ratios(rows)
         cuda = self.summary["gpu"] is not None

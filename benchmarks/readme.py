@@ -25,6 +25,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -52,6 +53,8 @@ MAIN_JOB = RESULTS / "main_job_time"  # benchmarks/main_job_time.py
 SCREENSHOTS = RESULTS / "docs_site"  # record-screenshots
 STARTUP = RESULTS / "startup_time"  # benchmarks/startup_time.py
 FORGETTING = RESULTS / "forgetting_converged"  # benchmarks/forgetting.py
+GPU_STEP = RESULTS / "gpu_step"  # scripts/gpu_check.sh: benchmarks/gpu_step.py on a GPU
+PAPER_SCALE = RESULTS / "paper_scale"  # scripts/gpu_check.sh: benchmarks/paper_scale.py --short
 DEMO_ARGS = ["run", "--preset", "quick", "--out", "runs"]  # the Makefile's `demo`
 DEMO_FILES = ("result.json", "run.json", "table.md", "accuracy_matrix.png")
 
@@ -219,6 +222,67 @@ def forgetting_block() -> str:
     )
 
 
+def _order_row(res: dict, R: int, data: str) -> dict:
+    return next(r for r in res["rows"] if (r["method"], r["R"], r["data"]) == ("order", R, data))
+
+
+def gpu_block() -> str:
+    """What one GPU measured (``gpu_step``'s eager and compiled records, ``paper_scale
+    --short``'s), against the targets of the paper-scale issue: measured and computed apart."""
+    eager = _summary(GPU_STEP, "step_eager.json")
+    compiled = _summary(GPU_STEP, "step_compile.json")
+    paper = _summary(PAPER_SCALE, "paper_short.json")
+    if eager is None or compiled is None or paper is None:
+        return _not_measured("The GPU path", "a GPU run of scripts/gpu_check.sh")
+    gpu, prov = eager["gpu"], eager["provenance"]
+    e_dev, e_host = _order_row(eager, 50, "device"), _order_row(eager, 50, "host")
+    c_dev = _order_row(compiled, 50, "device")
+    ratio = {(r["variant"], r["data"]): r["order_over_mskm"] for r in eager["ratios"] + compiled["ratios"] if r["R"] == 50}  # fmt: skip
+    launches = sum(
+        h["calls"] for h in e_dev["profile"]["top_host_ops"] if h["name"].startswith("cudaLaunchKernel")
+    ) / e_dev["profile"]["iterations"]  # fmt: skip
+    upper = "gpu_busy_counts" not in eager  # recorded before annotation ranges were left out
+    busy = max(e_dev["gpu_busy"], e_host["gpu_busy"], c_dev["gpu_busy"])
+    order = paper["methods"]["order"]
+    whole = order["whole_run"]
+    median_ms = 1e3 * statistics.median(x for d in order["domains"] for x in d["iterations"])
+
+    def met(ok: bool) -> str:
+        return "yes" if ok else "**no**"
+
+    rows = [
+        ("ORDER ms per iteration, R = 50", f"{e_dev['ms']:.1f} eager, {c_dev['ms']:.1f} compiled "
+         f"(host data: {e_host['ms']:.1f})", "≤ 15", met(min(e_dev["ms"], e_host["ms"], c_dev["ms"]) <= 15)),
+        ("ORDER / MSKM, R = 50", f"{ratio['eager', 'device']:.2f} eager, {ratio['compile', 'device']:.2f} "
+         f"compiled (host data: {ratio['eager', 'host']:.2f})", "≤ 2.1", met(min(ratio.values()) <= 2.1)),
+        ("GPU busy share of ORDER's step, R = 50", f"{'≤ ' if upper else ''}{busy:.1%}"
+         f"{' (an upper bound)' if upper else ''}", "≥ 70%", met(not upper and busy >= 0.70)),
+        ("whole 6-domain ORDER `paper` run, **computed**", f"{whole['minutes']:.1f} min", "≤ 20 min",
+         met(whole["complete"] and whole["minutes"] <= 20)),
+    ]  # fmt: skip
+    table = "".join(f"| {a} | {b} | {c} | {d} |\n" for a, b, c, d in rows)
+    return (
+        f"Measured on an **{gpu['name']}** (driver {gpu['driver']}, CUDA {gpu['cuda']}, torch "
+        f"{gpu['torch']}) on {prov['date'][:10]} by "
+        "[`scripts/gpu_check.sh`](scripts/gpu_check.sh), code "
+        f"`{prov['code']['commit'][:7]}` and `{paper['provenance']['code']['commit'][:7]}` "
+        "([step records](benchmarks/results/gpu_step/README.md), "
+        "[paper run](benchmarks/results/paper_scale/README.md)); the `paper` preset on the "
+        "synthetic source at 84 px, episodes drawn on the GPU:\n\n"
+        "| | on the GPU | target | met |\n|---|---|---|---|\n" + table + "\n"
+        f"In ORDER's step (R = 50, eager) the backbone runs at {e_dev['tflops']:.1f} TFLOP/s, "
+        f"the host launches about {launches:,.0f} kernels and synchronises "
+        f"{e_dev['syncs_per_it']:.0f} times per iteration, and the MI regulariser's loss term "
+        f"takes {e_dev['order_parts_ms']['MIRegularizationPlugin.loss_term']:.1f} ms. The "
+        f"whole run is computed from {paper['short_iterations_per_domain']} measured "
+        f"iterations per domain on all {len(order['domains'])} domains (median "
+        f"{median_ms:.1f} ms) and the {len(order['evaluations'])} measured evaluations: "
+        f"training {whole['training_s'] / 60:.1f} min + evaluation "
+        f"{whole['evaluation_s'] / 60:.1f} min + {whole['checkpoints']} checkpoints "
+        f"{whole['checkpoint_s'] / 60:.1f} min.\n"
+    )
+
+
 _LINK = re.compile(r"(\]\()([^)#:\s]+)")  # a relative Markdown link target
 
 
@@ -240,6 +304,7 @@ def _generated() -> dict[str, str]:
         "main-job-time": main_job_block(),
         "startup-time": startup_block(),
         "forgetting-converged": forgetting_block(),
+        "gpu-measured": gpu_block(),
         **readme_blocks(),
     }
 

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from benchmarks import gpu_step, paper_scale
+from benchmarks._gpu import BUSY_COUNTS
 
 TINY = ["--set", "image_size=16", "--set", "n_blocks=2", "--set", "width=4", "--set", "threads=1"]
 
@@ -32,6 +33,8 @@ def test_gpu_step_measures_every_configuration_on_the_cpu(tmp_path):
     assert all("MIRegularizationPlugin.loss_term" in r["order_parts_ms"] for r in order)
     assert {(r["R"], r["data"]) for r in summary["ratios"]} == {(4, "device"), (4, "host")}
     assert summary["gpu"] is None and summary["targets"] == []
+    # the record says what its busy shares count (a record without it counted annotations too)
+    assert summary["gpu_busy_counts"] == BUSY_COUNTS
     md = (tmp_path / "README.md").read_text()
     assert "GPU: none" in md and "not judged" in md
     assert (tmp_path / "gpu_step.png").stat().st_size > 0

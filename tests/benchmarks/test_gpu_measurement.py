@@ -13,7 +13,7 @@ from torch.autograd.profiler_util import Interval
 from avalanche_sets.methods import build_strategy
 from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs.experiment import build_benchmark
-from benchmarks._gpu import busy_device_us
+from benchmarks._gpu import busy_device_us, is_device_work
 from benchmarks._timing import train_range
 from benchmarks.gpu_step import CUDA_STAGES, schedule
 from benchmarks.step_speed import backbone_flops
@@ -58,10 +58,11 @@ def test_bad_schedule_numbers_are_refused_by_name():
         schedule(warm=1, iters=2, round_=0, cuda=True, meta_batch=2)
 
 
-def _event(device_type, start, end, self_device=0.0):
+def _event(device_type, start, end, self_device=0.0, activity="kernel"):
     return SimpleNamespace(
         device_type=device_type, time_range=Interval(start, end),
-        self_device_time_total=self_device,
+        self_device_time_total=self_device, activity_type=activity,
+        is_user_annotation=activity.endswith("user_annotation"),
     )  # fmt: skip
 
 
@@ -78,6 +79,28 @@ def test_gpu_busy_counts_each_kernel_once_and_merges_overlapping_streams():
     ]
     assert busy_device_us(events) == pytest.approx(40.0)
     assert busy_device_us([e for e in events if e.device_type == cpu]) == 0.0
+
+
+def test_gpu_busy_leaves_out_annotation_ranges_drawn_on_the_gpu_timeline():
+    cuda = DeviceType.CUDA
+    work = [
+        _event(cuda, 10, 20),
+        _event(cuda, 80, 90, activity="gpu_memcpy"),
+        _event(cuda, 95, 100, activity="gpu_memset"),
+    ]
+    # `enumerate(DataLoader)#...__next__` on the GPU: first kernel to last, the gap 20..80 too
+    annotation = _event(cuda, 10, 90, self_device=80.0, activity="gpu_user_annotation")
+    assert busy_device_us([*work, annotation]) == pytest.approx(25.0)
+    assert busy_device_us([annotation]) == 0.0
+    # an annotation known only by its flag (a torch without activity types) or only by its type
+    flag_only = SimpleNamespace(**{**vars(annotation), "activity_type": None})
+    type_only = SimpleNamespace(**{**vars(annotation), "is_user_annotation": False})
+    assert busy_device_us([*work, flag_only, type_only]) == pytest.approx(25.0)
+    # the heaviest-kernels listing keeps kernels and copies only
+    assert [is_device_work(e) for e in (*work, annotation, flag_only, type_only)] == [
+        True, True, True, False, False, False,
+    ]  # fmt: skip
+    assert not is_device_work(_event(DeviceType.CPU, 0, 10))
 
 
 def test_a_host_batch_is_embedded_on_the_models_device():

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from benchmarks import readme
+from benchmarks import _gpu, readme
 
 
 def test_readme_and_docs_agree_with_the_result_files():
@@ -157,3 +157,35 @@ def test_main_job_and_startup_blocks_quote_their_results(tmp_path, monkeypatch):
     assert "| 1 min 15 s | no |" in readme.main_job_block()
     monkeypatch.setattr(readme, "STARTUP", tmp_path / "STARTUP")
     assert "`avalanche-sets --help` 2.50 s" in readme.startup_block()
+
+
+def test_the_gpu_block_quotes_the_gpu_records_and_labels_what_is_computed(tmp_path, monkeypatch):
+    block = readme.blocks()["gpu-measured"]
+    eager = json.loads((readme.GPU_STEP / "step_eager.json").read_text())
+    paper = json.loads((readme.PAPER_SCALE / "paper_short.json").read_text())
+    order = next(r for r in eager["rows"] if (r["method"], r["R"], r["data"]) == ("order", 50, "device"))  # fmt: skip
+    assert eager["gpu"]["name"] in block and eager["gpu"]["driver"] in block
+    assert f"{order['ms']:.1f} eager" in block
+    assert f"| {paper['methods']['order']['whole_run']['minutes']:.1f} min |" in block
+    assert "run, **computed** |" in block
+    # these records counted annotation ranges as busy time: their share is only an upper bound
+    assert "gpu_busy_counts" not in eager
+    assert f"≤ {order['gpu_busy']:.1%} (an upper bound) | ≥ 70% | **no** |" in block
+    # an upper bound over the target proves nothing; a record that counts kernels and copies
+    # only is quoted as measured, and judged
+    step = tmp_path / "gpu_step"
+    shutil.copytree(readme.GPU_STEP, step)
+    monkeypatch.setattr(readme, "GPU_STEP", step)
+    for counts, quoted in ((None, "| ≤ 75.0% (an upper bound) | ≥ 70% | **no** |"),
+                           (_gpu.BUSY_COUNTS, "| 75.0% | ≥ 70% | yes |")):  # fmt: skip
+        for name in ("step_eager.json", "step_compile.json"):
+            res = json.loads((readme.GPU_STEP / name).read_text())
+            if counts is not None:
+                res["gpu_busy_counts"] = counts
+            for row in res["rows"]:
+                row["gpu_busy"] = 0.75 if row["method"] == "order" else row["gpu_busy"]
+            (step / name).write_text(json.dumps(res))
+        assert quoted in readme.gpu_block()
+    assert _stale_markers() == {"gpu-measured"}
+    monkeypatch.setattr(readme, "PAPER_SCALE", tmp_path / "nothing")
+    assert "has not been measured" in readme.gpu_block()
