@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The prepared device run: every GPU measurement of the project in one command that fits a
-# lease (about 6.5 minutes on one H100), each stage with its own time limit and its own result
+# lease (about 6 minutes measured on one H100; its stage limits add up to 8), each stage with its own time limit and its own result
 # under $OUT, written as soon as the stage (or a part of it) finishes, so that a command cut
 # short still returns the stages before.
 #
@@ -8,13 +8,13 @@
 #   GPU_CHECK_DEVICE=cpu GPU_CHECK_TINY=1 OUT=/tmp/gc scripts/gpu_check.sh   rehearsal on a CPU
 #
 # Stages (limit in seconds; each writes to $OUT, 8 files at most, none in a sub-folder):
-#   install  (40)  the carried wheels (.whl/*.whl) into /tmp/site (GPU_CHECK_SITE), offline, nothing built
+#   install  (20)  the carried wheels (.whl/*.whl) into /tmp/site (GPU_CHECK_SITE), offline, nothing built
 #   env      (40)  env.txt: nvidia-smi, torch, CUDA, cuDNN, the GPU, the carried packages
-#   tests    (80)  pytest.txt: tests/test_cuda.py
-#   eager    (70)  step_eager.json + .md: benchmarks.gpu_step, eager backbone, ProtoNet, MSKM and
+#   tests    (90)  pytest.txt: tests/test_cuda.py
+#   eager    (80)  step_eager.json + .md: benchmarks.gpu_step, eager backbone, ProtoNet, MSKM and
 #                  ORDER at R = 50 and 250, episodes on the device and from host memory
-#   compile  (90)  step_compile.json + .md: the same with torch.compile, MSKM and ORDER, R = 50
-#   paper    (90)  paper_short.json: benchmarks.paper_scale --short, ORDER on the synthetic 84 px
+#   compile  (80)  step_compile.json + .md: the same with torch.compile, MSKM and ORDER, R = 50
+#   paper   (170)  paper_short.json: benchmarks.paper_scale --short, ORDER on the synthetic 84 px
 #                  paper preset, GPU_CHECK_SHORT iterations per domain, the real evaluation, the
 #                  whole run's cost computed
 #   log.txt        every stage's output
@@ -32,7 +32,7 @@ cd "$here" || exit 2
 mkdir -p "$OUT"
 PY="${PYTHON:-python3}"
 DEVICE="${GPU_CHECK_DEVICE:-cuda}"
-SHORT="${GPU_CHECK_SHORT:-200}"
+SHORT="${GPU_CHECK_SHORT:-150}"
 STAGES="${GPU_CHECK_STAGES:-install env tests eager compile paper}"
 WHEELS="${WHEELS:-.whl}"
 SCALE="${GPU_CHECK_LIMIT_SCALE:-1}"
@@ -110,16 +110,16 @@ tests() {
 
 export -f install_wheels environment tests
 : > "$LOG"
-stage install 40 install_wheels
+stage install 20 install_wheels
 stage env 40 environment
-stage tests 80 tests
-stage eager 70 "$PY" -m benchmarks.gpu_step --device "$DEVICE" --out "$OUT" --stem step_eager \
+stage tests 90 tests
+stage eager 80 "$PY" -m benchmarks.gpu_step --device "$DEVICE" --out "$OUT" --stem step_eager \
   --variants eager --methods protonet mskm order --n-ood 50 250 --data device host \
   --warm 6 --iters 12 --round 4 "${SETS[@]}"
-stage compile 90 "$PY" -m benchmarks.gpu_step --device "$DEVICE" --out "$OUT" --stem step_compile \
+stage compile 80 "$PY" -m benchmarks.gpu_step --device "$DEVICE" --out "$OUT" --stem step_compile \
   --variants compile --methods mskm order --n-ood 50 --data device \
   --warm 4 --iters 8 --round 4 "${SETS[@]}"
-stage paper 90 "$PY" -m benchmarks.paper_scale --device "$DEVICE" --out "$OUT" --short "$SHORT" \
+stage paper 170 "$PY" -m benchmarks.paper_scale --device "$DEVICE" --out "$OUT" --short "$SHORT" \
   --methods order --stem paper_short "${SETS[@]}"
 echo "=== [gpu_check] all stages done in $((SECONDS - started))s; files in $OUT:" | tee -a "$LOG"
 ls -la "$OUT" | tee -a "$LOG"
