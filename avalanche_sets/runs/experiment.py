@@ -46,7 +46,7 @@ from ..training.loggers import (
     RunTextLogger,
     WandBLogger,
 )
-from ..training.loss_terms import DEFAULT_LOG_EVERY, LossTerms, check_log_every
+from ..training.loss_terms import DEFAULT_LOG_EVERY, LossTerms, RunEvaluator, check_log_every
 from ..training.progress import DomainProgressLogger
 from .code import code_info, numerics_info
 from .folder import (
@@ -236,7 +236,7 @@ def evaluator(
                 mode=None if os.environ.get("WANDB_MODE") else "offline",
             )
         )
-    return EvaluationPlugin(
+    return RunEvaluator(
         accuracy_metrics(epoch=True, experience=True, stream=True),
         loss_metrics(epoch=True, experience=True, stream=True),
         forgetting_metrics(experience=True, stream=True),

@@ -12,7 +12,7 @@ from .checkpoint import (
 )
 from .iteration import Iteration, Replayed, check_partners
 from .loggers import ResumableCSVLogger, ResumableTensorboardLogger, RunTextLogger, WandBLogger
-from .loss_terms import LossTerms
+from .loss_terms import LossTerms, RunEvaluator
 from .progress import DomainProgressLogger
 from .runner import RunResult, episode_accuracies, run_sets
 from .template import EpisodicTemplate, NonFiniteLossError, silent_evaluator
@@ -41,4 +41,5 @@ __all__ = [
     "WandBLogger",
     "RunTextLogger",
     "LossTerms",
+    "RunEvaluator",
 ]

@@ -21,11 +21,13 @@ from typing import Any
 import torch
 from avalanche.evaluation import PluginMetric
 from avalanche.evaluation.metric_results import MetricValue
+from avalanche.training.plugins import EvaluationPlugin
 
 from ..defaults import LOG_EVERY
 
 __all__ = [
     "LossTerms",
+    "RunEvaluator",
     "LOSS_TERM_PREFIX",
     "DEFAULT_LOG_EVERY",
     "loss_term_name",
@@ -129,3 +131,19 @@ class LossTerms(PluginMetric[dict]):
         """Continue the interval a checkpoint was written in."""
         self._sums = {k: float(v) for k, v in state["sums"].items()}
         self._counts = {k: int(v) for k, v in state["counts"].items()}
+
+
+class RunEvaluator(EvaluationPlugin):
+    """An ``EvaluationPlugin`` whose history (``all_metric_results``) keeps every metric but
+    the loss terms, which go to the loggers (and ``last_metric_results``) only.
+
+    The loss terms are one value per logged interval of training: kept in the history, they
+    would grow with a stream's iterations, where every other value grows with its evaluations.
+    """
+
+    def publish_metric_value(self, mval: MetricValue) -> None:
+        if not mval.name.startswith(LOSS_TERM_PREFIX):
+            super().publish_metric_value(mval)
+            return
+        self._metric_values.append(mval)
+        self.last_metric_results[mval.name] = mval.value
