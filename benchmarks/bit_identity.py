@@ -4,9 +4,10 @@ Runs ORDER, MSKM and Semi-ER on the ``quick`` preset in fp32 with one thread, as
 line does (``python -m avalanche_sets run --method M --preset quick --set precision=fp32 --set
 threads=1``), once with the code of a reference tree (``--reference DIR``: e.g. a checkout of
 the commit before the change) and once with this checkout, side by side in one invocation,
-and compares the SHA-256 of every ``result.json``. A record holds the accuracy matrix, every
-test episode's accuracy and the run's identity, so equal hashes mean the change moved no
-number.
+and compares the SHA-256 of every ``result.json`` less what names the code, arithmetic and data
+that made it (``code``, ``numerics``, ``data``: the commit differs between any two versions). A
+record holds the accuracy matrix, every test episode's accuracy and the run's settings, so
+equal hashes mean the change moved no number.
 
     git worktree add /tmp/before <commit>      # the code before the change
     python -m benchmarks.bit_identity --reference /tmp/before
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -66,7 +68,19 @@ def run_record(tree: Path, method: str, out: Path) -> tuple[str, Path]:
     cmd += ["--out", str(out), "--loggers"]
     subprocess.run(cmd, cwd=tree, env=tree_env(tree), check=True, capture_output=True, text=True)
     (record,) = out.rglob("result.json")
-    return hashlib.sha256(record.read_bytes()).hexdigest(), record
+    return record_digest(record), record
+
+
+#: What a record says about what made it, not what it computed: the commit differs between any
+#: two versions of the code, and records of code older than these keys lack them.
+MADE_BY = ("code", "numerics", "data")
+
+
+def record_digest(path: Path) -> str:
+    """The SHA-256 of a ``result.json`` without its :data:`MADE_BY` keys (canonical JSON):
+    equal digests mean equal numbers, settings and identity."""
+    record = {k: v for k, v in json.loads(path.read_text()).items() if k not in MADE_BY}
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -47,3 +47,14 @@ def test_the_child_process_imports_the_tree_it_is_given(tmp_path):
     (tmp_path / "avalanche_sets").mkdir()  # no __init__: the installed package would answer
     with pytest.raises(SystemExit, match="shadowed"):
         bit_identity.tree_env(tmp_path)
+
+
+def test_the_digest_ignores_what_made_the_record_and_nothing_else(tmp_path):
+    record = {"method": "order", "result": {"matrix": [[0.5]]}, "code": {"commit": "a" * 40}}
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(record))
+    digest = bit_identity.record_digest(path)
+    path.write_text(json.dumps({**record, "code": {"commit": "b" * 40}, "numerics": {}}))
+    assert bit_identity.record_digest(path) == digest  # another commit: the same numbers
+    path.write_text(json.dumps({**record, "result": {"matrix": [[0.25]]}}))
+    assert bit_identity.record_digest(path) != digest  # another number
