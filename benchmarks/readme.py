@@ -109,8 +109,9 @@ def demo_block() -> str:
         f"**{100 * res['mean_accuracy']:.2f} ± {100 * res['mean_ci95']:.2f}%** (95% CI over "
         f"test episodes); the run took {_minutes(rec['seconds'])}, the whole command "
         f"{_minutes(summary['wall_seconds'])} (imports and the episode picture included). "
-        f"The figure is that machine's ({arithmetic}): another CPU, whose bf16 arithmetic "
-        "differs, or another thread count gives other last digits.\n\n"
+        f"The figure is that machine's ({arithmetic}): the demo's `auto` precision is bf16 "
+        "where the CPU has native bf16 and fp32 elsewhere, and another CPU or thread count "
+        "sums in another order, so other machines give other last digits.\n\n"
         + code_md([rec], what="runs")
         + "\n"
         "![accuracy matrix of the demo](benchmarks/results/demo/accuracy_matrix.png)\n\n"
