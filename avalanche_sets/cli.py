@@ -131,12 +131,21 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, list_methods: bool = True) -> argparse.ArgumentParser:
+    """The command line's parser. ``list_methods=False`` leaves the installed methods out of
+    the ``run``/``sweep`` help (finding them reads every package's entry points: ``table``
+    does not need them)."""
     # torch-free modules: the parser (and --help) must not wait for torch and Avalanche
     from .defaults import LOG_EVERY, SOURCES
-    from .methods import method_names
     from .presets import preset_names
     from .runs.folder import logger_argument
+
+    if list_methods:
+        from .methods import method_names
+
+        listed = f"{', '.join(method_names())}; or a method of your own"
+    else:
+        listed = "a built-in method, or one of your own"
 
     p = argparse.ArgumentParser(
         prog="avalanche-sets",
@@ -145,10 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", required=True)
 
-    methods_help = (
-        f"{', '.join(method_names())}; or a method of your own: package.module:factory "
-        "(see docs/guide/custom-method.md)"
-    )
+    methods_help = f"{listed}: package.module:factory (see docs/guide/custom-method.md)"
 
     def add_run_args(sp, many_methods: bool):
         if many_methods:
@@ -657,7 +663,8 @@ def _cmd_presets(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(list_methods=not argv or argv[0] in ("run", "sweep"))
     args = parser.parse_args(argv)
     handler = {
         "run": _cmd_run,
