@@ -521,10 +521,8 @@ def build_pack_from_folder(
     read = read_image_folder(
         folder, image_size=image_size, split=split, seed=seed, n_way=n_way,
         min_images_per_class=min_images_per_class, source=source, workers=workers,
-        progress=progress, skip_unreadable=True,
+        progress=progress, skip_unreadable=skip_unreadable,
     )  # fmt: skip
-    if read.unreadable and not skip_unreadable:
-        raise UnreadableImagesError(read.unreadable, skip_hint=SKIP_UNREADABLE_HINT)
     if read.unreadable:
         warnings.warn(
             f"image folder {folder}: skipped {len(read.unreadable)} unreadable image file(s): "
