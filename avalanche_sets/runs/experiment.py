@@ -333,17 +333,19 @@ def run_experiment(
     out = run_folder(out_root, method, preset, seed, tag=tag, **where)
     data = run_data(preset)  # the data's content hash, once per run (before any data loads)
     asked = run_identity(method, preset, **where, data=data["content"])
-    if is_finished(out):
+
+    def finished_before() -> dict:
         record = check_finished(out, asked, seed)
         check_finished_loggers(out, loggers)
         return {**record, "status": "finished before"}
+
+    if is_finished(out):
+        return finished_before()
     out.mkdir(parents=True, exist_ok=True)
     with RunLock(out, wait=wait) as lock:
         if is_finished(out):  # finished by the process that held the lock
             lock.remove()
-            record = check_finished(out, asked, seed)
-            check_finished_loggers(out, loggers)
-            return {**record, "status": "finished before"}
+            return finished_before()
         torch.set_num_threads(int(preset.threads))
         # The run log: every metric value (and resumes); closed with the loggers below.
         log = open(out / LOG_FILE, "a", buffering=1)  # noqa: SIM115
