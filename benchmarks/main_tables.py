@@ -10,17 +10,20 @@ Also writes ``benchmarks/results/main_tables_pairs.md``: the converged regime's 
 between rows that no table column carries (:data:`PROSE_PAIRS`), the numbers the README's
 prose on that regime quotes.
 
-    python -m benchmarks.main_tables [--update-readme]   # also the README's and docs' copies
+    python -m benchmarks.main_tables    # the two files above
+    python -m benchmarks.readme update  # then the README's and the site's copies (make readme)
+
+The pages' copies are :mod:`benchmarks.readme`'s to write: it reads :func:`readme_blocks` here,
+and this module does not import it back.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 
 from avalanche_sets.runs.folder import read_record
 from benchmarks._code import code_md
-from benchmarks._common import RESULTS, ROOT
+from benchmarks._common import RESULTS
 from benchmarks._paper import FOOTNOTE, comparison_md, pairs_md, share_of_joint_md
 from benchmarks.reproduce import ARTEFACTS
 
@@ -101,11 +104,6 @@ def main() -> None:
     if pairs is not None:
         (RESULTS / "main_tables_pairs.md").write_text(pairs)
     print(text)
-    if "--update-readme" in sys.argv:  # every page that carries a block (make readme)
-        from benchmarks.readme import update_pages
-
-        for page in update_pages():
-            print(f"updated {page.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

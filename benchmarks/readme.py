@@ -43,6 +43,7 @@ from benchmarks._common import (
     splice_block,
     write_json,
 )
+from benchmarks.main_tables import readme_blocks
 
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
@@ -296,8 +297,6 @@ def relink(block: str, base: Path) -> str:
 
 def _generated() -> dict[str, str]:
     """Marker -> its text, from the committed result files, links relative to the root."""
-    from benchmarks.main_tables import readme_blocks
-
     return {
         "demo-result": demo_block(),
         "install-result": install_block(),

@@ -71,3 +71,53 @@ def test_the_rule_sees_a_local_import(tmp_path):
 def test_benchmark_scripts_do_not_edit_the_import_path():
     edits = [p.name for p in (ROOT / "benchmarks").glob("*.py") if "sys.path" in p.read_text()]
     assert not edits
+
+
+def _benchmark_imports(folder: Path) -> dict[str, set[str]]:
+    """Script -> the scripts of ``folder`` it imports (``benchmarks.<name>``), at the top of the
+    file or inside a function alike: a deferred import closes a loop all the same."""
+    scripts = {p.stem for p in folder.glob("*.py")}
+    graph = {}
+    for path in sorted(folder.glob("*.py")):
+        named = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                named |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                named.add(node.module)
+                named |= {f"{node.module}.{a.name}" for a in node.names}
+        graph[path.stem] = {n.split(".")[1] for n in named
+                            if n.startswith("benchmarks.") and n.split(".")[1] in scripts}  # fmt: skip
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import loop of ``graph`` (``[a, b, a]``), or None."""
+    done: set[str] = set()
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        if node in path:
+            return path[path.index(node) :] + [node]
+        if node in done:
+            return None
+        for nxt in sorted(graph.get(node, ())):
+            found = visit(nxt, [*path, node])
+            if found:
+                return found
+        done.add(node)
+        return None
+
+    return next((c for c in map(lambda n: visit(n, []), sorted(graph)) if c), None)
+
+
+def test_the_benchmark_scripts_import_each_other_without_a_loop():
+    assert _cycle(_benchmark_imports(ROOT / "benchmarks")) is None
+
+
+def test_the_loop_rule_sees_a_deferred_import_that_closes_a_loop(tmp_path):
+    (tmp_path / "tables.py").write_text("from benchmarks._common import RESULTS\n")
+    (tmp_path / "_common.py").write_text("RESULTS = 1\n")
+    (tmp_path / "pages.py").write_text("from benchmarks.tables import rows\n")
+    assert _cycle(_benchmark_imports(tmp_path)) is None
+    (tmp_path / "tables.py").write_text("def main():\n    from benchmarks import pages\n")
+    assert _cycle(_benchmark_imports(tmp_path)) == ["pages", "tables", "pages"]
