@@ -5,7 +5,7 @@
   the paper's episode (5-way, Z = 10, R = 50) with Q = 5, 40 iterations of meta-batch 2 per
   domain, 100 test episodes per domain (20 for the intermediate rows of the accuracy matrix):
   about 4 minutes per ORDER run on one core and 2–3 for the baselines
-  (measured by ``benchmarks/preset_cost.py``).
+  (measured; docs/guide/cli.md gives the costs).
 * ``converged`` — ``cpu`` trained until each domain's validation accuracy plateaus: 700
   iterations per domain instead of 40 (the largest plateau point of the learning curves), the
   regime in which forgetting is real.
@@ -18,7 +18,7 @@ exact fp32 numbers (see :func:`avalanche_sets.models.backbone.resolve_precision`
 dictionary without the setting means fp32, as the runs recorded before it existed.
 The backbone is channels-last; ``channels_last=False`` (an extra setting, in no preset) keeps
 it NCHW-contiguous: the same network, its convolutions summing in another order — the
-float-order noise control of ``benchmarks/precision_equivalence.py``.
+float-order noise control of the precision comparison (docs/results/speed.md).
 
 ``resolve_preset(name, **overrides)`` returns the run's :class:`RunConfig`: the preset with the
 overrides applied, every setting checked once, here, where the user hands it over: unknown names
@@ -122,7 +122,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 #: The converged CPU regime: the ``cpu`` preset trained until each domain's validation accuracy
 #: plateaus. 700 iterations of meta-batch 2 per domain = the largest plateau point of MSKM and
-#: ProtoNet over the six sets-mini domains (``benchmarks/learning_curves.py``; the synthetic
+#: ProtoNet over the six sets-mini domains (docs/results/learning-curves.md; the synthetic
 #: domains plateau by 650).
 PRESETS["converged"] = {**PRESETS["cpu"], "tasks_per_domain": 1400}
 

@@ -3,9 +3,9 @@
 Every generated results block (the main tables, the forgetting table, the demo) ends with the
 commits of its records (:func:`code_md`), generated like its numbers, so a table never pools
 runs of different code without saying so. A record's ``code`` is written by the run
-(:mod:`avalanche_sets.runs.code`) or, for a record older than that key, recovered from the
-repository's history (``benchmarks/recover_code.py``: the oldest commit that holds the record
-with its present numbers; the code that ran is that commit's or an older one).
+(:mod:`avalanche_sets.runs.code`) or, for a record older than that key, was recovered once from
+the repository's history (the oldest commit that holds the record with its present numbers; the
+code that ran is that commit's or an older one).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 11 §2, part 3: the continual baselines' own settings tuned on the VALIDATION stream.
+"""The continual baselines' own settings tuned on the VALIDATION stream: the values every run uses.
 
 The SETS benchmark has a validation stream: every domain's *validation classes* (disjoint from
 its training and test classes), ``n_val_episodes`` episodes each (``cpu`` preset: 50; 20 for

@@ -1,4 +1,4 @@
-"""Forgetting over the stream, per method: the numbers and the pictures of issue 13 item 4.
+"""Forgetting over the stream, per method: average forgetting, BWT and where it is seen.
 
 Reads finished run folders (``result.json``) of one regime — by default the ``converged``
 preset's sets-mini runs, ``<runs>/<method>/packs-o1-5w<K>s-R50-seed<s>-tasks_per_domain1400-bf16``
@@ -39,7 +39,8 @@ from avalanche_sets.metrics.stats import (
 )
 from benchmarks._common import RESULTS, ROOT, header_md, provenance, save_figure, write_json
 
-#: The rows that carry the paper's story (issue 13 §5), then the other baselines.
+#: The rows that carry the paper's story (meta-learners, continual learners, ORDER's parts,
+#: ORDER, the joint upper bound), then the other baselines.
 MAIN_METHODS = ["protonet", "mskm", "semi-seq", "semi-agem", "semi-er", "order-mi-only",
                 "order-ot-only", "order", "joint", "joint-matched"]  # fmt: skip
 OTHER_METHODS = ["anil", "lst", "tpn", "semi-gem", "semi-mer", "semi-gpm", "semi-der"]

@@ -34,7 +34,7 @@ profiled), so a run stopped by a time limit keeps what it measured; ``--stem NAM
 keep up to 64 graphs per compiled function and fail rather than fall back to eager when they
 need more; the summary reports ``torch._dynamo``'s counters.
 
-The targets of the paper-scale issue (one H100): ORDER ≤ 15 ms per iteration at R = 50,
+The targets on one H100 (docs/guide/gpu.md): ORDER ≤ 15 ms per iteration at R = 50,
 ORDER / MSKM ≤ 2.1, GPU busy ≥ 70 % of the step; the report says which are met.
 """
 
@@ -288,7 +288,7 @@ def ratios(rows: list[dict]) -> list[dict]:
 
 
 def targets(rows: list[dict], ratio_rows: list[dict]) -> list[dict]:
-    """The issue's targets against the best configuration measured for each."""
+    """The GPU targets against the best configuration measured for each."""
     order50 = [r for r in rows if r["method"] == "order" and r["R"] == 50]
     out = []
     if order50:

@@ -1,6 +1,6 @@
 """Time one training iteration of ORDER and of plain MSKM side by side, and each plugin's share.
 
-Setting (issue: ORDER): 5-way 5-shot, Q = 10, Z = 10, R = 50 and R = 250, 32 px, the ``cpu``
+Setting: 5-way 5-shot, Q = 10, Z = 10, R = 50 and R = 250, 32 px, the ``cpu``
 preset backbone, meta-batch 2, one thread. ORDER's memory is warmed up first so that replay and
 OT are active. Iterations of the methods are interleaved in rounds so that machine noise hits
 them alike; we report medians and the ratio ORDER / MSKM (the paper's own: 71 s / 43 s = 1.65

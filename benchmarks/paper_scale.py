@@ -24,7 +24,7 @@ and one checkpoint's measured save time times the checkpoints the CLI writes at
 
     python -m benchmarks.paper_scale --short 200 --out $OUT --methods order   # on a GPU
 
-Target of the paper-scale issue (one H100): a whole 6-domain ORDER run ≤ 20 minutes including
+Target on one H100 (docs/guide/gpu.md): a whole 6-domain ORDER run ≤ 20 minutes including
 evaluation.
 """
 

@@ -230,7 +230,7 @@ def _order_row(res: dict, R: int, data: str) -> dict:
 
 def gpu_block() -> str:
     """What one GPU measured (``gpu_step``'s eager and compiled records, ``paper_scale
-    --short``'s), against the targets of the paper-scale issue: measured and computed apart."""
+    --short``'s), against the GPU targets (docs/guide/gpu.md): measured and computed apart."""
     eager = _summary(GPU_STEP, "step_eager.json")
     compiled = _summary(GPU_STEP, "step_compile.json")
     paper = _summary(PAPER_SCALE, "paper_short.json")
@@ -499,7 +499,7 @@ def record_install() -> int:
     return 0
 
 
-L2L_DOWNLOADS = {  # scripts/install.sh's learn2learn download, before and after issue 15
+L2L_DOWNLOADS = {  # learn2learn's sdist fetched as scripts/install.sh once did, and as it does
     "before: --no-binary :all:": ["--no-binary", ":all:"],
     "now: --no-binary learn2learn --no-build-isolation": [
         "--no-binary", "learn2learn", "--no-build-isolation",

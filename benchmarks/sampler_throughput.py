@@ -1,4 +1,4 @@
-"""Episodes per second of the sampler and memory of the cached domains (issue: foundation).
+"""Episodes per second of the sampler and memory of the cached domains.
 
 Setting: 5-way 5-shot, Q = 10, Z = 10, R = 50, 32 px, one thread. Target: >= 1,000 episodes/s.
 Measures the synthetic domains and, when present, the real packs in ../shared/data/sets-mini.

@@ -1,7 +1,7 @@
-"""Memory stays flat over long streams (issue: long streams).
+"""Memory stays flat over long streams.
 
-A short stream here (two domains, 320 tasks, ~30 s); ``benchmarks/long_stream_memory.py`` runs
-the full one (20,000 tasks). ORDER with every plugin (OOD split, MI, replay, OT) and the
+A short stream here (two domains, 320 tasks, ~30 s); the full one (20,000 tasks) was measured
+once, docs/results/speed.md. ORDER with every plugin (OOD split, MI, replay, OT) and the
 evaluator real runs use. After warm-up (the first domain and its evaluation; the reservoir is
 full by then) nothing may grow with the number of tasks seen:
 

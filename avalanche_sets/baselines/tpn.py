@@ -115,7 +115,7 @@ class TPNModel(nn.Module):
             graph splits into one component per class, and the weight of that eigenvector grows
             like ``1/(1 − α)``: on gtsrb (5-shot) propagation at 0.99 costs 9 points on TPN's own
             trained backbone, whose prototypes match ProtoNet's, and TPN trained with 0.9 is level
-            with ProtoNet instead of 8.5 points below (``benchmarks/tpn_diagnosis.py``).
+            with ProtoNet instead of 8.5 points below (docs/verification/baselines.md).
         k: neighbours kept per row (paper: 20); ``None`` for the dense graph.
         sigma_hidden: hidden sizes of the graph-construction MLP ``g`` (``d → 64 → 8 → 1``,
             mirroring the two fully connected layers of 8 and 1 units of the paper's ``g``).

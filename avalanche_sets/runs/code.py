@@ -6,7 +6,7 @@ A run's ``result.json`` names
   runs from and whether its tracked files differ from that commit (``dirty``), the torch and
   avalanche-lib versions, and ``recovered`` (``false`` for every record a run writes; ``true``
   only for records written before this key existed, whose commit was read from the history of
-  the repository that holds them: ``benchmarks/recover_code.py``);
+  the repository that holds them, once, by a migration script);
 * ``numerics`` (:func:`numerics_info`): what decides the arithmetic: the precision and the
   device type that ran, torch's thread count, and whether the CPU has oneDNN's native bf16 path.
 

@@ -373,8 +373,7 @@ def record_identity(record: dict) -> dict:
     """:func:`run_identity` of a finished run's record (``result.json``, any readable format).
 
     Its ``data`` is the content the record names. A record of a folder source that names
-    none — written before records named it, or given its code from the history
-    (``benchmarks/recover_code.py``) — has :data:`NOT_RECORDED` there; the synthetic source
+    none — written before records named it, or given its code from the history — has :data:`NOT_RECORDED` there; the synthetic source
     has ``None`` (it reads no files). Reads nothing but the record.
     """
     data = record.get("data")

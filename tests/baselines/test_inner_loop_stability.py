@@ -2,7 +2,7 @@
 
 The head is adapted by plain gradient descent; GD on a linear softmax head is stable while
 ``inner_lr`` times the curvature (about a fifth of the embeddings' squared norm) stays below 2.
-The probe of LST's collapse (benchmarks/results/baseline_checks/lst_collapse) measured
+The probe of LST's collapse (docs/verification/baselines.md, check 2) measured
 support-embedding norms of 12-20 in training and evaluation; with the former default
 ``inner_lr = 0.1`` the inner loop diverged there and the meta-gradient exploded. These tests
 build embeddings shaped like the backbone's (non-negative, a shared mean plus class offsets) at
@@ -77,8 +77,12 @@ def test_the_former_step_diverges_there():
 
 
 def test_strategies_build_their_model_with_its_default():
-    """The default lives on the model alone; the strategy's model takes it."""
+    """The default lives on the model alone; the strategy's model takes it. First-order is the
+    variant the converged stream's validation classes chose (docs/verification/baselines.md,
+    check 5): second-order, the meta-gradient exploded once the embeddings had grown."""
     for model_cls, cls in ((ANILModel, ANIL), (LSTModel, LST)):
-        assert inspect.signature(model_cls).parameters["inner_lr"].default == 0.01, model_cls
+        params = inspect.signature(model_cls).parameters
+        assert params["inner_lr"].default == 0.01, model_cls
+        assert params["first_order"].default is True, model_cls
         assert cls.model_class is model_cls and "inner_lr" in cls.model_option_names()
         assert cls(evaluator=EvaluationPlugin()).model.inner_lr == 0.01, cls

@@ -205,7 +205,7 @@ def test_training_in_fp32_gives_the_numbers_of_the_path_without_the_setting():
 
 
 def test_channels_last_false_is_a_contiguous_run_of_its_own_and_true_is_the_default():
-    """The float-order noise control of benchmarks/precision_equivalence.py: an NCHW backbone
+    """The float-order noise control of the precision comparison (docs/results/speed.md): an NCHW backbone
     (same network, other summation order) whose runs never share a folder with the default."""
     base = resolve_preset("cpu", n_shot=1, precision="fp32", root="elsewhere")
     nchw = resolve_preset("cpu", n_shot=1, precision="fp32", root="elsewhere", channels_last=False)
@@ -228,5 +228,5 @@ def test_a_contiguous_backbone_computes_the_same_network_in_another_float_order(
     nchw.load_state_dict(last.state_dict())
     x = _images(40)
     # The same function (summed in another order: whether the bits differ depends on the
-    # CPU's kernels, so benchmarks/precision_equivalence.py checks that on the runs themselves).
+    # CPU's kernels, so the precision comparison measured that on the runs themselves).
     torch.testing.assert_close(last(x), nchw(x), rtol=1e-4, atol=1e-5)

@@ -182,7 +182,7 @@ TORCHVISION_SOURCES: dict[str, TorchvisionSource] = {
     )
 }
 
-#: Default stream domains, in stream order: every dataset of the issue with >= 20 classes.
+#: Default stream domains, in stream order: every source dataset above with >= 20 classes.
 DEFAULT_DOMAINS: tuple[str, ...] = (
     "cifar100",
     "aircraft",

@@ -1,10 +1,14 @@
-"""Committed records that predate the ``code`` key get it from the history of the repository
-(``benchmarks/recover_code.py``), and every committed record names its code."""
+"""The committed run records: each names the code that made it and reads; the ORDER guide's
+paragraph on which records predate the β scaling matches the records; a reproduced table reads
+the committed runs of its data.
+
+Records older than the ``code`` key were given it once from the repository's history (the
+oldest commit holding the record with its present numbers, ``"recovered": true``) by
+``benchmarks/recover_code.py``, a one-off migration found at commit ``e2279ac``."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,72 +16,10 @@ from pathlib import Path
 import pytest
 
 from avalanche_sets.runs.folder import NOT_RECORDED, read_record, record_identity
-from benchmarks.recover_code import recover, recovered_commit
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
-
-
-def _git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t"}
-    env |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
-    out = subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
-                         text=True, env=env)  # fmt: skip
-    return out.stdout.strip()
-
-
-def _record(matrix, root="/abs/sets-mini", **extra) -> dict:
-    return {
-        "format": 1, "method": "mskm", "seed": 0,
-        "preset": {"source": "packs", "device": "cpu", "threads": 1, "root": root},
-        "result": {"matrix": matrix, "final": matrix[-1], "mean_accuracy": 0.5},
-        "machine": {"torch": "2.0.0", "torch_threads": 1}, **extra,
-    }  # fmt: skip
-
-
-def _commit(repo: Path, rel: str, body: dict | None, message: str) -> str:
-    path = repo / rel
-    if body is None:
-        _git(repo, "rm", "-q", rel)
-    else:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(body, indent=2) + "\n")
-        _git(repo, "add", rel)
-    _git(repo, "commit", "-q", "-m", message)
-    return _git(repo, "rev-parse", "HEAD")
-
-
-def test_the_commit_that_added_the_present_numbers_is_recovered(tmp_path):
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    _git(repo, "init", "-q", "-b", "main")
-    (repo / "avalanche_sets").mkdir()
-    (repo / "avalanche_sets" / "__init__.py").write_text('__version__ = "0.0.7"\n')
-    _git(repo, "add", "avalanche_sets")
-    rel = "benchmarks/results/runs/mskm/a/result.json"
-    first = _commit(repo, rel, _record([[0.1]]), "made")
-    _commit(repo, rel, _record([[0.1]], root="../sets-mini"), "a path made relative")
-    assert recovered_commit(repo, rel) == first  # a rewrite of a setting: not the code
-    rerun = _commit(repo, rel, _record([[0.2]]), "re-run")
-    assert recovered_commit(repo, rel) == rerun  # other numbers: the commit that made them
-    _commit(repo, rel, None, "deleted")
-    readded = _commit(repo, rel, _record([[0.2]]), "re-added with the same numbers")
-    assert recovered_commit(repo, rel) == readded  # older versions are another record's
-    done = _commit(repo, "benchmarks/results/runs/b/result.json", {**_record([[0.3]]),
-                   "code": {"commit": "x"}}, "a record that names its code")  # fmt: skip
-
-    todo = recover(repo, repo / "benchmarks" / "results", write=True)
-    assert [p.relative_to(repo).as_posix() for p in todo] == [rel]  # the new one is left alone
-    body = json.loads((repo / rel).read_text())
-    assert body["code"] == {"version": "0.0.7", "commit": readded, "dirty": None,
-                            "recovered": True, "torch": "2.0.0", "avalanche": None}  # fmt: skip
-    # only what the record proves: no precision recorded, no bf16 path, no data content
-    assert body["numerics"] == {"precision": None, "device": "cpu", "threads": 1, "cpu_bf16": None}
-    assert body["data"] == {"source": "packs", "root": "/abs/sets-mini", "content": None}
-    assert list(body).index("code") < list(body).index("result")  # where a run writes it
-    assert record_identity(read_record((repo / rel).parent))["data"] == NOT_RECORDED
-    assert done and recover(repo, repo / "benchmarks" / "results", write=False) == []
 
 
 def test_every_committed_record_names_its_code_and_reads():
