@@ -40,15 +40,6 @@ def provenance(seeds=None) -> dict:
     return _provenance(command=command_line(), seeds=seeds)
 
 
-def grad_norm(model) -> float:
-    """Global L2 norm of ``model``'s parameter gradients (0.0 when none has one): what a probe
-    reads after ``backward`` (the meta-gradient of ANIL/LST)."""
-    import torch
-
-    grads = [p.grad.norm() for p in model.parameters() if p.grad is not None]
-    return float(torch.stack(grads).norm()) if grads else 0.0
-
-
 def artefact_name(artefact: str, source: str | None = None) -> str:
     """The results folder name of an artefact: ``table2``, or ``table2_synthetic`` when it was
     run on another data source than its preset's (``reproduce.py --source synthetic``)."""
