@@ -65,7 +65,6 @@ __all__ = [
     "CHECKPOINT_FILE",
     "RUN_FILES",
     "LOGGERS",
-    "LISTED_LOGGERS",
     "WANDB_INSTALL",
     "check_loggers",
     "check_finished_loggers",
@@ -117,17 +116,13 @@ RUN_FILES: tuple[tuple[str, str], ...] = (
 )
 """What a finished run folder holds, as the command line lists it."""
 
-LOGGERS = ("progress", "interactive", "text", "csv", "tensorboard", "wandb")
+LOGGERS = ("progress", "interactive", "csv", "tensorboard", "wandb")
 """Loggers a run can add: ``progress`` (one bar per domain on stderr), ``interactive``
 (Avalanche's bars and metric values on stdout), ``csv`` (``csv/``), ``tensorboard``
 (``tb/``), ``wandb`` (Weights & Biases, ``wandb/``; offline unless ``WANDB_MODE`` says
-otherwise; needs the ``wandb`` extra). ``text`` (the metric values in the run folder's
-``log.txt``) is always on and accepted for compatibility; the command line does not list it.
-``csv``, ``tensorboard`` and ``wandb`` continue where a resumed run's checkpoint left them
-(:mod:`avalanche_sets.training.loggers`)."""
-
-LISTED_LOGGERS = tuple(name for name in LOGGERS if name != "text")
-"""The loggers the command line's help names (``text`` is always on)."""
+otherwise; needs the ``wandb`` extra). The run folder's ``log.txt`` (every metric value) is
+always written and is no logger to choose. ``csv``, ``tensorboard`` and ``wandb`` continue
+where a resumed run's checkpoint left them (:mod:`avalanche_sets.training.loggers`)."""
 
 WANDB_INSTALL = 'pip install "avalanche-sets[wandb]"'
 """How to install the wandb release the ``wandb`` logger is tested with."""
@@ -143,7 +138,10 @@ def check_loggers(loggers) -> tuple[str, ...]:
     loggers = tuple(loggers)
     unknown = sorted(set(loggers) - set(LOGGERS))
     if unknown:
-        raise ValueError(f"unknown logger(s) {unknown}; choose from {', '.join(LISTED_LOGGERS)}")
+        raise ValueError(
+            f"unknown logger(s) {unknown}; choose from {', '.join(LOGGERS)} (the run folder's "
+            "log.txt of every metric value is always written)"
+        )
     if "wandb" in loggers:
         if importlib.util.find_spec("wandb") is None:
             raise ValueError(
