@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from avalanche_sets.presets import RunConfig
 from benchmarks._common import RESULTS, SHARED_PACKS, provenance
 from benchmarks.learning_curves import (
     CurveSpec,
@@ -105,7 +106,7 @@ PLAN: tuple[Stage, ...] = (
 )
 
 
-def base_preset(source: str, *, root: str | os.PathLike = SHARED_PACKS) -> dict:
+def base_preset(source: str, *, root: str | os.PathLike = SHARED_PACKS) -> RunConfig:
     """The ``cpu`` preset for one source, in fp32, one thread per curve."""
     from avalanche_sets.presets import resolve_preset
 

@@ -70,6 +70,7 @@ import numpy as np
 import torch
 
 from avalanche_sets.metrics import ci95
+from avalanche_sets.presets import RunConfig
 from benchmarks._common import RESULTS, SHARED_PACKS, provenance, save_figure
 
 __all__ = [
@@ -145,7 +146,7 @@ def plateau_index(acc: Sequence[float], tolerance: float) -> int:
     return int(np.flatnonzero(a >= best_after - tolerance)[0])
 
 
-def curve_preset(base: dict, spec: CurveSpec, *, iters: int, val_episodes: int) -> dict:
+def curve_preset(base: RunConfig, spec: CurveSpec, *, iters: int, val_episodes: int) -> dict:
     """The preset of one curve: one domain, ``iters`` meta-batches, R = 0 for ``clean``, the
     backbone precision resolved on this machine (``"auto"`` becomes ``"fp32"`` or ``"bf16"``)."""
     from avalanche_sets.presets import check_preset
@@ -154,10 +155,10 @@ def curve_preset(base: dict, spec: CurveSpec, *, iters: int, val_episodes: int) 
     if spec.variant not in VARIANTS:
         raise ValueError(f"unknown variant {spec.variant!r}; choose from {VARIANTS}")
     preset = {
-        **base,
+        **base.as_dict(),
         "domains": [spec.domain],
         "n_shot": spec.shot,
-        "tasks_per_domain": iters * base["meta_batch"],
+        "tasks_per_domain": iters * base.meta_batch,
         "n_val_episodes": val_episodes,
         "n_test_episodes": 1,  # the test classes are not used here
     }
@@ -762,7 +763,7 @@ def _worker(job: dict) -> str:
 
 def run_specs(
     specs: Sequence[CurveSpec],
-    base: dict,
+    base: RunConfig,
     *,
     iters: int,
     every: int,
@@ -801,12 +802,10 @@ def run_specs(
             print(f"[{i}/{len(todo)}] {fut.result()} done", flush=True)
 
 
-def _domain_names(preset: dict) -> list[str]:
+def _domain_names(preset: RunConfig) -> list[str]:
     from avalanche_sets.data.benchmark import load_source
 
-    ids, _ = load_source(
-        preset["source"], root=preset.get("root"), image_size=preset["image_size"], seed=0
-    )
+    ids, _ = load_source(preset.source, root=preset.root, image_size=preset.image_size, seed=0)
     return [d.name for d in ids]
 
 

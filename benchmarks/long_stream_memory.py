@@ -313,7 +313,7 @@ def main() -> None:
     preset = tiny_preset(args.tasks, mem_size=args.mem_size)
     started = time.perf_counter()
     bench = build_benchmark(preset, seed=args.seed)
-    total_iters = N_DOMAINS * math.ceil(preset["tasks_per_domain"] / preset["meta_batch"])
+    total_iters = N_DOMAINS * math.ceil(preset.tasks_per_domain / preset.meta_batch)
     with tempfile.TemporaryDirectory(prefix="long_stream_memory_") as tmp:
         tmp = Path(tmp)
         strategy = build_strategy(
@@ -368,7 +368,7 @@ def main() -> None:
         "every": args.every,
         "checkpoint_every": args.checkpoint_every,
         "loggers": list(loggers),
-        "preset": preset,
+        "preset": preset.as_dict(),
         "rss_after_imports_mib": rss_imports,
         "rss_after_building_mib": rss_built,
         "stored_image_dtypes": stored_dtypes,

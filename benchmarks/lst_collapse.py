@@ -220,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     plug = _Plug()
     strategy.plugins.append(plug)
-    result = run_sets(strategy, bench, interim_episodes=preset["interim_test_episodes"])
+    result = run_sets(strategy, bench, interim_episodes=preset.interim_test_episodes)
     state["counterfactual"] = True  # the probe keeps following batches, records nothing more
     counterfactual = _counterfactual(strategy, bench)
     strategy.plugins.remove(plug)

@@ -194,14 +194,14 @@ def run_variant(
     folder = variant_folder(out, method, options, seed=seed, eval_stream=eval_stream)
     if (folder / "record.json").is_file():
         return json.loads((folder / "record.json").read_text())
-    torch.set_num_threads(int(preset.get("threads", 1)))
+    torch.set_num_threads(preset.threads)
     bench = build_benchmark(preset, seed=seed)
     strategy = build_strategy(method, preset, seed=seed, **options)
     probe = InnerLoopProbe(strategy.model)
     strategy.plugins.append(probe.plugin())
     t0 = time.perf_counter()
     result = run_sets(
-        strategy, bench, eval_stream=eval_stream, interim_episodes=preset["interim_test_episodes"]
+        strategy, bench, eval_stream=eval_stream, interim_episodes=preset.interim_test_episodes
     )
     seconds = time.perf_counter() - t0
     folder.mkdir(parents=True, exist_ok=True)
@@ -213,7 +213,7 @@ def run_variant(
     record = {
         "method": method, "seed": seed, "eval_stream": eval_stream, "options": options,
         # the precision as resolved here: what "auto" meant on this machine
-        "preset": portable_preset({**preset, "precision": run_precision(preset)}), "domains": bench.domain_names, "seconds": seconds,
+        "preset": portable_preset(preset.replace(precision=run_precision(preset))), "domains": bench.domain_names, "seconds": seconds,
         "result": result.to_dict(), **provenance(seeds=[seed]),
     }  # fmt: skip
     write_json(folder / "record.json", record)

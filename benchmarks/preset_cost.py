@@ -60,10 +60,10 @@ def main() -> None:
     for shot in args.n_shot:
         reads_root = PRESETS[args.preset]["source"] in FOLDER_SOURCES  # synthetic reads none
         preset = resolve_preset(args.preset, root=args.root if reads_root else None, n_shot=shot)
-        full_iters = preset["tasks_per_domain"] // preset["meta_batch"]
-        n_test = preset["n_test_episodes"]
+        full_iters = preset.tasks_per_domain // preset.meta_batch
+        n_test = preset.n_test_episodes
         bench = build_benchmark(
-            {**preset, "tasks_per_domain": 2 * (args.iters + 8), "n_test_episodes": 20}, seed=0
+            preset.replace(tasks_per_domain=2 * (args.iters + 8), n_test_episodes=20), seed=0
         )
         for method in args.methods:
             timer = _Times()
@@ -75,7 +75,7 @@ def main() -> None:
             it = statistics.median(timer.train)
             ep = statistics.median(timer.eval)
             n_dom = len(bench.train_stream)
-            interim = preset.get("interim_test_episodes") or n_test
+            interim = preset.interim_test_episodes or n_test
             total = n_dom * full_iters * it + (n_dom * (n_dom - 1) * interim + n_dom * n_test) * ep
             rows.append(
                 {

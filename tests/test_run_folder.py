@@ -113,33 +113,33 @@ def test_run_names_tell_apart_every_setting_and_keep_plain_presets_short():
 
     cpu = resolve_preset("cpu", n_shot=5, precision="fp32")
     assert run_dir_name("order", cpu, 0) == "order/packs-o1-5w5s-R50-seed0"
-    assert run_dir_name("order", {**cpu, "precision": "bf16"}, 0) == (
+    assert run_dir_name("order", cpu.replace(precision="bf16"), 0) == (
         "order/packs-o1-5w5s-R50-seed0-bf16"
     )
     # where the data lives does not change what is computed (its content is checked instead);
     # the thread count does, and is named when it is not the preset's own
-    assert run_dir_name("order", {**cpu, "root": "/else"}, 0) == "order/packs-o1-5w5s-R50-seed0"
-    assert run_dir_name("order", {**cpu, "threads": 2}, 0) == "order/packs-o1-5w5s-R50-seed0-t2"
+    assert run_dir_name("order", cpu.replace(root="/else"), 0) == "order/packs-o1-5w5s-R50-seed0"
+    assert run_dir_name("order", cpu.replace(threads=2), 0) == "order/packs-o1-5w5s-R50-seed0-t2"
     assert run_dir_name("order", resolve_preset("quick", threads=2), 0) == (
         run_dir_name("order", resolve_preset("quick"), 0)
     )
     names = {
         run_dir_name("order", cpu, 0),
-        run_dir_name("order", {**cpu, "mem_size": 50}, 0),
-        run_dir_name("order", {**cpu, "image_size": 16}, 0),
-        run_dir_name("order", {**cpu, "precision": "bf16"}, 0),
+        run_dir_name("order", cpu.replace(mem_size=50), 0),
+        run_dir_name("order", cpu.replace(image_size=16), 0),
+        run_dir_name("order", cpu.replace(precision="bf16"), 0),
         run_dir_name("order", cpu, 0, strategy_overrides={"lam": 1e-4}),
         run_dir_name("order", cpu, 0, eval_stream="valid"),
         run_dir_name("order", cpu, 1),
         run_dir_name("order", resolve_preset("converged", n_shot=5, precision="fp32"), 0),
-        run_dir_name("order", {**cpu, "threads": 2}, 0),
+        run_dir_name("order", cpu.replace(threads=2), 0),
     }
     assert len(names) == 9
     # the converged regime differs from cpu only in its length: spelled out, never cpu's name
     assert run_dir_name("order", resolve_preset("converged", n_shot=5, precision="fp32"), 0) == (
         "order/packs-o1-5w5s-R50-seed0-tasks_per_domain1400"
     )
-    assert run_dir_name("order", {**cpu, "mem_size": 50}, 0) == (
+    assert run_dir_name("order", cpu.replace(mem_size=50), 0) == (
         "order/packs-o1-5w5s-R50-seed0-mem_size50"
     )
     assert run_dir_name("order", cpu, 0, strategy_overrides={"lam": 1e-4, "beta": 0.01},
@@ -236,10 +236,10 @@ def test_the_compute_matched_joint_run_trains_on_more_tasks_and_is_scored_on_the
     monkeypatch.setattr(experiment.training, "run_sets", record)
     joint = run_experiment("joint", preset, seed=0, out_root=tmp_path, loggers=())
     matched = run_experiment("joint-matched", preset, seed=0, out_root=tmp_path, loggers=())
-    b, r = preset["meta_batch"], preset["replay_batch"]
+    b, r = preset.meta_batch, preset.replay_batch
     plain, more = seen[b], seen[b + r]
     assert len(more.train_stream[0].dataset) * b == len(plain.train_stream[0].dataset) * (b + r)
-    assert more.settings["tasks_per_domain"] == preset["tasks_per_domain"] * (b + r) // b
+    assert more.settings["tasks_per_domain"] == preset.tasks_per_domain * (b + r) // b
     test_a, test_b = plain.test_stream[0].dataset[0], more.test_stream[0].dataset[0]
     assert torch.equal(test_a.query_x, test_b.query_x)
     # the folder and the record keep the preset asked for; the method's name says the rest

@@ -29,8 +29,9 @@ package uses). This module loads with the standard library alone — the command
 need where they use it.
 
 The naming and identity functions take a run's :class:`~avalanche_sets.presets.RunConfig` or
-the settings a ``result.json`` recorded (any mapping of settings), and check nothing: a config
-was checked when it was made, and a record holds what a run computed with.
+the settings a ``result.json`` recorded (any mapping of settings; both read through
+:func:`~avalanche_sets.presets.preset_settings`), and check nothing: a config was checked when
+it was made, and a record holds what a run computed with.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from ..data.content import data_content, data_root
 from ..data.files import atomic_write
 from ..defaults import FOLDER_SOURCES
 from ..methods import method_folder_name
-from ..presets import NAMING_PRESETS, PRESETS
+from ..presets import NAMING_PRESETS, PRESETS, RunConfig, preset_settings
 from .code import code_info
 
 __all__ = [
@@ -288,30 +289,29 @@ NOT_RECORDED = "(not recorded)"
 (:func:`record_identity`): :func:`identity_differences` does not count it as a difference."""
 
 
-def run_precision(preset: Mapping[str, Any]) -> str:
+def run_precision(preset: RunConfig | Mapping[str, Any]) -> str:
     """The precision a run of ``preset`` computes in: ``"fp32"`` or ``"bf16"``.
 
     The preset's ``precision`` resolved on its device (``"auto"`` means bf16 only where the
-    device runs it natively); a preset without the setting — every run recorded before it
-    existed — means fp32, the only precision there was.
+    device runs it natively).
     """
-    precision = preset.get("precision", "fp32")
+    settings = preset_settings(preset)
+    precision = settings["precision"]
     if precision in ("fp32", "bf16"):  # resolved already: no torch needed (``table`` reads many)
         return precision
     from ..models.backbone import resolve_precision  # torch (see the module's docstring)
 
-    device_type = str(preset.get("device", "cpu")).split(":")[0]
-    return resolve_precision(precision, device_type)
+    return resolve_precision(precision, str(settings["device"]).split(":")[0])
 
 
-def _identity_preset(preset: Mapping[str, Any]) -> dict:
+def _identity_preset(preset: RunConfig | Mapping[str, Any]) -> dict:
     """The preset as far as it decides what a run computes (precision resolved)."""
-    out = {k: v for k, v in preset.items() if k not in _NOT_IDENTITY}
+    out = {k: v for k, v in preset_settings(preset).items() if k not in _NOT_IDENTITY}
     out["precision"] = run_precision(preset)
     return out
 
 
-def run_data(preset: Mapping[str, Any]) -> dict[str, Any]:
+def run_data(preset: RunConfig | Mapping[str, Any]) -> dict[str, Any]:
     """The ``data`` of a run of ``preset``'s record: ``{"source", "root", "content"}``.
 
     ``root``: the data folder as :func:`portable_preset` stores it (``None`` for the synthetic
@@ -321,8 +321,9 @@ def run_data(preset: Mapping[str, Any]) -> dict[str, Any]:
     Raises:
         ValueError: the preset's data folder does not exist.
     """
-    source = str(preset["source"])
-    root = data_root(source, preset.get("root"))
+    settings = preset_settings(preset)
+    source = str(settings["source"])
+    root = data_root(source, settings.get("root"))
     return {
         "source": source,
         "root": None if root is None else portable_preset({"root": str(root)})["root"],
@@ -332,7 +333,7 @@ def run_data(preset: Mapping[str, Any]) -> dict[str, Any]:
 
 def run_identity(
     method: str,
-    preset: Mapping[str, Any],
+    preset: RunConfig | Mapping[str, Any],
     *,
     eval_stream: str = "test",
     strategy_overrides: dict | None = None,
@@ -426,7 +427,7 @@ def _name_part(value) -> str:
 
 def run_dir_name(
     method: str,
-    preset: Mapping[str, Any],
+    preset: RunConfig | Mapping[str, Any],
     seed: int,
     *,
     eval_stream: str = "test",
@@ -448,6 +449,7 @@ def run_dir_name(
     a run asked again on changed data finds the folder of the other data's run, and
     :func:`check_finished` refuses it.
     """
+    preset = preset_settings(preset)
     src = preset["source"]
     order = preset.get("order", 1)
     added = "".join(f"+{p.split('(')[0]}" for p in plugins)
@@ -479,7 +481,7 @@ def run_dir_name(
 def run_folder(
     out_root: str | Path,
     method: str,
-    preset: Mapping[str, Any],
+    preset: RunConfig | Mapping[str, Any],
     seed: int,
     *,
     eval_stream: str = "test",
@@ -517,15 +519,16 @@ def check_finished(folder: str | Path, asked: dict, seed: int) -> dict:
     return rec
 
 
-def portable_preset(preset: Mapping[str, Any]) -> dict[str, Any]:
+def portable_preset(preset: RunConfig | Mapping[str, Any]) -> dict[str, Any]:
     """``preset``'s settings as a dictionary, with its data folder as the user gave it, never as
     this machine's absolute path: an absolute ``root`` is stored relative to the working
     directory, so a result file says the same on every machine that runs the same command from
     the same place."""
-    root = preset.get("root")
-    if root is None or not Path(root).is_absolute():
-        return dict(preset)
-    return {**preset, "root": os.path.relpath(root, Path.cwd())}
+    settings = dict(preset_settings(preset))
+    root = settings.get("root")
+    if root is not None and Path(root).is_absolute():
+        settings["root"] = os.path.relpath(root, Path.cwd())
+    return settings
 
 
 # ------------------------------------------------------------------------ provenance

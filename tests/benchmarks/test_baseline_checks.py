@@ -29,7 +29,7 @@ def test_plan_order_and_preset():
     assert shots == sorted(shots, reverse=True)  # the shots in the order asked, one after the other
     assert [src for src, _ in specs][:3] == ["packs"] * 3  # the sets-mini domain first
     preset = bc.base_preset("synthetic")
-    assert preset["precision"] == "fp32" and preset["threads"] == 1
+    assert preset.precision == "fp32" and preset.threads == 1
 
 
 def test_curve_preset_resolves_the_precision():

@@ -86,7 +86,7 @@ def test_the_probe_writes_one_row_per_training_iteration_and_changes_nothing(tmp
     folder = ms.variant_folder(tmp_path, "anil", options, seed=0)
     with open(folder / "iterations.csv") as f:
         rows = list(csv.DictReader(f))
-    iterations = preset["tasks_per_domain"] // preset["meta_batch"]
+    iterations = preset.tasks_per_domain // preset.meta_batch
     assert [(int(r["domain"]), int(r["iteration"])) for r in rows] == [
         (d, i) for d in range(2) for i in range(iterations)
     ]
@@ -97,7 +97,7 @@ def test_the_probe_writes_one_row_per_training_iteration_and_changes_nothing(tmp
     # the same run without the probe gives the same accuracies
     plain = run_sets(
         build_strategy("anil", preset, seed=0, **options), build_benchmark(preset, seed=0),
-        eval_stream="valid", interim_episodes=preset["interim_test_episodes"],
+        eval_stream="valid", interim_episodes=preset.interim_test_episodes,
     )  # fmt: skip
     assert rec["result"]["episode_acc"] == plain.to_dict()["episode_acc"]
     # a finished variant is read back, not run again
