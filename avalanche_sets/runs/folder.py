@@ -24,9 +24,8 @@ POSIX file system (on NFS it may not exclude processes on other hosts).
 
 Every file is written atomically (:func:`atomic_write`, the one implementation the whole
 package uses). This module loads with the standard library alone — the command line reads
-:data:`LOGGERS` from it to build its parser — so the three functions that need torch
-(:func:`run_precision`, :func:`machine_info`, and reading a format-1/2 record) import what they
-need where they use it.
+:data:`LOGGERS` from it to build its parser — so the two functions that need torch
+(:func:`run_precision` of ``"auto"``, :func:`machine_info`) import it where they use it.
 
 The naming and identity functions take a run's :class:`~avalanche_sets.presets.RunConfig` or
 the settings a ``result.json`` recorded (any mapping of settings; both read through
@@ -72,7 +71,8 @@ __all__ = [
     "LOGGER_FOLDERS",
     "logger_argument",
     "RESULT_FORMAT",
-    "READABLE_FORMATS",
+    "RECORD_KEYS",
+    "MIGRATION_COMMIT",
     "ResultsVersionError",
     "RunLockedError",
     "RunConflictError",
@@ -190,10 +190,19 @@ def logger_argument(name: str) -> str:
 
 
 RESULT_FORMAT = 3
-"""3: as 2, with ``result.forgetting`` of :mod:`avalanche_sets.metrics.stats` (the last domain
-``null``) and ``result.average_forgetting`` / ``result.bwt``; 2: ``result.json``
-(deterministic) + ``run.json`` (provenance); 1: one ``result.json``."""
-READABLE_FORMATS = (1, 2, 3)
+"""The run record format this version writes and reads: ``result.json`` (what was computed,
+deterministic) + ``run.json`` (provenance), with ``result.forgetting`` of
+:mod:`avalanche_sets.metrics.stats` (the last domain ``null``), ``result.average_forgetting``,
+``result.bwt`` and the ``preset``'s ``precision``. A record of another format is refused
+(:class:`ResultsVersionError`)."""
+
+RECORD_KEYS = ("method", "seed", "preset", "result", "code")
+"""The keys of ``result.json`` that every record of :data:`RESULT_FORMAT` holds and its readers
+read (the identity, the numbers, the code that made them)."""
+
+MIGRATION_COMMIT = "74896ff"
+"""The avalanche-sets commit whose ``scripts/migrate_records.py`` rewrites records of formats 1
+(one ``result.json``, no ``"format"`` key) and 2 in format 3: the fix a refusal names."""
 
 
 class ResultsVersionError(ValueError):
@@ -231,8 +240,10 @@ def read_record(folder: str | Path) -> dict:
 
     Raises:
         FileNotFoundError: the folder has no ``result.json`` (not finished).
-        ResultsVersionError: the folder was written in a format this version cannot read.
-        ValueError: ``result.json`` is not valid JSON (names the file).
+        ResultsVersionError: the folder holds a record of another format than
+            :data:`RESULT_FORMAT` (an older one: the message says how to re-run or migrate it).
+        ValueError: ``result.json`` is not valid JSON, or lacks one of :data:`RECORD_KEYS`
+            (names the file).
     """
     folder = Path(folder)
     path = folder / RESULT_FILE
@@ -240,45 +251,50 @@ def read_record(folder: str | Path) -> dict:
         rec = json.loads(path.read_text())
     except json.JSONDecodeError as err:
         raise ValueError(f"{path} is not valid JSON ({err}); delete the folder to re-run") from None
-    fmt = rec.get("format", 1) if isinstance(rec, dict) else None
-    if fmt not in READABLE_FORMATS:
-        raise ResultsVersionError(
-            f"{folder} was written by another version of avalanche-sets (result format "
-            f"{fmt!r}, by avalanche-sets {rec.get('avalanche_sets', '?') if isinstance(rec, dict) else '?'}); "
-            f"this version ({__version__}) reads formats {list(READABLE_FORMATS)}. Read it with "
-            "that version, or write this run to a new --out folder"
+    if not isinstance(rec, dict):
+        raise ValueError(f"{path} holds a {type(rec).__name__}, not a run record; delete the "
+                         "folder to re-run")  # fmt: skip
+    _check_format(folder, rec)
+    lacking = [key for key in RECORD_KEYS if key not in rec]
+    if lacking:
+        raise ValueError(
+            f"{path} lacks {lacking}, which every run of result format {RESULT_FORMAT} writes: "
+            "the file was edited or made by hand; fix: re-run it (delete the folder, or write "
+            "the run to a new --out folder)"
         )
-    if fmt >= 2:
-        run = folder / RUN_FILE
-        if run.is_file():
-            rec.update(json.loads(run.read_text()))
-    if fmt < 3:
-        _upgrade_derived_metrics(rec)
+    run = folder / RUN_FILE
+    if run.is_file():
+        rec.update(json.loads(run.read_text()))
     return rec
 
 
-def _upgrade_derived_metrics(rec: dict) -> None:
-    """Replace a format-1/2 record's stored forgetting by today's definition, from its matrix.
-
-    Formats 1 and 2 stored a forgetting that also counted the last domain, with rows from
-    before it was trained (and no BWT). Every reader sees the one definition of
-    :mod:`avalanche_sets.metrics.stats` instead, recomputed from the stored accuracy matrix;
-    the file itself is left as it was.
-    """
-    res = rec.get("result")
-    if not isinstance(res, dict) or "matrix" not in res:
+def _check_format(folder: Path, rec: dict) -> None:
+    """Refuse a record of another format than :data:`RESULT_FORMAT`, saying how to read it."""
+    fmt = rec.get("format", 1)  # format 1 had no "format" key
+    if fmt == RESULT_FORMAT:
         return
-    from ..metrics import stats  # NumPy only: ``table`` reads old records without torch
-
-    res.update(stats.forgetting_record(res["matrix"]))
+    by = f"by avalanche-sets {rec.get('avalanche_sets', '?')}"
+    if isinstance(fmt, int) and not isinstance(fmt, bool) and 1 <= fmt < RESULT_FORMAT:
+        raise ResultsVersionError(
+            f"{folder} holds a run record of result format {fmt} ({by}), older than the format "
+            f"{RESULT_FORMAT} this version ({__version__}) reads; fix: re-run it (delete the "
+            f"folder, or write the run to a new --out folder), or migrate it with the script at "
+            f"commit {MIGRATION_COMMIT}: git show {MIGRATION_COMMIT}:scripts/migrate_records.py "
+            f"> migrate_records.py && python migrate_records.py {folder}"
+        )
+    raise ResultsVersionError(
+        f"{folder} was written by another version of avalanche-sets (result format {fmt!r}, "
+        f"{by}); this version ({__version__}) reads format {RESULT_FORMAT}. Read it with that "
+        "version, or write this run to a new --out folder"
+    )
 
 
 # ------------------------------------------------------------------------ identity and name
 # Settings spelled out in the base of a run folder's name, and settings that do not change
 # what a run computes (where the data lives — its content enters as ``data`` —, the preset's
 # seed list). ``precision`` is named by its resolved value: "-bf16" when bf16, nothing for fp32,
-# and ``threads`` as "-t<n>" when it is not the closest named preset's (so the folders of runs
-# recorded before either setting entered the identity keep their names).
+# and ``threads`` as "-t<n>" when it is not the closest named preset's (so a plain named-preset
+# run keeps the short name).
 _IN_BASE_NAME = ("source", "order", "n_way", "n_shot", "n_ood", "precision")
 _NOT_IDENTITY = ("seeds", "root")
 _NAMED_APART = ("threads",)

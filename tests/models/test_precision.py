@@ -186,23 +186,22 @@ def test_presets_know_the_backbones_precisions():
     assert all(ok(p) for p in PRECISIONS) and not ok("fp16")
 
 
-def test_training_in_fp32_gives_the_numbers_of_the_path_without_the_setting():
+def test_auto_without_native_bf16_trains_as_fp32_and_bf16_trains_otherwise(monkeypatch):
     from avalanche_sets import run_sets
 
+    monkeypatch.setattr(backbone_mod, "bf16_supported", lambda device_type="cpu": False)
     bench = sets_benchmark("synthetic", domains=["shapes", "strokes"], n_query=2,
                            n_unlabeled=2, n_ood=4, tasks_per_domain=4, n_test_episodes=2)  # fmt: skip
-    legacy = dict(resolve_preset("quick", width=4))  # a hand-made copy, as an old record
-    del legacy["precision"]
+    auto = resolve_preset("quick", width=4)
     results = {}
-    for label, preset in (("legacy", legacy), ("fp32", {**legacy, "precision": "fp32"}),
-                          ("bf16", {**legacy, "precision": "bf16"})):  # fmt: skip
+    for preset in (auto, auto.replace(precision="fp32"), auto.replace(precision="bf16")):
         torch.set_num_threads(1)
         strategy = build_strategy("mskm", preset, seed=0)
         acc = run_sets(strategy, bench).episode_acc
-        results[label] = (acc, [p.detach().clone() for p in strategy.model.parameters()])
-    (acc, weights), (acc_old, weights_old) = results["fp32"], results["legacy"]
-    assert acc == acc_old and all(map(torch.equal, weights, weights_old))
-    assert not all(map(torch.equal, results["bf16"][1], weights_old))  # bf16 trains otherwise
+        results[preset.precision] = (acc, [p.detach().clone() for p in strategy.model.parameters()])
+    (acc, weights), (acc_auto, weights_auto) = results["fp32"], results["auto"]
+    assert acc == acc_auto and all(map(torch.equal, weights, weights_auto))
+    assert not all(map(torch.equal, results["bf16"][1], weights))  # bf16 trains otherwise
 
 
 def test_channels_last_false_is_a_contiguous_run_of_its_own_and_true_is_the_default():
