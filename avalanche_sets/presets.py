@@ -40,9 +40,12 @@ import numbers
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .defaults import FOLDER_SOURCES, MEM_SIZE, N_OOD, PRECISIONS, REPLAY_BATCH, SOURCES
+
+if TYPE_CHECKING:
+    from .data.splits import RunTarget
 
 __all__ = [
     "PRESETS",
@@ -52,6 +55,7 @@ __all__ = [
     "resolve_preset",
     "check_preset",
     "preset_names",
+    "run_target",
 ]
 
 _EPISODE = dict(n_way=5, n_shot=1, n_unlabeled=10, n_ood=N_OOD)
@@ -136,6 +140,23 @@ NAMING_PRESETS = ("quick", "cpu", "paper")
 
 def preset_names() -> list[str]:
     return sorted(PRESETS)
+
+
+def run_target(name: str = "cpu") -> RunTarget:
+    """The runs of preset ``name`` as the data functions that prepare packs and stream folders
+    take them (:class:`~avalanche_sets.data.splits.RunTarget`): the presets sit above the data
+    they configure, and hand it what it needs.
+
+    Raises:
+        ValueError: an unknown preset (with the closest name).
+    """
+    from .data.splits import RunTarget  # NumPy: the command line parses without it
+
+    if name not in PRESETS:
+        raise ValueError(
+            f"unknown preset {name!r}{_close(name, PRESETS)}; choose one of {preset_names()}"
+        )
+    return RunTarget.of(name, PRESETS[name])
 
 
 # ----------------------------------------------------------------------------- checks
