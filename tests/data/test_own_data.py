@@ -86,6 +86,8 @@ def test_minimums_and_the_small_class_warning(tmp_path):
     cpu = run_target("cpu")
     assert cpu == RunTarget.of("cpu", PRESETS["cpu"]) and (cpu.n_shot, cpu.n_query) == (1, 5)
     assert min_class_images(cpu) == 16  # 6 labeled (1 shot + 5 queries) + 10 unlabeled, 40%
+    # the paper's episodes: 16 labeled (1 shot + 15 queries) = round(0.4 * 39), 23 unlabeled
+    assert min_class_images(run_target("paper")) == 39
     folder = image_folder(tmp_path / "imgs", 15, per_class=16)
     for c in range(3):  # three classes too small for the cpu preset's episodes
         for f in sorted((folder / f"class_{c:02d}").iterdir())[:10]:
