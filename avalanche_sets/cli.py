@@ -559,14 +559,20 @@ def _cmd_heatmap(args) -> int:
     return 0
 
 
+#: The preset whose runs ``prepare pack`` and ``prepare stream`` prepare data for: it names
+#: the classes too small for its episodes, and a stream folder's run command starts from it.
+PACK_PRESET = "cpu"
+
+
 def _cmd_prepare(args) -> int:
     if args.what == "pack":
         from .data.packs import build_pack_from_folder, load_pack
         from .data.splits import parse_split
+        from .presets import run_target
 
         path = build_pack_from_folder(
             args.folder, args.out, image_size=args.size, seed=args.seed,
-            split=parse_split(args.split), n_way=args.n_way,
+            split=parse_split(args.split), n_way=args.n_way, target=run_target(PACK_PRESET),
             skip_unreadable=args.skip_unreadable,
         )  # fmt: skip
         dom = load_pack(path)
@@ -617,6 +623,7 @@ def _prepare_stream(args) -> int:
 
     from .data.splits import parse_split
     from .data.stream_folder import DEFAULT_STREAM_OOD, parse_stream_item, prepare_stream
+    from .presets import run_target
 
     domains = [parse_stream_item(t) for t in args.domains]
     ood = [parse_stream_item(t) for t in (DEFAULT_STREAM_OOD if args.ood is None else args.ood)]
@@ -642,7 +649,8 @@ def _prepare_stream(args) -> int:
     )  # fmt: skip
     out = prepare_stream(
         args.out, domains, ood, image_size=args.size, split=split, seed=seed,
-        n_way=args.n_way, command=command, skip_unreadable=args.skip_unreadable,
+        n_way=args.n_way, target=run_target(PACK_PRESET), command=command,
+        skip_unreadable=args.skip_unreadable,
     )  # fmt: skip
     manifest = json.loads((out / "manifest.json").read_text())
     for e in manifest["packs"]:

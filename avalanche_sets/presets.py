@@ -14,8 +14,8 @@
 
 Every preset sets ``precision="auto"``: the backbone runs in bfloat16 where the device does so
 natively (oneDNN AVX-512 BF16/AMX on CPU), in fp32 elsewhere; ``precision="fp32"`` gives the
-exact fp32 numbers (see :func:`avalanche_sets.models.backbone.resolve_precision`). A preset
-dictionary without the setting means fp32, as the runs recorded before it existed.
+exact fp32 numbers (see :func:`avalanche_sets.models.backbone.resolve_precision`). Every run
+names its precision: a dictionary of settings without it is refused.
 The backbone is channels-last; ``channels_last=False`` (an extra setting, in no preset) keeps
 it NCHW-contiguous: the same network, its convolutions summing in another order — the
 float-order noise control of the precision comparison (docs/results/speed.md).
@@ -24,10 +24,11 @@ float-order noise control of the precision comparison (docs/results/speed.md).
 overrides applied, every setting checked once, here, where the user hands it over: unknown names
 (with the closest valid one), values of the wrong type or range and contradicting settings raise
 :class:`ValueError` before anything is loaded or trained. The config is frozen and typed
-(``config.n_shot``) and reads as the dictionary it was made from (``config["n_shot"]``,
-``{**config, "n_shot": 5}``, ``dict(config)``); the functions that build and name a run take it
-and check nothing again. A dictionary handed to them instead is checked once, on arrival
-(:meth:`RunConfig.of`).
+(``config.n_shot``): its attributes are how code reads a setting. ``config.as_dict()`` is the
+dictionary of the settings it was given, as a ``result.json`` records them, and
+``config.replace(n_shot=5)`` a checked copy with changes. The functions that build and name a
+run take it and check nothing again. A dictionary handed to them instead is checked once, on
+arrival (:meth:`RunConfig.of`).
 """
 
 from __future__ import annotations
@@ -37,19 +38,24 @@ import dataclasses
 import difflib
 import numbers
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .defaults import FOLDER_SOURCES, MEM_SIZE, N_OOD, PRECISIONS, REPLAY_BATCH, SOURCES
+
+if TYPE_CHECKING:
+    from .data.splits import RunTarget
 
 __all__ = [
     "PRESETS",
     "PRESET_SCHEMA",
     "RunConfig",
+    "preset_settings",
     "resolve_preset",
     "check_preset",
     "preset_names",
+    "run_target",
 ]
 
 _EPISODE = dict(n_way=5, n_shot=1, n_unlabeled=10, n_ood=N_OOD)
@@ -134,6 +140,23 @@ NAMING_PRESETS = ("quick", "cpu", "paper")
 
 def preset_names() -> list[str]:
     return sorted(PRESETS)
+
+
+def run_target(name: str = "cpu") -> RunTarget:
+    """The runs of preset ``name`` as the data functions that prepare packs and stream folders
+    take them (:class:`~avalanche_sets.data.splits.RunTarget`): the presets sit above the data
+    they configure, and hand it what it needs.
+
+    Raises:
+        ValueError: an unknown preset (with the closest name).
+    """
+    from .data.splits import RunTarget  # NumPy: the command line parses without it
+
+    if name not in PRESETS:
+        raise ValueError(
+            f"unknown preset {name!r}{_close(name, PRESETS)}; choose one of {preset_names()}"
+        )
+    return RunTarget.of(name, PRESETS[name])
 
 
 # ----------------------------------------------------------------------------- checks
@@ -251,13 +274,13 @@ def check_preset(preset: Mapping[str, Any], *, name: str = "preset") -> Mapping[
 
 
 # ----------------------------------------------------------------------------- the config
-#: Settings held as tuples in a :class:`RunConfig` (frozen) and read as lists (as a preset
-#: dictionary and a ``result.json`` hold them).
+#: Settings held as tuples in a :class:`RunConfig` (frozen) and given out as lists by
+#: :meth:`RunConfig.as_dict` (as a preset dictionary and a ``result.json`` hold them).
 _SEQUENCES = ("seeds", "domains", "ood")
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class RunConfig(Mapping[str, Any]):
+@dataclass(frozen=True, repr=False)
+class RunConfig:
     """The settings of a run, each checked once, when the config is made; frozen and typed.
 
     Made by :func:`resolve_preset` (a named preset and overrides) or :meth:`of` (a dictionary
@@ -268,13 +291,11 @@ class RunConfig(Mapping[str, Any]):
     :func:`~avalanche_sets.runs.experiment.run_experiment`, a sweep's
     :class:`~avalanche_sets.runs.sweep.RunSpec`, ...) take it and check nothing again.
 
-    It is also a read-only mapping of the settings it was given, in their order: ``config[k]``,
-    ``config.get(k)``, ``{**config, k: v}`` and ``dict(config)`` read as the preset dictionary
-    did (``seeds``, ``domains`` and ``ood`` as lists), so a run's identity, its folder's name
-    and its ``result.json`` say what they said of that dictionary. A setting it was not given
-    is absent from the mapping, and its attribute holds what its absence means (``precision``:
-    fp32, as every run recorded before the setting existed; ``order``: ``None``, the paper's
-    order 1 unless ``domains`` sets one).
+    Code reads a setting by its attribute. :meth:`as_dict` gives the settings it was given, in
+    their order (``seeds``, ``domains`` and ``ood`` as lists): what a run's ``result.json``
+    records, its identity and its folder's name are made of. A setting it was not given is
+    absent from that dictionary, and its attribute holds what its absence means (``order``:
+    ``None``, the paper's order 1 unless ``domains`` sets one; ``threads``: 1; ...).
 
     Attributes:
         source: where the domains come from (:data:`~avalanche_sets.defaults.SOURCES`).
@@ -287,8 +308,8 @@ class RunConfig(Mapping[str, Any]):
         eval_mb_size, lr, mem_size, replay_batch: evaluation batch, learning rate, memory in
             tasks, memory tasks replayed per iteration.
         seeds, device, threads: the seeds a command runs, the torch device, torch threads.
-        precision, channels_last: the backbone's precision (``auto``, ``fp32``, ``bf16``) and
-            memory layout.
+        precision, channels_last: the backbone's precision (``auto``, ``fp32``, ``bf16``;
+            every run names it) and memory layout.
         small_classes: what a domain does with classes too small for an episode.
         root, order, domains, ood: the data folder, the paper's domain order (1-3) or a custom
             list of domains, the OOD sources (``None``: the source's own).
@@ -312,17 +333,17 @@ class RunConfig(Mapping[str, Any]):
     mem_size: int
     replay_batch: int
     device: str
+    precision: str
     interim_test_episodes: int | None = None
     seeds: tuple[int, ...] = (0,)
     threads: int = 1
     small_classes: str = "error"
-    precision: str = "fp32"
     channels_last: bool = True
     root: str | os.PathLike | None = None
     order: int | None = None
     domains: tuple[str, ...] | None = None
     ood: tuple[str, ...] | None = None
-    # The settings given, in their order: what the mapping holds.
+    # The settings given, in their order: what :meth:`as_dict` holds.
     _given: tuple[str, ...] = field(default=(), init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -338,7 +359,7 @@ class RunConfig(Mapping[str, Any]):
             if f.default is dataclasses.MISSING or getattr(self, f.name) != f.default
         )
         object.__setattr__(self, "_given", given)
-        check_preset(self, name="RunConfig")
+        check_preset(self.as_dict(), name="RunConfig")
 
     @classmethod
     def of(cls, preset: Mapping[str, Any], *, name: str = "preset") -> RunConfig:
@@ -384,23 +405,27 @@ class RunConfig(Mapping[str, Any]):
 
     def replace(self, **changes: Any) -> RunConfig:
         """A new config with ``changes`` applied (and checked)."""
-        return RunConfig.of({**self, **changes})
+        return RunConfig.of({**self.as_dict(), **changes})
 
-    # --- the read-only mapping of the settings given
-    def __getitem__(self, key: str) -> Any:
-        if key not in self._given:
-            raise KeyError(key)
-        value = getattr(self, key)
-        return list(value) if key in _SEQUENCES and value is not None else value
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._given)
-
-    def __len__(self) -> int:
-        return len(self._given)
+    def as_dict(self) -> dict[str, Any]:
+        """The settings this config was given, in their order, as a new dictionary (``seeds``,
+        ``domains`` and ``ood`` as lists): what a run's ``result.json`` records as its
+        ``preset``, and what its identity and its folder's name are made of."""
+        out = {}
+        for key in self._given:
+            value = getattr(self, key)
+            out[key] = list(value) if key in _SEQUENCES and value is not None else value
+        return out
 
     def __repr__(self) -> str:
-        return f"RunConfig({dict(self)!r})"
+        return f"RunConfig({self.as_dict()!r})"
+
+
+def preset_settings(preset: RunConfig | Mapping[str, Any]) -> Mapping[str, Any]:
+    """The settings of a run as a mapping: a config's :meth:`~RunConfig.as_dict`, or a
+    dictionary of settings (a ``result.json``'s ``preset``) as it is. The functions that name
+    and identify a run take either and read it through this."""
+    return preset.as_dict() if isinstance(preset, RunConfig) else preset
 
 
 _SETTING_FIELDS = tuple(f for f in dataclasses.fields(RunConfig) if f.name != "_given")

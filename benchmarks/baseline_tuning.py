@@ -47,6 +47,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from avalanche_sets.presets import RunConfig
 from benchmarks._common import RESULTS, SHARED_PACKS, provenance, save_figure, write_json
 
 __all__ = ["GRIDS", "REFERENCE", "OUT", "RUNS", "tuning_preset", "jobs_for", "choose", "rows_for"]
@@ -93,7 +94,7 @@ DIAGNOSIS: dict[str, list[dict]] = {
 }
 
 
-def tuning_preset(*, shot: int, root: str | os.PathLike = SHARED_PACKS) -> dict:
+def tuning_preset(*, shot: int, root: str | os.PathLike = SHARED_PACKS) -> RunConfig:
     """The ``cpu`` preset (sets-mini packs) at ``shot``, fp32 as the committed tables."""
     from avalanche_sets.presets import resolve_preset
 
@@ -328,7 +329,7 @@ def der_loss_scale(
 
     torch.set_num_threads(1)
     names = build_benchmark(preset, seed=seed).domain_names[:domains]
-    small = {**preset, "domains": names, "n_val_episodes": 1, "n_test_episodes": 1}
+    small = preset.replace(domains=names, n_val_episodes=1, n_test_episodes=1)
     bench = build_benchmark(small, seed=seed)
     rows: list[dict] = []
 
@@ -372,7 +373,7 @@ def der_loss_scale(
             if prov
             else ""
         )
-        + f"cpu preset (fp32, {preset['n_shot']}-shot, seed {seed}), the first {domains} domains "
+        + f"cpu preset (fp32, {preset.n_shot}-shot, seed {seed}), the first {domains} domains "
         f"({', '.join(names)}), {len(rows)} iterations, {len(with_memory)} with a memory; "
         "medians over those:\n\n"
         "| term | median | weighted |\n|---|---:|---:|\n"

@@ -207,10 +207,10 @@ def measure(args, recorder: Recorder | None = None) -> list[dict]:
                 device=device, **args.set,
             )  # fmt: skip
             plan = schedule(warm=args.warm, iters=args.iters, round_=args.round, cuda=cuda,
-                            meta_batch=preset["meta_batch"])  # fmt: skip
-            preset = {**preset, "tasks_per_domain": plan["n_tasks"]}
+                            meta_batch=preset.meta_batch)  # fmt: skip
+            preset = preset.replace(tasks_per_domain=plan["n_tasks"])
             # the host path: the same benchmark with its episodes gathered in host memory
-            where = preset if data == "device" else {**preset, "device": "cpu"}
+            where = preset if data == "device" else preset.replace(device="cpu")
             benches[(n_ood, data)] = (preset, build_benchmark(where, seed=0).train_stream[0])
         preset, exp = benches[(n_ood, data)]
         torch.manual_seed(0)

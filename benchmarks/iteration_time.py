@@ -45,7 +45,7 @@ def run(n_ood: int, iters: int, replay_batch: int, warm: int) -> dict:
         for p in getattr(s, "order_plugins", []):
             instrument(p, strategies[method][2])
     s_order = strategies["order"][0]
-    n_total = len(exp.dataset) // preset["meta_batch"]
+    n_total = len(exp.dataset) // preset.meta_batch
     # Warm up: fills ORDER's memory (so replay and OT are active) and both allocators.
     for s, clock, sink in strategies.values():
         train_range(s, exp, 0, warm)

@@ -63,7 +63,7 @@ def run_all(args) -> list[dict]:
     rows = []
     for method in args.methods:
         print(
-            f"[paper_scale] {method}: {preset['tasks_per_domain']} tasks per domain",
+            f"[paper_scale] {method}: {preset.tasks_per_domain} tasks per domain",
             file=sys.stderr,
         )
         rec = run_experiment(
@@ -143,8 +143,8 @@ def short_run(args) -> dict:
     from avalanche_sets.training.runner import episode_accuracies
 
     full = resolve_preset("paper", source="synthetic", device=args.device, **args.set)
-    full_iterations = math.ceil(full["tasks_per_domain"] / full["meta_batch"])
-    preset = {**full, "tasks_per_domain": args.short * full["meta_batch"]}
+    full_iterations = math.ceil(full.tasks_per_domain / full.meta_batch)
+    preset = full.replace(tasks_per_domain=args.short * full.meta_batch)
     clock = device_clock(args.device)
     path = args.out / f"{args.stem}.json"
     summary = {

@@ -136,7 +136,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from avalanche_sets.defaults import FOLDER_SOURCES
-    from avalanche_sets.presets import PRESETS, resolve_preset
+    from avalanche_sets.presets import PRESETS, RunConfig, resolve_preset
     from avalanche_sets.runs.folder import (
         record_identity,
         run_data,
@@ -168,7 +168,7 @@ def main() -> None:
     out = Path(args.out) if args.out else out_dir(name)
     runs = out.parent / "runs"
 
-    def preset_for(shot: int, value) -> dict:
+    def preset_for(shot: int, value) -> RunConfig:
         """The preset of one grid point: this shot and this value of the swept setting."""
         setting = {"n_shot": shot, "precision": args.precision}
         if args.source:
@@ -222,8 +222,8 @@ def main() -> None:
     records = [r for r in found if ident_key(record_identity(r)) in grid]
     if not records:
         sys.exit("error: no finished run")
-    # Each run's table.md is rewritten from its record when it differs (a run written before
-    # the current definition of forgetting, format 2): the record itself is left as it was.
+    # Each run's table.md is rewritten from its record when it differs (the table is derived
+    # from the record, which is left as it is).
     stale = [r for r in records if refresh_run_table(r)]
     if stale:
         print(f"rewrote table.md of {len(stale)} run(s) from their result.json", flush=True)
@@ -265,7 +265,7 @@ def main() -> None:
         md += (
             "Mean accuracy over the seeds both runs have. The compute-matched Joint trains on "
             "as many tasks per iteration as ORDER does with its replayed ones (B + R = "
-            f"{first['meta_batch']} + {first['replay_batch']}), for as many iterations.\n\n"
+            f"{first.meta_batch} + {first.replay_batch}), for as many iterations.\n\n"
         )
         md += share_of_joint_md(joint_recs, args.shots) + "\n\n"
     md += "## All numbers (per-domain final accuracy, forgetting, BWT, seconds per run)\n\n"

@@ -142,7 +142,7 @@ def worker(allocator: str, args, conn) -> None:
         cl, precision, comp = VARIANTS[variant]
         clock = IterationClock()
         over = {"replay_batch": b} if b else {}
-        s = build_strategy(method, {**preset, "precision": precision}, seed=0, plugins=[clock],
+        s = build_strategy(method, preset.replace(precision=precision), seed=0, plugins=[clock],
                            **over)  # fmt: skip
         set_variant(s, cl, comp)
         s.plugins.insert(0, clock.head())  # the iteration starts before ORDER's replay plugin

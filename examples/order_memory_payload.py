@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     preset = resolve_preset("quick", width=8 if args.tiny else 32, **size)
     bench = sets_benchmark(
         "synthetic", domains=["shapes", "strokes"], n_query=5, n_unlabeled=5, n_ood=20,
-        tasks_per_domain=preset["tasks_per_domain"], n_test_episodes=preset["n_test_episodes"],
+        tasks_per_domain=preset.tasks_per_domain, n_test_episodes=preset.n_test_episodes,
     )  # fmt: skip
     results = {}
     # --8<-- [start:run]

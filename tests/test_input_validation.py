@@ -28,7 +28,7 @@ from avalanche_sets.data.packs import (
 )
 from avalanche_sets.data.paper import DatasetNotFoundError, PaperSplitWarning, load_paper_domain
 from avalanche_sets.methods import build_strategy, check_method, parse_options
-from avalanche_sets.presets import PRESET_SCHEMA, PRESETS, resolve_preset
+from avalanche_sets.presets import PRESET_SCHEMA, PRESETS, resolve_preset, run_target
 
 CATALOGUE = Path(__file__).resolve().parents[1] / "docs" / "guide" / "bad-input.md"
 SECTION = "# Bad input: what is validated and what you are told"
@@ -133,7 +133,8 @@ def _stream_unreadable_images(tmp: Path):
     b = _image_folder(tmp / "b", {f"c{i}": 2 for i in range(6)})
     (a / "c0" / "broken.png").write_bytes(b"not a png")
     (b / "c2" / "bad.png").write_bytes(b"not a png")
-    return prepare_stream(tmp / "out", [str(a), str(b)], [], image_size=8, n_way=2, split=(2, 2, 2))
+    return prepare_stream(tmp / "out", [str(a), str(b)], [], image_size=8, n_way=2,
+                          split=(2, 2, 2), target=run_target("cpu"))  # fmt: skip
 
 
 def _pack_class_too_small(tmp: Path):

@@ -109,7 +109,7 @@ class StreamRecord:
 def run_stream(tmp_path, *, tasks_per_domain, domains, snapshot_at, metrics=()) -> StreamRecord:
     preset = tiny_preset(tasks_per_domain, domains)
     bench = build_benchmark(preset, seed=0)
-    evaluator = _evaluator(("text", "csv"), tmp_path)
+    evaluator = _evaluator(("csv",), tmp_path)
     evaluator.metrics.extend(metrics)
     strategy = build_strategy("order", preset, seed=0, evaluator=evaluator)
     probe = MemoryProbe(every=10)

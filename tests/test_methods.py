@@ -31,7 +31,7 @@ def test_every_method_runs_with_the_preset_backbone(name, bench):
     preset = resolve_preset("quick", width=4, mem_size=4)
     strategy = build_strategy(name, preset, seed=0)
     assert strategy.model.backbone.channels_last
-    assert strategy.model.backbone.precision == preset["precision"] == "auto"
+    assert strategy.model.backbone.precision == preset.precision == "auto"
     if name in JOINT_METHODS:
         from avalanche_sets.baselines import joint_benchmark
 

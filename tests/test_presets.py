@@ -1,8 +1,10 @@
 """The run's config (avalanche_sets.presets.RunConfig): made and checked once, where the user
-hands the settings over; frozen, typed, and read as the preset dictionary it was made from."""
+hands the settings over; frozen, typed, read by its attributes; ``as_dict()`` is the preset
+dictionary it was made from."""
 
 import dataclasses
 import pickle
+from collections.abc import Mapping
 
 import pytest
 
@@ -14,15 +16,20 @@ from avalanche_sets.runs.folder import portable_preset, run_dir_name, run_identi
 from avalanche_sets.runs.sweep import RunSpec
 
 
-def test_a_resolved_preset_is_a_typed_config_that_reads_as_the_preset_dictionary():
+def test_a_resolved_preset_is_a_typed_config_whose_dictionary_is_the_preset():
     config = resolve_preset("cpu", n_shot=5, seeds=(0, 1), root="data")
-    assert isinstance(config, RunConfig)
+    assert isinstance(config, RunConfig) and not isinstance(config, Mapping)
     assert (config.n_shot, config.seeds, config.root, config.order) == (5, (0, 1), "data", None)
     expected = {**PRESETS["cpu"], "n_shot": 5, "seeds": [0, 1], "root": "data"}
-    assert dict(config) == expected and list(config) == list(expected)
-    assert config == expected and config["seeds"] == [0, 1]
-    assert "order" not in config and config.get("order", 1) == 1
-    assert resolve_preset("quick") == PRESETS["quick"]
+    settings = config.as_dict()
+    assert settings == expected and list(settings) == list(expected)
+    assert settings["seeds"] == [0, 1] and "order" not in settings
+    settings["n_shot"] = 1  # a new dictionary each time: the config does not change
+    assert config.as_dict()["n_shot"] == 5
+    assert resolve_preset("quick").as_dict() == PRESETS["quick"]
+    assert resolve_preset("quick") == RunConfig.of(PRESETS["quick"])
+    with pytest.raises(TypeError):
+        config["n_shot"]  # type: ignore[index]  # read by attribute, config.n_shot
     assert {f.name for f in dataclasses.fields(RunConfig) if f.init} == set(PRESET_SCHEMA)
 
 
@@ -42,14 +49,24 @@ def test_a_config_is_frozen_and_changed_only_into_a_checked_copy():
 
 def test_a_config_made_directly_is_checked_and_holds_what_differs_from_the_defaults():
     required = {f.name: PRESETS["quick"][f.name] for f in presets._REQUIRED_FIELDS}
-    config = RunConfig(**required, precision="bf16")
-    assert dict(config) == {**required, "precision": "bf16"}
+    config = RunConfig(**{**required, "precision": "bf16"}, threads=3, channels_last=True)
+    assert config.as_dict() == {**required, "precision": "bf16", "threads": 3}
     with pytest.raises(ValueError, match="RunConfig: setting 'precision' must be one of"):
-        RunConfig(**required, precision="fp16")
+        RunConfig(**{**required, "precision": "fp16"})
+
+
+def test_every_run_names_its_precision():
+    """No setting stands for "fp32 when absent": a dictionary without ``precision`` is refused,
+    naming it."""
+    assert "precision" in {f.name for f in presets._REQUIRED_FIELDS}
+    settings = resolve_preset("quick").as_dict()
+    del settings["precision"]
+    with pytest.raises(ValueError, match=r"lacks setting\(s\) \['precision'\]"):
+        RunConfig.of(settings)
 
 
 def test_a_dictionary_handed_over_is_checked_once_with_the_presets_messages():
-    settings = dict(resolve_preset("quick", width=4))
+    settings = resolve_preset("quick", width=4).as_dict()
     with pytest.raises(ValueError, match="setting 'n_shot' must be a positive integer, got '5'"):
         build_strategy("mskm", {**settings, "n_shot": "5"})
     with pytest.raises(ValueError, match=r"unknown setting\(s\) \['n_wya'\] \(did you mean"):
@@ -75,7 +92,7 @@ def test_every_setting_is_checked_once_where_it_is_handed_over(monkeypatch):
     run_dir_name("semi-er", config, 0), run_identity("semi-er", config), portable_preset(config)
     build_benchmark(config, seed=0)
     assert len(calls) == 2
-    build_strategy("semi-er", dict(config))  # a dictionary: checked once, on arrival
+    build_strategy("semi-er", config.as_dict())  # a dictionary: checked once, on arrival
     assert len(calls) == 3
 
 
@@ -83,7 +100,7 @@ def test_a_config_names_and_identifies_its_run_as_its_dictionary_does():
     config = resolve_preset("cpu", n_shot=5, mem_size=50, precision="fp32", domains=["a", "b"])
     over = {"strategy_overrides": {"lam": 1e-4}, "eval_stream": "valid"}
     assert run_dir_name("order", config, 0, **over) == run_dir_name(
-        "order", dict(config), 0, **over
+        "order", config.as_dict(), 0, **over
     )
-    assert run_identity("order", config, **over) == run_identity("order", dict(config), **over)
+    assert run_identity("order", config, **over) == run_identity("order", config.as_dict(), **over)
     assert type(portable_preset(config)) is dict

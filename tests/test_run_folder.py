@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -16,6 +17,7 @@ from avalanche_sets.cli import main
 from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs.experiment import run_experiment
 from avalanche_sets.runs.folder import (
+    MIGRATION_COMMIT,
     RESULT_FORMAT,
     ResultsVersionError,
     RunLock,
@@ -25,7 +27,8 @@ from avalanche_sets.runs.folder import (
 )
 from avalanche_sets.runs.report import find_results
 
-RESULT = {"method": "order", "seed": 0, "preset": {"n_shot": 1}, "result": {"mean_accuracy": 0.5}}
+RESULT = {"method": "order", "seed": 0, "preset": {"n_shot": 1}, "result": {"mean_accuracy": 0.5},
+          "code": {"version": "0.1.0", "commit": None}}  # fmt: skip
 
 
 def test_write_then_read_merges_provenance(tmp_path):
@@ -37,10 +40,42 @@ def test_write_then_read_merges_provenance(tmp_path):
     assert not list(tmp_path.glob("*.tmp"))
 
 
-def test_format_1_folders_are_still_read(tmp_path):
-    legacy = {**RESULT, "seconds": 3.0, "machine": {"cores": 2}}  # no "format" key
-    (tmp_path / "result.json").write_text(json.dumps(legacy))
-    assert read_record(tmp_path)["seconds"] == 3.0
+@pytest.mark.parametrize("fmt", [1, 2])
+def test_a_record_older_than_the_format_is_refused_with_the_fix(tmp_path, fmt, capsys):
+    """Format 1 (no "format" key, provenance inside) and format 2 are refused, naming the
+    format found, the format read, and the two fixes: re-run, or the migration script's commit."""
+    run = tmp_path / "runs" / "order" / "x-seed0"
+    run.mkdir(parents=True)
+    old = {**RESULT, "seconds": 3.0} if fmt == 1 else {**RESULT, "format": 2}
+    (run / "result.json").write_text(json.dumps(old))
+    with pytest.raises(ResultsVersionError) as err:
+        read_record(run)
+    message = str(err.value)
+    assert f"{run} holds a run record of result format {fmt} " in message
+    assert f"older than the format {RESULT_FORMAT} this version" in message
+    assert "re-run it" in message
+    assert f"git show {MIGRATION_COMMIT}:scripts/migrate_records.py" in message
+    assert main(["table", str(tmp_path)]) == 2  # the table command says so, too
+    assert "migrate_records.py" in capsys.readouterr().err
+
+
+def test_the_named_commit_holds_the_migration_script():
+    """The fix a refusal names exists: the commit is in this checkout's history with the
+    script (skipped outside a git checkout, or in one without that history)."""
+    root = Path(__file__).resolve().parents[1]
+    target = f"{MIGRATION_COMMIT}:scripts/migrate_records.py"
+    try:
+        found = subprocess.run(["git", "-C", str(root), "cat-file", "-e", target],
+                               capture_output=True, check=False)  # fmt: skip
+    except FileNotFoundError:
+        pytest.skip("no git")
+    if found.returncode != 0 and not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    shallow = subprocess.run(["git", "-C", str(root), "rev-parse", "--is-shallow-repository"],
+                             capture_output=True, text=True, check=False)  # fmt: skip
+    if found.returncode != 0 and shallow.stdout.strip() == "true":
+        pytest.skip("a shallow clone without the commit")
+    assert found.returncode == 0, f"{target} is not in this checkout's history"
 
 
 def test_another_versions_folder_is_refused_by_name(tmp_path, capsys):
@@ -48,7 +83,7 @@ def test_another_versions_folder_is_refused_by_name(tmp_path, capsys):
     run.mkdir(parents=True)
     (run / "result.json").write_text(json.dumps({**RESULT, "format": 7, "avalanche_sets": "9.0"}))
     with pytest.raises(ResultsVersionError, match=rf"{run} was written by another version.*"
-                       r"format 7, by avalanche-sets 9.0.*reads formats \[1, 2, 3\]"):  # fmt: skip
+                       r"format 7, by avalanche-sets 9.0.*reads format 3\."):  # fmt: skip
         read_record(run)
     with pytest.raises(ResultsVersionError):
         find_results([tmp_path])
@@ -113,33 +148,33 @@ def test_run_names_tell_apart_every_setting_and_keep_plain_presets_short():
 
     cpu = resolve_preset("cpu", n_shot=5, precision="fp32")
     assert run_dir_name("order", cpu, 0) == "order/packs-o1-5w5s-R50-seed0"
-    assert run_dir_name("order", {**cpu, "precision": "bf16"}, 0) == (
+    assert run_dir_name("order", cpu.replace(precision="bf16"), 0) == (
         "order/packs-o1-5w5s-R50-seed0-bf16"
     )
     # where the data lives does not change what is computed (its content is checked instead);
     # the thread count does, and is named when it is not the preset's own
-    assert run_dir_name("order", {**cpu, "root": "/else"}, 0) == "order/packs-o1-5w5s-R50-seed0"
-    assert run_dir_name("order", {**cpu, "threads": 2}, 0) == "order/packs-o1-5w5s-R50-seed0-t2"
+    assert run_dir_name("order", cpu.replace(root="/else"), 0) == "order/packs-o1-5w5s-R50-seed0"
+    assert run_dir_name("order", cpu.replace(threads=2), 0) == "order/packs-o1-5w5s-R50-seed0-t2"
     assert run_dir_name("order", resolve_preset("quick", threads=2), 0) == (
         run_dir_name("order", resolve_preset("quick"), 0)
     )
     names = {
         run_dir_name("order", cpu, 0),
-        run_dir_name("order", {**cpu, "mem_size": 50}, 0),
-        run_dir_name("order", {**cpu, "image_size": 16}, 0),
-        run_dir_name("order", {**cpu, "precision": "bf16"}, 0),
+        run_dir_name("order", cpu.replace(mem_size=50), 0),
+        run_dir_name("order", cpu.replace(image_size=16), 0),
+        run_dir_name("order", cpu.replace(precision="bf16"), 0),
         run_dir_name("order", cpu, 0, strategy_overrides={"lam": 1e-4}),
         run_dir_name("order", cpu, 0, eval_stream="valid"),
         run_dir_name("order", cpu, 1),
         run_dir_name("order", resolve_preset("converged", n_shot=5, precision="fp32"), 0),
-        run_dir_name("order", {**cpu, "threads": 2}, 0),
+        run_dir_name("order", cpu.replace(threads=2), 0),
     }
     assert len(names) == 9
     # the converged regime differs from cpu only in its length: spelled out, never cpu's name
     assert run_dir_name("order", resolve_preset("converged", n_shot=5, precision="fp32"), 0) == (
         "order/packs-o1-5w5s-R50-seed0-tasks_per_domain1400"
     )
-    assert run_dir_name("order", {**cpu, "mem_size": 50}, 0) == (
+    assert run_dir_name("order", cpu.replace(mem_size=50), 0) == (
         "order/packs-o1-5w5s-R50-seed0-mem_size50"
     )
     assert run_dir_name("order", cpu, 0, strategy_overrides={"lam": 1e-4, "beta": 0.01},
@@ -236,10 +271,10 @@ def test_the_compute_matched_joint_run_trains_on_more_tasks_and_is_scored_on_the
     monkeypatch.setattr(experiment.training, "run_sets", record)
     joint = run_experiment("joint", preset, seed=0, out_root=tmp_path, loggers=())
     matched = run_experiment("joint-matched", preset, seed=0, out_root=tmp_path, loggers=())
-    b, r = preset["meta_batch"], preset["replay_batch"]
+    b, r = preset.meta_batch, preset.replay_batch
     plain, more = seen[b], seen[b + r]
     assert len(more.train_stream[0].dataset) * b == len(plain.train_stream[0].dataset) * (b + r)
-    assert more.settings["tasks_per_domain"] == preset["tasks_per_domain"] * (b + r) // b
+    assert more.settings["tasks_per_domain"] == preset.tasks_per_domain * (b + r) // b
     test_a, test_b = plain.test_stream[0].dataset[0], more.test_stream[0].dataset[0]
     assert torch.equal(test_a.query_x, test_b.query_x)
     # the folder and the record keep the preset asked for; the method's name says the rest

@@ -162,8 +162,7 @@ class Domain:
 
     def describe_origin(self) -> str:
         """``'name'`` or ``'name' (origin)``: how error messages name this domain."""
-        origin = getattr(self, "origin", "")  # absent from domains pickled before it existed
-        return f"{self.name!r} ({origin})" if origin else repr(self.name)
+        return f"{self.name!r} ({self.origin})" if self.origin else repr(self.name)
 
     def summary(self) -> dict:
         """Class counts per split and image counts, for printing a stream."""

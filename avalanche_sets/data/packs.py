@@ -55,7 +55,7 @@ from .images import (
     scan_image_folder,
     split_classes,
 )
-from .splits import class_split, warn_small_classes
+from .splits import RunTarget, class_split, warn_small_classes
 
 __all__ = [
     "PACK_KEYS",
@@ -477,6 +477,7 @@ def build_pack_from_folder(
     split: Sequence[float] | Sequence[int] = (0.6, 0.2, 0.2),
     seed: int = 0,
     n_way: int | None = 5,
+    target: RunTarget | None = None,
     min_images_per_class: int = 1,
     source: str = "",
     workers: int | None = None,
@@ -490,8 +491,9 @@ def build_pack_from_folder(
     the sub-folder names, sorted; their train/val/test split is
     :func:`~avalanche_sets.data.splits.class_split` ``(C, split, seed, n_way=n_way)``, checked
     before any image is decoded: ``n_way``-way episodes need ``n_way`` classes in each split
-    (``3 * n_way`` classes in all). Classes too small for the ``cpu`` preset's episodes
-    (:func:`~avalanche_sets.data.splits.min_class_images`: 16 images) are named in a warning.
+    (``3 * n_way`` classes in all). Classes too small for the episodes of ``target``'s runs
+    (:func:`~avalanche_sets.data.splits.min_class_images`: 16 images for the ``cpu`` preset's)
+    are named in a warning.
 
     Args:
         folder: ``<folder>/<class name>/<image files>``.
@@ -503,6 +505,9 @@ def build_pack_from_folder(
         seed: seed of the class split.
         n_way: the episode width the pack must support: every split needs at least ``n_way``
             classes (1 for a pack used only as an OOD source; ``None``: no check).
+        target: the runs the pack is prepared for
+            (``avalanche_sets.presets.run_target("cpu")``: the ``cpu`` preset's), whose
+            episodes its classes must fill; ``None``: no runs in view, so no class is too small.
         min_images_per_class: classes with fewer images are left out (with a warning naming
             them).
         source: one line stored in the pack (default: the folder's path).
@@ -519,7 +524,7 @@ def build_pack_from_folder(
             one of them; nothing is skipped silently).
     """
     read = read_image_folder(
-        folder, image_size=image_size, split=split, seed=seed, n_way=n_way,
+        folder, image_size=image_size, split=split, seed=seed, n_way=n_way, target=target,
         min_images_per_class=min_images_per_class, source=source, workers=workers,
         progress=progress, skip_unreadable=skip_unreadable,
     )  # fmt: skip
@@ -539,6 +544,7 @@ def read_image_folder(
     split: Sequence[float] | Sequence[int] = (0.6, 0.2, 0.2),
     seed: int = 0,
     n_way: int | None = 5,
+    target: RunTarget | None = None,
     min_images_per_class: int = 1,
     source: str = "",
     workers: int | None = None,
@@ -583,7 +589,9 @@ def read_image_folder(
         )
     names = list(kept)
     cls_split = class_split(len(names), split, seed, n_way=n_way, where=f"image folder {folder}")
-    warn_small_classes({c: len(kept[c]) for c in names}, cls_split, n_way, f"image folder {folder}")
+    if target is not None:
+        sizes = {c: len(kept[c]) for c in names}
+        warn_small_classes(sizes, cls_split, n_way, f"image folder {folder}", target=target)
     files = [p for c in names for p in kept[c]]
     labels = np.repeat(np.arange(len(names)), [len(kept[c]) for c in names])
     images, unreadable = load_readable_images(

@@ -9,21 +9,25 @@ an OOD source needs one class in each. A split is given either as fractions of t
 split that leaves a part with fewer than ``n_way`` classes, naming the counts and the fix.
 
 Every class must also be big enough for an episode: :func:`min_class_images` is the fewest
-images a class needs for a preset's episode shape (16 for the ``cpu`` preset).
+images a class needs for the episodes of the runs the data is prepared for, a :class:`RunTarget`
+(16 for the ``cpu`` preset's, ``avalanche_sets.presets.run_target("cpu")``). The presets sit
+above the data they configure: a data function is handed the target, it reads no preset.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from ..presets import PRESETS
 from .domain import SPLITS, _min_class_size
 from .images import split_classes
 
 __all__ = [
+    "RunTarget",
     "parse_split",
     "class_split",
     "min_classes",
@@ -31,6 +35,32 @@ __all__ = [
     "split_counts",
     "warn_small_classes",
 ]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunTarget:
+    """The runs a pack or stream folder is prepared for: a preset's name and the settings of it
+    that decide what the data must hold.
+
+    Classes too small for its episodes are named in a warning (:func:`warn_small_classes`), and
+    a stream folder's printed run command starts from its preset. Made from a preset by
+    :func:`avalanche_sets.presets.run_target` (or :meth:`of`, from any preset dictionary).
+    """
+
+    preset: str
+    n_way: int
+    n_shot: int
+    n_query: int
+    n_unlabeled: int
+    n_ood: int
+    image_size: int
+
+    @classmethod
+    def of(cls, name: str, settings: Mapping[str, Any]) -> RunTarget:
+        """The target of the runs of preset ``name`` whose settings are ``settings``."""
+        keys = ("n_way", "n_shot", "n_query", "n_unlabeled", "n_ood", "image_size")
+        return cls(preset=name, **{k: settings[k] for k in keys})
+
 
 _SPLIT_HELP = (
     "fractions of the classes for train,val,test (e.g. 0.6,0.2,0.2) or class counts (e.g. 12,4,4)"
@@ -191,17 +221,17 @@ def _too_few(
     )
 
 
-def min_class_images(preset: str = "cpu", labeled_fraction: float = 0.4) -> int:
-    """Fewest images a class needs for the episodes of a preset.
+def min_class_images(target: RunTarget, labeled_fraction: float = 0.4) -> int:
+    """Fewest images a class needs for the episodes of ``target``'s runs.
 
     A class gives an episode ``n_shot + n_query`` labeled and ``n_unlabeled`` unlabeled images,
     and ``labeled_fraction`` of its images are labeled (:class:`~.domain.Domain`), so the
     ``cpu`` preset (1-shot, 5 queries, 10 unlabeled) needs 16 images per class.
     """
-    p = PRESETS[preset]
-    least = _min_class_size(labeled_fraction, p["n_shot"] + p["n_query"], p["n_unlabeled"])
+    t = target
+    least = _min_class_size(labeled_fraction, t.n_shot + t.n_query, t.n_unlabeled)
     if least is None:  # pragma: no cover - the presets' shapes all fit
-        raise ValueError(f"no class size fits the {preset} preset's episode shape")
+        raise ValueError(f"no class size fits the {t.preset} preset's episode shape")
     return least
 
 
@@ -210,25 +240,27 @@ def warn_small_classes(
     cls_split: np.ndarray,
     n_way: int | None,
     where: str,
-    preset: str = "cpu",
+    *,
+    target: RunTarget,
 ) -> list[str]:
-    """Warn about classes with fewer images than a preset's episodes need; return their names.
+    """Warn about classes with fewer images than ``target``'s episodes need; return their names.
 
     Runs leave such classes out (``small_classes="drop"``, the ``cpu`` preset) or refuse them
     (``"error"``); the warning names them, the need, and the splits that would be left with
     fewer than ``n_way`` classes.
     """
-    need = min_class_images(preset)
+    need = min_class_images(target)
     small = [c for c, n in sizes.items() if n < need]
     if not small:
         return small
-    p = PRESETS[preset]
+    preset = target.preset
     detail = ", ".join(f"{c!r} ({sizes[c]})" for c in small[:5])
     more = f" and {len(small) - 5} more" if len(small) > 5 else ""
     message = (
         f"{where}: {len(small)} of {len(sizes)} classes have fewer than {need} images "
         f"({detail}{more}), the fewest the {preset} preset's episodes need (n_shot + n_query = "
-        f"{p['n_shot'] + p['n_query']} labeled and n_unlabeled = {p['n_unlabeled']} unlabeled "
+        f"{target.n_shot + target.n_query} labeled and n_unlabeled = {target.n_unlabeled} "
+        "unlabeled "
         "images per class, 40% of a class labeled); runs leave them out (small_classes='drop') "
         "or refuse them ('error')"
     )

@@ -48,7 +48,6 @@ from typing import Any
 import numpy as np
 
 from .. import __version__
-from ..presets import PRESETS
 from ._readme import readme_head
 from .domain import SPLITS, Domain
 from .images import UnreadableImagesError, scan_image_folder
@@ -59,7 +58,7 @@ from .packs import (
     read_image_folder,
     save_pack,
 )
-from .splits import class_split, min_classes, split_counts
+from .splits import RunTarget, class_split, min_classes, split_counts
 from .synthetic import (
     GENERATOR_VERSION,
     SYNTHETIC_DOMAINS,
@@ -210,17 +209,20 @@ def _source(item: StreamItem, dom: Domain, seed: int) -> str:
     return dom.source
 
 
-def _warn_small_ood(item: StreamItem, images: dict[str, int], n_sources: int) -> None:
+def _warn_small_ood(
+    item: StreamItem, images: dict[str, int], n_sources: int, target: RunTarget
+) -> None:
     """An episode draws ``n_ood / n_sources`` images from each OOD source's classes of its
-    split: warn when the ``cpu`` preset's episodes would draw more than a split holds."""
-    n_ood = PRESETS["cpu"]["n_ood"]
+    split: warn when ``target``'s episodes would draw more than a split holds."""
+    n_ood = target.n_ood
     per_source = -(-n_ood // n_sources)
     short = {s: n for s, n in images.items() if n < per_source}
     if short:
         warnings.warn(
             f"OOD source {item.name!r} (item {item.text!r}) has {short} images in those splits' "
-            f"classes, fewer than the {per_source} that the cpu preset's episodes draw from it "
-            f"(n_ood = {n_ood} over {n_sources} OOD source(s)), so runs with it stop; fix: "
+            f"classes, fewer than the {per_source} that the {target.preset} preset's episodes "
+            f"draw from it (n_ood = {n_ood} over {n_sources} OOD source(s)), so runs with it "
+            "stop; fix: "
             "give it more images, add OOD sources, or run with a lower --set n_ood=...",
             stacklevel=3,
         )
@@ -250,6 +252,7 @@ def prepare_stream(
     split: Sequence[float] | Sequence[int] = (0.6, 0.2, 0.2),
     seed: int = 0,
     n_way: int = 5,
+    target: RunTarget,
     progress: bool | None = None,
     command: str = "",
     skip_unreadable: bool = False,
@@ -268,6 +271,9 @@ def prepare_stream(
         seed: seed of the image folders' class split and of the synthetic generator.
         n_way: episode width: every stream domain needs ``n_way`` classes in each split, every
             OOD source one.
+        target: the runs the stream is prepared for (``avalanche_sets.presets.run_target(
+            "cpu")``): classes and OOD sources too small for their episodes are named in a
+            warning, and the manifest's run command starts from their preset.
         progress: progress bars while image folders are decoded.
         command: the command line to record in the manifest.
         skip_unreadable: leave out the image files of the image folders that cannot be
@@ -332,7 +338,8 @@ def prepare_stream(
             _check_domain(dom, item, need)
             cls, sizes = dom.class_split, np.bincount(dom.labels, minlength=dom.n_classes)
         if need == 1:
-            _warn_small_ood(item, {s: int(sizes[cls == s].sum()) for s in SPLITS}, len(ood_items))
+            counts = {s: int(sizes[cls == s].sum()) for s in SPLITS}
+            _warn_small_ood(item, counts, len(ood_items), target)
     # every image of every folder decoded, and every unreadable file named, in one pass
     folders: dict[str, FolderImages] = {
         item.name: read_image_folder(
@@ -341,6 +348,7 @@ def prepare_stream(
             split=split,
             seed=seed,
             n_way=need,
+            target=target,
             progress=progress,
             skip_unreadable=True,
         )  # fmt: skip
@@ -369,7 +377,9 @@ def prepare_stream(
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "avalanche_sets": __version__,
         "command": command or "prepare_stream(...)",
-        "run_command": run_command(out, image_size=image_size, n_way=n_way, n_ood=bool(ood_items)),
+        "run_command": run_command(
+            out, target=target, image_size=image_size, n_way=n_way, n_ood=bool(ood_items)
+        ),
         "settings": {
             "image_size": image_size,
             "split": list(split),
@@ -389,25 +399,21 @@ def prepare_stream(
     return out
 
 
-#: The preset a stream folder's printed run command starts from.
-RUN_PRESET = "cpu"
-
-
-def run_command(out: str | os.PathLike, *, image_size: int, n_way: int, n_ood: bool) -> str:
-    """The command that runs the ``cpu`` preset on a stream folder as it was written: with the
+def run_command(
+    out: str | os.PathLike, *, target: RunTarget, image_size: int, n_way: int, n_ood: bool
+) -> str:
+    """The command that runs ``target``'s preset on a stream folder as it was written: with the
     settings the folder fixes where they differ from the preset's — its episode width
     (``n_way``), its image size, and ``n_ood=0`` without OOD sources — so it runs as printed."""
-    preset = PRESETS[RUN_PRESET]
     sets = []
-    if n_way != preset["n_way"]:
+    if n_way != target.n_way:
         sets.append(f"n_way={n_way}")
-    if image_size != preset["image_size"]:
+    if image_size != target.image_size:
         sets.append(f"image_size={image_size}")
     if not n_ood:
         sets.append("n_ood=0")
-    return f"avalanche-sets run --preset {RUN_PRESET} --root {shlex.quote(str(out))}" + "".join(
-        f" --set {s}" for s in sets
-    )
+    head = f"avalanche-sets run --preset {target.preset} --root {shlex.quote(str(out))}"
+    return head + "".join(f" --set {s}" for s in sets)
 
 
 def _readme(manifest: dict[str, Any]) -> str:

@@ -23,8 +23,8 @@ the command line's text by it and :func:`typed_options` checks Python values by 
 
 The factory must hand ``evaluator`` and ``plugins`` to the strategy it builds (checked); it
 usually calls :func:`build_strategy` on a built-in method with its own plugins added. It is
-handed the run's :class:`~avalanche_sets.presets.RunConfig`, which reads as the preset
-dictionary (``preset["lr"]``, ``{**preset, "width": 16}``).
+handed the run's :class:`~avalanche_sets.presets.RunConfig` and reads a setting by its
+attribute (``preset.lr``); ``preset.replace(width=16)`` is a checked copy with a change.
 """
 
 from __future__ import annotations
@@ -194,8 +194,7 @@ def method_factory(name: str) -> Callable[..., Any]:
 def make_backbone(preset: RunConfig | Mapping[str, Any]) -> ConvBackbone:
     """The backbone a preset asks for: channels-last (the fast CPU layout; ``channels_last=False``
     in the preset makes it NCHW-contiguous, the same network with another float summation
-    order) in the preset's ``precision`` (``"auto"``: bf16 where the device runs it natively; a
-    preset without the setting, as those of runs recorded before it existed, means ``"fp32"``)."""
+    order) in the preset's ``precision`` (``"auto"``: bf16 where the device runs it natively)."""
     from ..models.backbone import ConvBackbone  # torch: the CLI parses without it
 
     config = RunConfig.of(preset)

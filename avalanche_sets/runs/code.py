@@ -28,7 +28,6 @@ import importlib.metadata
 import re
 import shutil
 import subprocess
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -140,12 +139,12 @@ def code_info() -> dict[str, Any]:
     }
 
 
-def numerics_info(preset: Mapping[str, Any], *, precision: str) -> dict[str, Any]:
-    """The ``numerics`` of a run of ``preset`` in this process: ``{"precision", "device",
+def numerics_info(*, device: str, precision: str) -> dict[str, Any]:
+    """The ``numerics`` of a run on ``device`` in this process: ``{"precision", "device",
     "threads", "cpu_bf16"}``.
 
     ``precision``: the precision the run computed in (``"fp32"`` or ``"bf16"``); ``device``: the
-    type of the preset's device (``"cpu"``, ``"cuda"``); ``threads``: torch's thread count now
+    type of the run's torch device (``"cpu"``, ``"cuda"``); ``threads``: torch's thread count now
     (call it after the run set it); ``cpu_bf16``: oneDNN's native bf16 path on this CPU, which
     decides bf16 arithmetic on a CPU (two CPUs with and without it give different bf16 numbers).
     """
@@ -155,7 +154,7 @@ def numerics_info(preset: Mapping[str, Any], *, precision: str) -> dict[str, Any
 
     return {
         "precision": precision,
-        "device": str(preset.get("device", "cpu")).split(":")[0],
+        "device": device.split(":")[0],
         "threads": torch.get_num_threads(),
         "cpu_bf16": bf16_supported("cpu"),
     }

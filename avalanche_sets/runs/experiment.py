@@ -38,7 +38,7 @@ from ..data.content import PACKS_ENV, data_root
 from ..data.packs import NO_PACKS_HINT
 from ..methods import JOINT_METHODS, build_strategy, check_method, typed_options
 from ..metrics import episode_metrics
-from ..presets import RunConfig
+from ..presets import RunConfig, preset_settings
 from ..training.checkpoint import previous_checkpoint_path
 from ..training.loggers import (
     ResumableCSVLogger,
@@ -105,9 +105,8 @@ def resolved_preset(preset: RunConfig | Mapping[str, Any]) -> dict[str, Any]:
     """A run's settings as it computed with them: its seeds left out (a run has one seed) and
     ``precision`` resolved on this machine (:func:`~.folder.run_precision`: what ``"auto"``
     meant here), with the data folder portable (:func:`~.folder.portable_preset`)."""
-    return portable_preset(
-        {**{k: v for k, v in preset.items() if k != "seeds"}, "precision": run_precision(preset)}
-    )
+    settings = {k: v for k, v in preset_settings(preset).items() if k != "seeds"}
+    return portable_preset({**settings, "precision": run_precision(preset)})
 
 
 def wandb_config(
@@ -161,8 +160,8 @@ def build_benchmark(preset: RunConfig | Mapping[str, Any], *, seed: int) -> SETS
     return sets_benchmark(
         source,
         root=root,
-        domains=config.get("domains"),
-        ood=config.get("ood"),
+        domains=config.domains,
+        ood=config.ood,
         order=1 if config.order is None else config.order,
         n_way=config.n_way,
         n_shot=config.n_shot,
@@ -421,7 +420,7 @@ def run_experiment(
             "strategy_overrides": strategy_overrides or {},
             **({"plugins": added} if added else {}),
             "code": code_info(),
-            "numerics": numerics_info(preset, precision=run_precision(preset)),
+            "numerics": numerics_info(device=preset.device, precision=run_precision(preset)),
             "data": data,
             "result": result.to_dict(),
         }

@@ -24,13 +24,13 @@ POSIX file system (on NFS it may not exclude processes on other hosts).
 
 Every file is written atomically (:func:`atomic_write`, the one implementation the whole
 package uses). This module loads with the standard library alone — the command line reads
-:data:`LOGGERS` from it to build its parser — so the three functions that need torch
-(:func:`run_precision`, :func:`machine_info`, and reading a format-1/2 record) import what they
-need where they use it.
+:data:`LOGGERS` from it to build its parser — so the two functions that need torch
+(:func:`run_precision` of ``"auto"``, :func:`machine_info`) import it where they use it.
 
 The naming and identity functions take a run's :class:`~avalanche_sets.presets.RunConfig` or
-the settings a ``result.json`` recorded (any mapping of settings), and check nothing: a config
-was checked when it was made, and a record holds what a run computed with.
+the settings a ``result.json`` recorded (any mapping of settings; both read through
+:func:`~avalanche_sets.presets.preset_settings`), and check nothing: a config was checked when
+it was made, and a record holds what a run computed with.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from ..data.content import data_content, data_root
 from ..data.files import atomic_write
 from ..defaults import FOLDER_SOURCES
 from ..methods import method_folder_name
-from ..presets import NAMING_PRESETS, PRESETS
+from ..presets import NAMING_PRESETS, PRESETS, RunConfig, preset_settings
 from .code import code_info
 
 __all__ = [
@@ -65,14 +65,14 @@ __all__ = [
     "CHECKPOINT_FILE",
     "RUN_FILES",
     "LOGGERS",
-    "LISTED_LOGGERS",
     "WANDB_INSTALL",
     "check_loggers",
     "check_finished_loggers",
     "LOGGER_FOLDERS",
     "logger_argument",
     "RESULT_FORMAT",
-    "READABLE_FORMATS",
+    "RECORD_KEYS",
+    "MIGRATION_COMMIT",
     "ResultsVersionError",
     "RunLockedError",
     "RunConflictError",
@@ -117,17 +117,13 @@ RUN_FILES: tuple[tuple[str, str], ...] = (
 )
 """What a finished run folder holds, as the command line lists it."""
 
-LOGGERS = ("progress", "interactive", "text", "csv", "tensorboard", "wandb")
+LOGGERS = ("progress", "interactive", "csv", "tensorboard", "wandb")
 """Loggers a run can add: ``progress`` (one bar per domain on stderr), ``interactive``
 (Avalanche's bars and metric values on stdout), ``csv`` (``csv/``), ``tensorboard``
 (``tb/``), ``wandb`` (Weights & Biases, ``wandb/``; offline unless ``WANDB_MODE`` says
-otherwise; needs the ``wandb`` extra). ``text`` (the metric values in the run folder's
-``log.txt``) is always on and accepted for compatibility; the command line does not list it.
-``csv``, ``tensorboard`` and ``wandb`` continue where a resumed run's checkpoint left them
-(:mod:`avalanche_sets.training.loggers`)."""
-
-LISTED_LOGGERS = tuple(name for name in LOGGERS if name != "text")
-"""The loggers the command line's help names (``text`` is always on)."""
+otherwise; needs the ``wandb`` extra). The run folder's ``log.txt`` (every metric value) is
+always written and is no logger to choose. ``csv``, ``tensorboard`` and ``wandb`` continue
+where a resumed run's checkpoint left them (:mod:`avalanche_sets.training.loggers`)."""
 
 WANDB_INSTALL = 'pip install "avalanche-sets[wandb]"'
 """How to install the wandb release the ``wandb`` logger is tested with."""
@@ -143,7 +139,10 @@ def check_loggers(loggers) -> tuple[str, ...]:
     loggers = tuple(loggers)
     unknown = sorted(set(loggers) - set(LOGGERS))
     if unknown:
-        raise ValueError(f"unknown logger(s) {unknown}; choose from {', '.join(LISTED_LOGGERS)}")
+        raise ValueError(
+            f"unknown logger(s) {unknown}; choose from {', '.join(LOGGERS)} (the run folder's "
+            "log.txt of every metric value is always written)"
+        )
     if "wandb" in loggers:
         if importlib.util.find_spec("wandb") is None:
             raise ValueError(
@@ -191,10 +190,19 @@ def logger_argument(name: str) -> str:
 
 
 RESULT_FORMAT = 3
-"""3: as 2, with ``result.forgetting`` of :mod:`avalanche_sets.metrics.stats` (the last domain
-``null``) and ``result.average_forgetting`` / ``result.bwt``; 2: ``result.json``
-(deterministic) + ``run.json`` (provenance); 1: one ``result.json``."""
-READABLE_FORMATS = (1, 2, 3)
+"""The run record format this version writes and reads: ``result.json`` (what was computed,
+deterministic) + ``run.json`` (provenance), with ``result.forgetting`` of
+:mod:`avalanche_sets.metrics.stats` (the last domain ``null``), ``result.average_forgetting``,
+``result.bwt`` and the ``preset``'s ``precision``. A record of another format is refused
+(:class:`ResultsVersionError`)."""
+
+RECORD_KEYS = ("method", "seed", "preset", "result", "code")
+"""The keys of ``result.json`` that every record of :data:`RESULT_FORMAT` holds and its readers
+read (the identity, the numbers, the code that made them)."""
+
+MIGRATION_COMMIT = "74896ff"
+"""The avalanche-sets commit whose ``scripts/migrate_records.py`` rewrites records of formats 1
+(one ``result.json``, no ``"format"`` key) and 2 in format 3: the fix a refusal names."""
 
 
 class ResultsVersionError(ValueError):
@@ -232,8 +240,10 @@ def read_record(folder: str | Path) -> dict:
 
     Raises:
         FileNotFoundError: the folder has no ``result.json`` (not finished).
-        ResultsVersionError: the folder was written in a format this version cannot read.
-        ValueError: ``result.json`` is not valid JSON (names the file).
+        ResultsVersionError: the folder holds a record of another format than
+            :data:`RESULT_FORMAT` (an older one: the message says how to re-run or migrate it).
+        ValueError: ``result.json`` is not valid JSON, or lacks one of :data:`RECORD_KEYS`
+            (names the file).
     """
     folder = Path(folder)
     path = folder / RESULT_FILE
@@ -241,45 +251,50 @@ def read_record(folder: str | Path) -> dict:
         rec = json.loads(path.read_text())
     except json.JSONDecodeError as err:
         raise ValueError(f"{path} is not valid JSON ({err}); delete the folder to re-run") from None
-    fmt = rec.get("format", 1) if isinstance(rec, dict) else None
-    if fmt not in READABLE_FORMATS:
-        raise ResultsVersionError(
-            f"{folder} was written by another version of avalanche-sets (result format "
-            f"{fmt!r}, by avalanche-sets {rec.get('avalanche_sets', '?') if isinstance(rec, dict) else '?'}); "
-            f"this version ({__version__}) reads formats {list(READABLE_FORMATS)}. Read it with "
-            "that version, or write this run to a new --out folder"
+    if not isinstance(rec, dict):
+        raise ValueError(f"{path} holds a {type(rec).__name__}, not a run record; delete the "
+                         "folder to re-run")  # fmt: skip
+    _check_format(folder, rec)
+    lacking = [key for key in RECORD_KEYS if key not in rec]
+    if lacking:
+        raise ValueError(
+            f"{path} lacks {lacking}, which every run of result format {RESULT_FORMAT} writes: "
+            "the file was edited or made by hand; fix: re-run it (delete the folder, or write "
+            "the run to a new --out folder)"
         )
-    if fmt >= 2:
-        run = folder / RUN_FILE
-        if run.is_file():
-            rec.update(json.loads(run.read_text()))
-    if fmt < 3:
-        _upgrade_derived_metrics(rec)
+    run = folder / RUN_FILE
+    if run.is_file():
+        rec.update(json.loads(run.read_text()))
     return rec
 
 
-def _upgrade_derived_metrics(rec: dict) -> None:
-    """Replace a format-1/2 record's stored forgetting by today's definition, from its matrix.
-
-    Formats 1 and 2 stored a forgetting that also counted the last domain, with rows from
-    before it was trained (and no BWT). Every reader sees the one definition of
-    :mod:`avalanche_sets.metrics.stats` instead, recomputed from the stored accuracy matrix;
-    the file itself is left as it was.
-    """
-    res = rec.get("result")
-    if not isinstance(res, dict) or "matrix" not in res:
+def _check_format(folder: Path, rec: dict) -> None:
+    """Refuse a record of another format than :data:`RESULT_FORMAT`, saying how to read it."""
+    fmt = rec.get("format", 1)  # format 1 had no "format" key
+    if fmt == RESULT_FORMAT:
         return
-    from ..metrics import stats  # NumPy only: ``table`` reads old records without torch
-
-    res.update(stats.forgetting_record(res["matrix"]))
+    by = f"by avalanche-sets {rec.get('avalanche_sets', '?')}"
+    if isinstance(fmt, int) and not isinstance(fmt, bool) and 1 <= fmt < RESULT_FORMAT:
+        raise ResultsVersionError(
+            f"{folder} holds a run record of result format {fmt} ({by}), older than the format "
+            f"{RESULT_FORMAT} this version ({__version__}) reads; fix: re-run it (delete the "
+            f"folder, or write the run to a new --out folder), or migrate it with the script at "
+            f"commit {MIGRATION_COMMIT}: git show {MIGRATION_COMMIT}:scripts/migrate_records.py "
+            f"> migrate_records.py && python migrate_records.py {folder}"
+        )
+    raise ResultsVersionError(
+        f"{folder} was written by another version of avalanche-sets (result format {fmt!r}, "
+        f"{by}); this version ({__version__}) reads format {RESULT_FORMAT}. Read it with that "
+        "version, or write this run to a new --out folder"
+    )
 
 
 # ------------------------------------------------------------------------ identity and name
 # Settings spelled out in the base of a run folder's name, and settings that do not change
 # what a run computes (where the data lives — its content enters as ``data`` —, the preset's
 # seed list). ``precision`` is named by its resolved value: "-bf16" when bf16, nothing for fp32,
-# and ``threads`` as "-t<n>" when it is not the closest named preset's (so the folders of runs
-# recorded before either setting entered the identity keep their names).
+# and ``threads`` as "-t<n>" when it is not the closest named preset's (so a plain named-preset
+# run keeps the short name).
 _IN_BASE_NAME = ("source", "order", "n_way", "n_shot", "n_ood", "precision")
 _NOT_IDENTITY = ("seeds", "root")
 _NAMED_APART = ("threads",)
@@ -290,30 +305,29 @@ NOT_RECORDED = "(not recorded)"
 (:func:`record_identity`): :func:`identity_differences` does not count it as a difference."""
 
 
-def run_precision(preset: Mapping[str, Any]) -> str:
+def run_precision(preset: RunConfig | Mapping[str, Any]) -> str:
     """The precision a run of ``preset`` computes in: ``"fp32"`` or ``"bf16"``.
 
     The preset's ``precision`` resolved on its device (``"auto"`` means bf16 only where the
-    device runs it natively); a preset without the setting — every run recorded before it
-    existed — means fp32, the only precision there was.
+    device runs it natively).
     """
-    precision = preset.get("precision", "fp32")
+    settings = preset_settings(preset)
+    precision = settings["precision"]
     if precision in ("fp32", "bf16"):  # resolved already: no torch needed (``table`` reads many)
         return precision
     from ..models.backbone import resolve_precision  # torch (see the module's docstring)
 
-    device_type = str(preset.get("device", "cpu")).split(":")[0]
-    return resolve_precision(precision, device_type)
+    return resolve_precision(precision, str(settings["device"]).split(":")[0])
 
 
-def _identity_preset(preset: Mapping[str, Any]) -> dict:
+def _identity_preset(preset: RunConfig | Mapping[str, Any]) -> dict:
     """The preset as far as it decides what a run computes (precision resolved)."""
-    out = {k: v for k, v in preset.items() if k not in _NOT_IDENTITY}
+    out = {k: v for k, v in preset_settings(preset).items() if k not in _NOT_IDENTITY}
     out["precision"] = run_precision(preset)
     return out
 
 
-def run_data(preset: Mapping[str, Any]) -> dict[str, Any]:
+def run_data(preset: RunConfig | Mapping[str, Any]) -> dict[str, Any]:
     """The ``data`` of a run of ``preset``'s record: ``{"source", "root", "content"}``.
 
     ``root``: the data folder as :func:`portable_preset` stores it (``None`` for the synthetic
@@ -323,8 +337,9 @@ def run_data(preset: Mapping[str, Any]) -> dict[str, Any]:
     Raises:
         ValueError: the preset's data folder does not exist.
     """
-    source = str(preset["source"])
-    root = data_root(source, preset.get("root"))
+    settings = preset_settings(preset)
+    source = str(settings["source"])
+    root = data_root(source, settings.get("root"))
     return {
         "source": source,
         "root": None if root is None else portable_preset({"root": str(root)})["root"],
@@ -334,7 +349,7 @@ def run_data(preset: Mapping[str, Any]) -> dict[str, Any]:
 
 def run_identity(
     method: str,
-    preset: Mapping[str, Any],
+    preset: RunConfig | Mapping[str, Any],
     *,
     eval_stream: str = "test",
     strategy_overrides: dict | None = None,
@@ -427,7 +442,7 @@ def _name_part(value) -> str:
 
 def run_dir_name(
     method: str,
-    preset: Mapping[str, Any],
+    preset: RunConfig | Mapping[str, Any],
     seed: int,
     *,
     eval_stream: str = "test",
@@ -449,6 +464,7 @@ def run_dir_name(
     a run asked again on changed data finds the folder of the other data's run, and
     :func:`check_finished` refuses it.
     """
+    preset = preset_settings(preset)
     src = preset["source"]
     order = preset.get("order", 1)
     added = "".join(f"+{p.split('(')[0]}" for p in plugins)
@@ -480,7 +496,7 @@ def run_dir_name(
 def run_folder(
     out_root: str | Path,
     method: str,
-    preset: Mapping[str, Any],
+    preset: RunConfig | Mapping[str, Any],
     seed: int,
     *,
     eval_stream: str = "test",
@@ -518,15 +534,16 @@ def check_finished(folder: str | Path, asked: dict, seed: int) -> dict:
     return rec
 
 
-def portable_preset(preset: Mapping[str, Any]) -> dict[str, Any]:
+def portable_preset(preset: RunConfig | Mapping[str, Any]) -> dict[str, Any]:
     """``preset``'s settings as a dictionary, with its data folder as the user gave it, never as
     this machine's absolute path: an absolute ``root`` is stored relative to the working
     directory, so a result file says the same on every machine that runs the same command from
     the same place."""
-    root = preset.get("root")
-    if root is None or not Path(root).is_absolute():
-        return dict(preset)
-    return {**preset, "root": os.path.relpath(root, Path.cwd())}
+    settings = dict(preset_settings(preset))
+    root = settings.get("root")
+    if root is not None and Path(root).is_absolute():
+        settings["root"] = os.path.relpath(root, Path.cwd())
+    return settings
 
 
 # ------------------------------------------------------------------------ provenance

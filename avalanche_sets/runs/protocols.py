@@ -11,8 +11,7 @@ something; runs of two protocols are never averaged together.
   protocol is refused, naming both folders);
 * :func:`protocol_settings` — a record's identity flattened to ``setting → value``, the names a
   table's columns and ``--by`` use (``n_shot``, ``gamma``, ``plugins``, ``numerics.threads``);
-* :func:`code_key` / :func:`code_label` — the code a record names (``"unknown"`` for a record
-  written before records named their code);
+* :func:`code_key` / :func:`code_label` — the code a record names;
 * :func:`check_setting_names` — a grouping key no record has, refused with "did you mean".
 
 Standard library only (with :mod:`.folder`): the ``table`` command reads thousands of records
@@ -28,7 +27,6 @@ from collections.abc import Iterable, Sequence
 from .folder import record_identity
 
 __all__ = [
-    "UNKNOWN_CODE",
     "ARM_FIELDS",
     "code_key",
     "code_label",
@@ -38,9 +36,6 @@ __all__ = [
     "check_setting_names",
     "did_you_mean",
 ]
-
-UNKNOWN_CODE = "unknown"
-"""The code of a record without a ``code`` key (written before records named their code)."""
 
 ARM_FIELDS = ("method", "strategy_overrides", "plugins")
 """The identity fields that say which method a run is (its options and added plugins); the
@@ -53,10 +48,8 @@ _BARE = ("preset", "strategy_overrides")
 
 def code_key(record: dict) -> tuple:
     """What tells the code of two records apart: ``(commit, dirty)``, the package version
-    where the package did not run from a git checkout, ``("unknown",)`` without ``code``."""
-    code = record.get("code")
-    if not isinstance(code, dict):
-        return (UNKNOWN_CODE,)
+    where the package did not run from a git checkout."""
+    code = record["code"]
     if code.get("commit"):
         return (code["commit"], bool(code.get("dirty")))
     return ("version", code.get("version"))
@@ -65,10 +58,8 @@ def code_key(record: dict) -> tuple:
 def code_label(record: dict) -> str:
     """The code of a record as a table shows it: ``1a2b3c4`` (short commit), ``1a2b3c4+dirty``
     (uncommitted changes), ``… (recovered)`` (the commit was recovered from the repository's
-    history), ``0.1.0 (no git)`` (not a git checkout), ``unknown`` (no ``code`` key)."""
-    code = record.get("code")
-    if not isinstance(code, dict):
-        return UNKNOWN_CODE
+    history), ``0.1.0 (no git)`` (not a git checkout)."""
+    code = record["code"]
     if not code.get("commit"):
         return f"{code.get('version', '?')} (no git)"
     label = code["commit"][:7] + ("+dirty" if code.get("dirty") else "")

@@ -28,7 +28,6 @@ from ..metrics import stats
 from .folder import MATRIX_PLOT, RESULT_FILE, TABLE_FILE, atomic_write, read_record
 from .protocols import (
     ARM_FIELDS,
-    UNKNOWN_CODE,
     check_setting_names,
     code_label,
     did_you_mean,
@@ -121,8 +120,7 @@ def refresh_run_table(record: dict) -> bool:
     """Rewrite the ``table.md`` of the run folder a record was read from (its ``_path``, as
     :func:`find_results` sets it) when it differs from :func:`run_table`; True if it did.
 
-    The record itself is left as it was (a run written before the current definition of
-    forgetting, format 2, gets today's table)."""
+    The record itself is left as it is: the table is derived from it."""
     path = Path(record["_path"]) / TABLE_FILE
     text = run_table(record)
     if path.is_file() and path.read_text() == text:
@@ -460,13 +458,8 @@ def table_footer(rows: list[dict]) -> list[str]:
     elif len(codes) > 1:
         lines.append(f"Code: the rows were made by different code ({', '.join(codes)}; code "
                      "column), never pooled.")  # fmt: skip
-    elif codes != [UNKNOWN_CODE]:
+    else:
         lines.append(f"Code: every run was made by {codes[0]}.")
-    if UNKNOWN_CODE in codes:
-        lines.append(
-            "Code unknown: records that do not name their code (written before records did); "
-            "what made them cannot be told."
-        )
     return lines
 
 

@@ -12,8 +12,9 @@ def _rec(method, seed, episodes, shot=5, overrides=None, **preset):
     return {
         "method": method, "seed": seed, "eval_stream": "test", "seconds": 1.0,
         "preset": {"n_shot": shot, "n_ood": 50, "mem_size": 200, "seeds": [seed], "root": "x",
-                   **preset},
+                   "precision": "fp32", **preset},
         "strategy_overrides": overrides or {},
+        "code": {"version": "0.1.0", "commit": "0" * 40, "dirty": False},
         "result": {"mean_accuracy": float(acc.mean()), "mean_ci95": 0.01, "episode_acc": list(acc),
                    "forgetting": [None], "domains": ["d"], "final": [float(acc.mean())],
                    "matrix": [[float(acc.mean())]]},

@@ -368,7 +368,7 @@ def test_sweep_flags_reach_the_sweep_or_are_refused(sweep_probe, tmp_path, capsy
     # threads set on the command line are kept by parallel runs instead of one each
     assert _sweep(["--jobs", "2", "--set", "threads=2"], sweep_probe)["threads"] is None
     grid = _sweep(["--set", "n_shot=1,2"], sweep_probe)
-    assert sorted(s.preset["n_shot"] for s in grid["specs"]) == [1, 2]
+    assert sorted(s.preset.n_shot for s in grid["specs"]) == [1, 2]
     for refused in (
         ["--jobs", "2", "--ray-address", "local"],  # two ways to run in parallel
         ["--methods", "mskm", "mskm"],  # a method twice

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from avalanche_sets.cli import build_parser, main
-from avalanche_sets.runs.folder import LISTED_LOGGERS, LOGGERS
+from avalanche_sets.runs.folder import LOGGERS
 
 
 def _loggers_option():
@@ -21,17 +21,21 @@ def test_the_help_lists_the_loggers_a_user_chooses_from():
     """The help names progress, interactive, csv, tensorboard and wandb; not `text` (the
     always-on log.txt), so it matches the documented synopsis."""
     action = _loggers_option()
-    assert action.choices is None  # argparse would list every accepted name, text included
-    assert "wandb" in LISTED_LOGGERS and "text" not in LISTED_LOGGERS
-    for name in LISTED_LOGGERS:
+    assert action.choices is None  # argparse would list the names again, unworded
+    assert "wandb" in LOGGERS and "text" not in LOGGERS
+    for name in LOGGERS:
         assert re.search(rf"\b{name}\b", action.help), name
     assert not re.search(r"\btext\b", action.help)
 
 
-def test_text_is_still_accepted_and_unknown_names_are_refused(capsys):
+def test_unknown_names_are_refused_text_included(capsys):
+    """``text`` is no logger: the run folder's log.txt is always written, and the refusal
+    says so."""
     parser = build_parser()
-    assert parser.parse_args(["run", "--loggers", "text", "csv"]).loggers == ["text", "csv"]
-    assert set(LOGGERS) - set(LISTED_LOGGERS) == {"text"}
+    assert parser.parse_args(["run", "--loggers", "csv"]).loggers == ["csv"]
+    with pytest.raises(SystemExit):
+        parser.parse_args(["run", "--loggers", "text", "csv"])
+    assert "unknown logger(s) ['text']" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         parser.parse_args(["run", "--loggers", "tensorbored"])
     assert "unknown logger(s) ['tensorbored']" in capsys.readouterr().err

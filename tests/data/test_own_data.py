@@ -3,14 +3,23 @@ number of classes an ``n_way``-way episode needs, refused before any image is de
 
 from __future__ import annotations
 
+import ast
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from avalanche_sets.data.packs import build_pack_from_folder, load_pack
-from avalanche_sets.data.splits import class_split, min_class_images, min_classes, parse_split
+from avalanche_sets.data.splits import (
+    RunTarget,
+    class_split,
+    min_class_images,
+    min_classes,
+    parse_split,
+)
+from avalanche_sets.presets import PRESETS, run_target
 
 sys.path.insert(0, str(Path(__file__).parent))
 from image_folders import image_folder  # noqa: E402
@@ -74,10 +83,38 @@ def test_an_ood_pack_needs_one_class_per_split(tmp_path):
 
 def test_minimums_and_the_small_class_warning(tmp_path):
     assert min_classes(5) == 15
-    assert min_class_images("cpu") == 16  # 6 labeled (1 shot + 5 queries) + 10 unlabeled, 40%
+    cpu = run_target("cpu")
+    assert cpu == RunTarget.of("cpu", PRESETS["cpu"]) and (cpu.n_shot, cpu.n_query) == (1, 5)
+    assert min_class_images(cpu) == 16  # 6 labeled (1 shot + 5 queries) + 10 unlabeled, 40%
+    # the paper's episodes: 16 labeled (1 shot + 15 queries) = round(0.4 * 39), 23 unlabeled
+    assert min_class_images(run_target("paper")) == 39
     folder = image_folder(tmp_path / "imgs", 15, per_class=16)
     for c in range(3):  # three classes too small for the cpu preset's episodes
         for f in sorted((folder / f"class_{c:02d}").iterdir())[:10]:
             f.unlink()
     with pytest.warns(UserWarning, match=r"3 of 15 classes have fewer than 16 images.*cpu"):
-        build_pack_from_folder(folder, tmp_path / "p.npz", image_size=8, split=(5, 5, 5))
+        build_pack_from_folder(folder, tmp_path / "p.npz", image_size=8, split=(5, 5, 5),
+                               target=cpu)  # fmt: skip
+    with warnings.catch_warnings():  # no runs in view: no class is too small for them
+        warnings.simplefilter("error")
+        build_pack_from_folder(folder, tmp_path / "q.npz", image_size=8, split=(5, 5, 5))
+    with pytest.raises(ValueError, match=r"unknown preset 'cup' \(did you mean 'cpu'\?\)"):
+        run_target("cup")
+
+
+def test_the_data_package_reads_no_preset():
+    """The presets sit above the data they configure: no module of ``avalanche_sets.data``
+    imports ``avalanche_sets.presets`` (the command line hands a data function its
+    :class:`RunTarget`)."""
+    data = Path(__file__).resolve().parents[2] / "avalanche_sets" / "data"
+    offenders = []
+    for path in sorted(data.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or "", *(a.name for a in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            if any(n == "presets" or n.endswith(".presets") for n in names):
+                offenders.append(f"{path.relative_to(data.parent)}:{node.lineno}")
+    assert not offenders, f"data modules import the presets: {offenders}"

@@ -17,11 +17,13 @@ from avalanche_sets.data.stream_folder import (
     prepare_stream,
     read_stream_manifest,
 )
-from avalanche_sets.presets import resolve_preset
+from avalanche_sets.presets import resolve_preset, run_target
 from avalanche_sets.runs.experiment import build_benchmark
 
 sys.path.insert(0, str(Path(__file__).parent))
 from image_folders import image_folder  # noqa: E402
+
+CPU = run_target("cpu")  # the runs the streams are prepared for
 
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "sets-mini"
 
@@ -40,6 +42,7 @@ def stream(tmp_path_factory):
         [str(flowers), "synthetic:shapes", f"own={own}", "synthetic:strokes"],
         ["synthetic:rings", str(ood_dots)],
         image_size=16,
+        target=CPU,
     )
 
 
@@ -111,22 +114,22 @@ def test_every_item_is_checked_before_anything_is_written(tmp_path):
     out = tmp_path / "out"
     with pytest.raises(ValueError, match=r"unknown synthetic domain 'shaps'.*did you mean "
                        r"'synthetic:shapes'.*valid: ID domains shapes, strokes"):  # fmt: skip
-        prepare_stream(out, [str(folder), "synthetic:shaps"])
+        prepare_stream(out, [str(folder), "synthetic:shaps"], target=CPU)
     with pytest.raises(FileNotFoundError, match=r"item 'nope.npz': domain pack nope.npz not found"):
-        prepare_stream(out, [str(folder)], ["nope.npz"])
+        prepare_stream(out, [str(folder)], ["nope.npz"], target=CPU)
     with pytest.raises(FileNotFoundError, match="no pack or image folder"):
-        prepare_stream(out, [str(tmp_path / "missing")])
+        prepare_stream(out, [str(tmp_path / "missing")], target=CPU)
     with pytest.raises(ValueError, match=r"name\(s\) \['imgs'\] are given by more than one"):
-        prepare_stream(out, [str(folder)], [f"{folder}"])
+        prepare_stream(out, [str(folder)], [f"{folder}"], target=CPU)
     with pytest.raises(ValueError, match="prefix 'ood_'"):
-        prepare_stream(out, [f"ood_x={folder}"])
+        prepare_stream(out, [f"ood_x={folder}"], target=CPU)
     six = image_folder(tmp_path / "six", 6, per_class=2)
     with pytest.raises(ValueError, match=r"6 classes split 4/1/1.*at least 15 classes"):
-        prepare_stream(out, [str(folder), str(six)], [])
+        prepare_stream(out, [str(folder), str(six)], [], target=CPU)
     small = tmp_path / "small.npz"
     save_pack(load_pack(build_pack_from_folder(six, small, image_size=8, n_way=1)), small)
     with pytest.raises(ValueError, match=r"item '.*small.npz': its 6 classes are split 4/1/1"):
-        prepare_stream(out, [str(small)])
+        prepare_stream(out, [str(small)], target=CPU)
     assert not out.exists()  # nothing written by any refused call
 
 

@@ -49,7 +49,7 @@ def test_the_plugin_adds_its_named_term_every_iteration(load_example):
     strategy = ex.mskm_spread(preset, seed=0, evaluator=None, plugins=[], weight=0.5)
     (plugin,) = [p for p in strategy.plugins if isinstance(p, ex.PrototypeSpreadPlugin)]
     run_sets(strategy, bench)
-    assert plugin.calls == 6 // preset["meta_batch"]  # one call per training iteration
+    assert plugin.calls == 6 // preset.meta_batch  # one call per training iteration
     spread = strategy.loss_terms["spread"]
     assert torch.isfinite(spread) and 0 < float(spread) <= 0.5
     with pytest.raises(ValueError, match="weight must be >= 0"):

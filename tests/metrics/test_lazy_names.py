@@ -13,7 +13,7 @@ def test_every_public_name_is_lazy_and_loads():
     assert sorted(metrics.__all__) == sorted([*metrics._LAZY, "stats"])
     for name in metrics.__all__:
         assert getattr(metrics, name) is not None, name
-    assert callable(metrics.episode_metrics)  # the factory, not the legacy module
+    assert callable(metrics.episode_metrics)  # the factory (.factory), no module of that name
 
 
 def test_the_stats_load_without_torch():

@@ -5,7 +5,8 @@ far below its final accuracy, so the old definition (which counted the last doma
 rows) reported an average forgetting of 1/32 instead of 5/24. The places checked:
 
 * ``result.json`` and ``table.md`` written by ``run_experiment`` (the runner's ``RunResult``);
-* a format-2 ``result.json`` holding the old stored forgetting, read back by ``read_record``;
+* a format-2 ``result.json`` holding the old stored forgetting: refused by ``read_record``,
+  never read with its stale number;
 * the reporting tables (``aggregate_results`` / ``write_table``: markdown and CSV);
 * the benchmark aggregation (``python -m benchmarks.reproduce --aggregate-only``: its table,
   ``summary.json`` and the run's refreshed ``table.md``);
@@ -29,7 +30,7 @@ import avalanche_sets.training as training
 from avalanche_sets.metrics import AccuracyMatrix
 from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs.experiment import run_experiment
-from avalanche_sets.runs.folder import read_record, run_dir_name
+from avalanche_sets.runs.folder import ResultsVersionError, read_record, run_dir_name
 from avalanche_sets.runs.report import aggregate_results, find_results, write_table
 from avalanche_sets.training.runner import RunResult
 
@@ -96,17 +97,15 @@ def test_result_json_and_table_md_of_run_experiment(run_folder):
     assert (mean, bwt) == (_pts(AVG_FORGETTING), _pts(BWT))
 
 
-def test_a_format_2_record_with_the_old_forgetting_is_read_with_the_new_one(tmp_path):
+def test_a_format_2_record_with_the_old_forgetting_is_refused_not_misread(tmp_path):
     old = _result().to_dict()
     m = np.asarray(MATRIX)
     old["forgetting"] = [float(m[:-1, j].max() - m[-1, j]) for j in range(4)]  # the old rule
     del old["average_forgetting"], old["bwt"]
     assert np.mean(old["forgetting"]) == pytest.approx(OLD_AVG_FORGETTING)
     (tmp_path / "result.json").write_text(json.dumps({"format": 2, "result": old}))
-    res = read_record(tmp_path)["result"]
-    assert res["forgetting"][3] is None
-    assert res["average_forgetting"] == pytest.approx(AVG_FORGETTING)
-    assert res["bwt"] == pytest.approx(BWT)
+    with pytest.raises(ResultsVersionError, match="result format 2.*migrate"):
+        read_record(tmp_path)
 
 
 def test_reporting_tables(run_folder, tmp_path):

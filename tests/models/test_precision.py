@@ -108,7 +108,7 @@ def test_heads_and_logits_stay_fp32_under_bf16():
 def test_auto_follows_native_bf16_support(monkeypatch):
     net = ConvBackbone(n_blocks=2, width=8, image_size=16, channels_last=True, precision="auto")
     preset = resolve_preset("cpu", n_shot=1)
-    assert preset["precision"] == "auto"
+    assert preset.precision == "auto"
     monkeypatch.setattr(backbone_mod, "bf16_supported", lambda device_type="cpu": False)
     assert resolve_precision("auto") == "fp32" and not net.uses_bf16("cpu")
     seen = _record_dtypes(net)
@@ -126,14 +126,14 @@ def test_auto_follows_native_bf16_support(monkeypatch):
     assert resolve_precision("fp32") == "fp32" and resolve_precision("bf16") == "bf16"
 
 
-def test_precision_is_part_of_a_runs_identity_and_old_records_read_as_fp32(monkeypatch):
+def test_precision_is_part_of_a_runs_identity_and_committed_records_name_it(monkeypatch):
     monkeypatch.setattr(backbone_mod, "bf16_supported", lambda device_type="cpu": True)
     runs = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "runs"
     path = runs / "mskm" / "packs-o1-5w1s-R50-seed0" / "result.json"
     if not path.is_file():
         pytest.skip("no committed runs")
     old = json.loads(path.read_text())
-    assert "precision" not in old["preset"]  # recorded before the setting existed
+    assert old["preset"]["precision"] == "fp32"  # every record names its precision
     fp32 = resolve_preset("cpu", n_shot=1, precision="fp32", root="elsewhere")
     auto = resolve_preset("cpu", n_shot=1, root="elsewhere")
     # a record older than data identity names no content; a folder that is not there has none
@@ -141,7 +141,7 @@ def test_precision_is_part_of_a_runs_identity_and_old_records_read_as_fp32(monke
     assert record_identity(old)["preset"]["precision"] == "fp32"
     assert run_identity("mskm", auto, data=None) != run_identity("mskm", fp32, data=None)
     assert run_identity("mskm", auto, data=None) == run_identity(
-        "mskm", {**fp32, "precision": "bf16"}, data=None
+        "mskm", fp32.replace(precision="bf16"), data=None
     )
     assert run_dir_name("mskm", fp32, 0) == "mskm/packs-o1-5w1s-R50-seed0"
     assert run_dir_name("mskm", auto, 0) == "mskm/packs-o1-5w1s-R50-seed0-bf16"
@@ -167,10 +167,11 @@ def test_every_kind_of_method_gets_the_presets_precision(name):
         assert strategy.model.backbone.channels_last
 
 
-def test_a_preset_without_the_setting_builds_an_fp32_backbone():
-    preset = dict(resolve_preset("quick"))  # a hand-made copy, as an old record holds it
+def test_a_preset_without_the_setting_builds_no_backbone():
+    preset = resolve_preset("quick").as_dict()
     del preset["precision"]
-    assert make_backbone(preset).precision == "fp32"
+    with pytest.raises(ValueError, match=r"lacks setting\(s\) \['precision'\]"):
+        make_backbone(preset)
 
 
 def test_bad_precision_is_refused_early():
@@ -185,23 +186,22 @@ def test_presets_know_the_backbones_precisions():
     assert all(ok(p) for p in PRECISIONS) and not ok("fp16")
 
 
-def test_training_in_fp32_gives_the_numbers_of_the_path_without_the_setting():
+def test_auto_without_native_bf16_trains_as_fp32_and_bf16_trains_otherwise(monkeypatch):
     from avalanche_sets import run_sets
 
+    monkeypatch.setattr(backbone_mod, "bf16_supported", lambda device_type="cpu": False)
     bench = sets_benchmark("synthetic", domains=["shapes", "strokes"], n_query=2,
                            n_unlabeled=2, n_ood=4, tasks_per_domain=4, n_test_episodes=2)  # fmt: skip
-    legacy = dict(resolve_preset("quick", width=4))  # a hand-made copy, as an old record
-    del legacy["precision"]
+    auto = resolve_preset("quick", width=4)
     results = {}
-    for label, preset in (("legacy", legacy), ("fp32", {**legacy, "precision": "fp32"}),
-                          ("bf16", {**legacy, "precision": "bf16"})):  # fmt: skip
+    for preset in (auto, auto.replace(precision="fp32"), auto.replace(precision="bf16")):
         torch.set_num_threads(1)
         strategy = build_strategy("mskm", preset, seed=0)
         acc = run_sets(strategy, bench).episode_acc
-        results[label] = (acc, [p.detach().clone() for p in strategy.model.parameters()])
-    (acc, weights), (acc_old, weights_old) = results["fp32"], results["legacy"]
-    assert acc == acc_old and all(map(torch.equal, weights, weights_old))
-    assert not all(map(torch.equal, results["bf16"][1], weights_old))  # bf16 trains otherwise
+        results[preset.precision] = (acc, [p.detach().clone() for p in strategy.model.parameters()])
+    (acc, weights), (acc_auto, weights_auto) = results["fp32"], results["auto"]
+    assert acc == acc_auto and all(map(torch.equal, weights, weights_auto))
+    assert not all(map(torch.equal, results["bf16"][1], weights))  # bf16 trains otherwise
 
 
 def test_channels_last_false_is_a_contiguous_run_of_its_own_and_true_is_the_default():

@@ -131,7 +131,7 @@ def test_a_real_run_records_its_code_numerics_and_data(tmp_path):
         "torch": torch.__version__.split("+")[0], "avalanche": code._version("avalanche-lib"),
     }  # fmt: skip
     assert rec["numerics"] == {
-        "precision": rec["preset"]["precision"], "device": "cpu", "threads": preset["threads"],
+        "precision": rec["preset"]["precision"], "device": "cpu", "threads": preset.threads,
         "cpu_bf16": bf16_supported("cpu"),
     }  # fmt: skip
     assert rec["data"] == {"source": "synthetic", "root": None, "content": None}

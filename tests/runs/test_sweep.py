@@ -112,7 +112,7 @@ def test_the_command_lines_sweep_and_reproduce_use_the_one_sweep(
     with pytest.raises(SystemExit, match="no finished run"):  # the recorder ran nothing
         reproduce.main()
     (specs, options) = recorded_sweeps[1]
-    assert [(s.method, s.seed, s.preset["n_shot"]) for s in specs] == [("order", 3, 1)]
+    assert [(s.method, s.seed, s.preset.n_shot) for s in specs] == [("order", 3, 1)]
     assert options["jobs"] == 3 and options["keep_going"] is True
 
 

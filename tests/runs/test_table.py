@@ -254,14 +254,16 @@ def test_pooled_code_still_refuses_a_seed_twice(tmp_path, capsys):
     assert code == 2 and "drop --pool-code" in err
 
 
-def test_a_record_without_code_is_unknown_code(tmp_path, capsys):
+def test_a_record_without_code_is_refused_by_name(tmp_path, capsys):
+    """Every record names the code that made it; one without (edited by hand) is refused,
+    naming the file, rather than tabled as of unknown code."""
     folder = write(tmp_path, "old", seed=0)
     body = json.loads((folder / "result.json").read_text())
-    del body["code"], body["numerics"], body["data"]
+    del body["code"]
     (folder / "result.json").write_text(json.dumps(body))
     write(tmp_path, "new", seed=1)
-    code, out, _ = table(capsys, tmp_path)
-    assert code == 0 and "| unknown |" in out and "cannot be told" in out
+    code, _, err = table(capsys, tmp_path)
+    assert code == 2 and f"{folder / 'result.json'} lacks ['code']" in err
 
 
 # ---------------------------------------------------------------------- pictures
@@ -289,11 +291,11 @@ def test_out_writes_the_table_and_the_pictures_with_their_data(tmp_path, capsys)
 
 # ---------------------------------------------------------------------- speed
 def test_table_loads_no_torch(tmp_path):
-    """Neither for a record of today's format nor for one of format 1 (whose forgetting is
-    recomputed from its matrix when it is read)."""
+    """Neither for a record written here nor for a committed one (its precision resolved,
+    so reading it asks no device)."""
     write(tmp_path, "a", seed=0)
     old = ROOT / "benchmarks/results/runs/joint/packs-o1-5w1s-R50-seed0"
-    assert "format" not in json.loads((old / "result.json").read_text())  # format 1
+    assert json.loads((old / "result.json").read_text())["preset"]["precision"] == "fp32"
     shutil.copytree(old, tmp_path / "old")
     code = (
         "import sys; from avalanche_sets.cli import main; "
