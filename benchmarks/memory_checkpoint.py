@@ -28,8 +28,8 @@ from pathlib import Path
 
 import torch
 
-from avalanche_sets.data.files import atomic_write
 from avalanche_sets.defaults import MEM_SIZE
+from avalanche_sets.files import atomic_write
 from avalanche_sets.order import FeatureReservoirReplayPlugin
 from avalanche_sets.order.replay import EpisodeSource, MemoryTask
 from avalanche_sets.presets import resolve_preset
