@@ -26,6 +26,7 @@ from avalanche_sets.defaults import FOLDER_SOURCES
 from avalanche_sets.methods import build_strategy
 from avalanche_sets.presets import PRESETS, resolve_preset
 from avalanche_sets.runs.experiment import build_benchmark
+from avalanche_sets.training import keep_freed_memory
 from benchmarks._common import SHARED_PACKS, header_md, out_dir, provenance, write_json
 
 
@@ -57,6 +58,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     rows = []
+    keep_freed_memory()  # the process as a run sets it up
     for shot in args.n_shot:
         reads_root = PRESETS[args.preset]["source"] in FOLDER_SOURCES  # synthetic reads none
         preset = resolve_preset(args.preset, root=args.root if reads_root else None, n_shot=shot)
