@@ -171,6 +171,15 @@ class _Terms(EpisodicTemplate.PLUGIN_CLASS):
         return {"sq": strategy.mb_output.pow(2).mean(), "abs": strategy.mb_output.abs().mean()}
 
 
+class _Cancels(EpisodicTemplate.PLUGIN_CLASS):
+    """Two terms that cancel exactly, ``+2**24`` then ``-2**24``: added one at a time, they round
+    what came before to a multiple of 2 (float32), so the result shows the order of the sum."""
+
+    def loss_term(self, strategy):
+        zero = 0.0 * strategy.mb_output.mean()
+        return {"up": zero + 2.0**24, "down": zero - 2.0**24}
+
+
 class _NoTerm(EpisodicTemplate.PLUGIN_CLASS):
     """A plugin without a loss term."""
 
@@ -184,18 +193,18 @@ def _strategy(cls, plugins):
 
 
 def test_the_criterion_adds_every_plugins_terms_once_in_plugin_order():
-    probe, terms, none = _Term(), _Terms(), _Term(scale=None)
-    strategy = _strategy(EpisodicTemplate, [probe, _NoTerm(), terms, none])
+    probe, cancels, none = _Term(), _Cancels(), _Term(scale=None)
+    strategy = _strategy(EpisodicTemplate, [probe, _NoTerm(), cancels, none])
     _train(strategy, [_batch(2, seed=3)])
     assert probe.calls == none.calls == 1
     t = strategy.loss_terms
-    assert list(t) == ["meta", "probe", "sq", "abs"]
-    out = strategy.mb_output.detach()
-    assert torch.equal(t["probe"], 2.0 * out.mean()) and torch.equal(t["sq"], out.pow(2).mean())
-    # one sum, left to right in plugin order (the order is part of the numbers)
-    assert torch.equal(
-        strategy.loss.detach().reshape(()), t["meta"] + t["probe"] + t["sq"] + t["abs"]
-    )
+    assert list(t) == ["meta", "probe", "up", "down"]
+    assert torch.equal(t["probe"], 2.0 * strategy.mb_output.detach().mean())
+    # one sum, left to right in plugin order (the order is part of the numbers): the cancelling
+    # terms, added one at a time, round meta + probe to a multiple of 2
+    loss = strategy.loss.detach().reshape(())
+    assert torch.equal(loss, t["meta"] + t["probe"] + t["up"] + t["down"])
+    assert not torch.equal(loss, t["meta"] + t["probe"] + (t["up"] + t["down"]))
 
 
 class _NamesTheFirst(EpisodicTemplate):
