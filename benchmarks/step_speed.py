@@ -8,7 +8,7 @@ Variants of the backbone (everything else identical, same seed, same episodes):
 * ``bf16 channels-last`` — what ``precision="auto"`` runs on a CPU with native bf16,
 * ``compile`` — ``torch.compile`` (default mode) of the fp32 contiguous backbone,
 
-each with the template's kept-memory allocator (the default, ``training/allocator.py``), and
+each with a run's kept-memory allocator (the default, ``training/allocator.py``), and
 the two channels-last variants also with glibc's allocator as it comes (what runs used before)
 in a second process run in lockstep with the first (alternating rounds).
 
@@ -52,6 +52,7 @@ import torch
 from avalanche_sets.methods import build_strategy
 from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs.experiment import build_benchmark
+from avalanche_sets.training import keep_freed_memory
 from benchmarks._common import header_md, out_dir, provenance, save_figure, write_json
 from benchmarks._timing import IterationClock, instrument, train_range
 
@@ -127,6 +128,7 @@ def worker(allocator: str, args, conn) -> None:
     """Build and warm every configuration of one allocator, then run one round per token."""
     if allocator == "system":
         os.environ["AVALANCHE_SETS_MALLOC"] = "system"  # keep_freed_memory() is then a no-op
+    keep_freed_memory()  # as a run does
     torch.set_num_threads(1)
     rounds, warm = args.rounds, args.warm
     variants = VARIANTS if allocator == "kept" else SYSTEM_VARIANTS

@@ -1,9 +1,10 @@
 """A method of your own, run by the command line beside a built-in method.
 
-``PrototypeSpreadPlugin`` pushes the class prototypes of every training episode apart: after the
-template has embedded a meta-batch (``strategy.episode_state``) and computed the query loss, it
-adds ``weight * mean_c,c' exp(-||p_c - p_c'||² / d)`` under the name ``"spread"``. The template
-checks the term for NaN/inf before the step and records its value in ``strategy.loss_terms``.
+``PrototypeSpreadPlugin`` pushes the class prototypes of every training episode apart: its
+``loss_term`` returns ``weight * mean_c,c' exp(-||p_c - p_c'||² / d)`` from the prototypes of the
+meta-batch (``strategy.iteration.state``), named ``"spread"`` (its ``TERM``), and the strategy's
+criterion adds it to the query loss. The template checks the term for NaN/inf before the step
+and records its value in ``strategy.loss_terms``.
 
 ``mskm_spread`` is the method: a factory that adds the plugin to MSKM. The command line finds it
 as ``--method custom_method:mskm_spread`` when it runs in this folder (or with this folder on
@@ -34,6 +35,8 @@ HERE = Path(__file__).resolve().parent
 class PrototypeSpreadPlugin(EpisodicPlugin):
     """Adds ``weight`` × the mean similarity between the class prototypes of an episode."""
 
+    TERM = "spread"  # the term's name in strategy.loss_terms and in the logs
+
     def __init__(self, weight: float = 0.1) -> None:
         super().__init__()
         if weight < 0:
@@ -41,14 +44,15 @@ class PrototypeSpreadPlugin(EpisodicPlugin):
         self.weight = weight
         self.calls = 0
 
-    def before_backward(self, strategy, **kwargs):
-        state = strategy.episode_state  # this meta-batch's embeddings and prototypes
+    def loss_term(self, strategy) -> torch.Tensor:
+        """This training iteration's term; the strategy's criterion adds it to the loss."""
+        state = strategy.iteration.state  # this meta-batch's embeddings and prototypes
         protos = state.prototypes  # [B, N, d]
         dist = torch.cdist(protos, protos).pow(2) / protos.shape[-1]  # [B, N, N]
         off_diagonal = ~torch.eye(state.n_way, dtype=torch.bool, device=protos.device)
         similarity = torch.exp(-dist)[:, off_diagonal].mean()
-        strategy.add_loss_term("spread", self.weight * similarity)
         self.calls += 1
+        return self.weight * similarity
 
 
 # --8<-- [end:plugin]

@@ -52,7 +52,7 @@ class MemoryLogitDistillation(SupervisedPlugin):
             task.payload[self.KEY] = logits[row].clone()
 
     def loss_term(self, strategy) -> torch.Tensor | None:
-        """The template adds this term to the loss before backward (``None``: no term)."""
+        """The strategy's criterion adds this term to the loss (``None``: no term)."""
         replayed = strategy.iteration.replayed  # None when this meta-batch replays nothing
         if replayed is None:
             return None

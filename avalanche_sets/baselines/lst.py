@@ -250,9 +250,12 @@ class LST(EpisodicBaseline):
     model_class = LSTModel
 
     def criterion(self):
-        """Query cross-entropy of the final head, plus (training) the SWN's query loss."""
-        loss = super().criterion()
+        """Query cross-entropy of the final head, plus (training) the SWN's query loss and the
+        plugins' loss terms."""
+        if not self.is_training:
+            return super().criterion()
+        loss = self.meta_term(self._criterion(self.mb_output, self.mb_y))
         swn_logits = getattr(self.model, "swn_query_logits", None)
-        if self.is_training and swn_logits:
+        if swn_logits:
             loss = loss + sum(self._criterion(z, self.mb_y) for z in swn_logits) / len(swn_logits)
-        return loss
+        return self.plus_terms_of(loss, *self.plugins)

@@ -260,6 +260,4 @@ class TPN(EpisodicBaseline):
         # one mean over the support and query rows, as the authors' loss over F
         logits = torch.cat([self.model.last_support_logits, self.mb_output])
         labels = torch.cat([self.mb_x.support_y.reshape(-1).long(), self.mb_y.long()])
-        loss = F.cross_entropy(logits, labels)
-        self.loss_terms["meta"] = loss.detach()
-        return loss
+        return self.plus_terms_of(self.meta_term(F.cross_entropy(logits, labels)), *self.plugins)

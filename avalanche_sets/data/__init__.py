@@ -3,11 +3,11 @@
 Besides them: images and the ``.npz`` domain packs (:mod:`.images`, :mod:`.packs`), class
 splits and stream folders of one's own data (:mod:`.splits`, :mod:`.stream_folder`), the
 synthetic and the paper's datasets (:mod:`.synthetic`, :mod:`.paper`), public torchvision
-datasets as packs (:mod:`.prepare`), pictures of episodes (:mod:`.visualize`), and the atomic
-file writer every layer writes through (:mod:`.files`).
+datasets as packs (:mod:`.prepare`) and pictures of episodes (:mod:`.visualize`). Packs and
+caches are written through the package's atomic file writer, :mod:`avalanche_sets.files`.
 
-The names below load on first use (PEP 562), as the package's own: the command line's start
-imports :mod:`.files` (standard library only) through the run folders, before it needs torch.
+The names below load on first use (PEP 562), as the package's own: importing this package
+loads no torch until a name is used.
 """
 
 from typing import TYPE_CHECKING

@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..defaults import FOLDER_SOURCES
-from .files import atomic_write
+from ..files import atomic_write
 
 __all__ = ["PACKS_ENV", "data_root", "data_content", "folder_files", "files_content", "cache_file"]
 

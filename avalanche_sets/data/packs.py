@@ -42,8 +42,8 @@ from typing import Any
 
 import numpy as np
 
+from ..files import atomic_write
 from .domain import SPLITS, Domain
-from .files import atomic_write
 from .images import (
     IMAGE_EXTENSIONS,
     CorruptImageError,
@@ -387,7 +387,7 @@ def load_packs(
 
 # ----------------------------------------------------------------------------- writing
 def write_npz(path: Path, arrays: Mapping[str, np.ndarray], *, compress: bool = True) -> None:
-    """Write ``arrays`` to ``path`` as .npz, atomically (:func:`~avalanche_sets.data.files.atomic_write`)."""
+    """Write ``arrays`` to ``path`` as .npz, atomically (:func:`~avalanche_sets.files.atomic_write`)."""
     for key, value in arrays.items():
         if np.asarray(value).dtype.kind == "O":  # pragma: no cover - validated before
             raise ValueError(f"{path}: refusing to write key {key!r} as a pickled object array")

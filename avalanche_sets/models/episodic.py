@@ -59,7 +59,8 @@ class PrototypicalModel(nn.Module):
             distances, MI and OT stay in float32).
 
     ``forward(batch)`` returns query logits ``[B * N * Q, N]`` so that Avalanche's criterion
-    and metrics work unchanged; ``last_state`` keeps the :class:`EpisodeState`.
+    and metrics work unchanged. The model keeps no :class:`EpisodeState`: the episodic template
+    calls ``encode`` and ``classify`` itself and holds the state in ``strategy.iteration.state``.
     """
 
     def __init__(self, backbone: nn.Module, *, refine: str = "none", bf16: bool = False) -> None:
@@ -70,7 +71,6 @@ class PrototypicalModel(nn.Module):
         self.refine = refine
         self.bf16 = bool(bf16)
         self.mskm = MaskedSoftKMeans() if refine == "mskm" else None
-        self.last_state: EpisodeState | None = None
 
     @property
     def uses_unlabeled_weight(self) -> bool:
@@ -130,7 +130,6 @@ class PrototypicalModel(nn.Module):
         """Query logits ``[B * N * Q, N]`` from (refined) prototypes."""
         state.refined_prototypes = self.refine_prototypes(state)
         logits = proto_logits(state.query_emb, state.refined_prototypes)
-        self.last_state = state
         return logits.reshape(-1, state.n_way)
 
     def forward(self, batch: EpisodeBatch) -> Tensor:

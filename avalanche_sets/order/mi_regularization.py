@@ -31,8 +31,8 @@ class MIRegularizationPlugin(SupervisedPlugin):
     Every iteration, ``φ`` (maximum likelihood on the OOD pairs) and ``ψ`` (maximising ``I_id``
     on the ID pairs) take one step of their own Adam optimisers on **detached** pairs, then the
     encoder receives ``λ (I_ood − I_id)`` of every episode of the meta-batch (current and
-    replayed), with ``φ, ψ`` fixed: :meth:`loss_term`, which the template adds before backward
-    (or :class:`~avalanche_sets.order.OrderStrategy` in its objective). This is what the paper defines; the
+    replayed), with ``φ, ψ`` fixed: :meth:`loss_term`, which the strategy's criterion adds
+    (:class:`~avalanche_sets.order.OrderStrategy`'s names it in Eq. 10). This is what the paper defines; the
     authors' code never trains these networks and inverts their signs (design §3), which we do
     not copy.
 

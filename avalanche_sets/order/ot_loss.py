@@ -24,8 +24,8 @@ class OTFeatureLossPlugin(SupervisedPlugin):
 
     with uniform ``μ, ν`` is added to the loss with weight ``β``, once per meta-batch (Eq. 10:
     ``β`` weighs it against one task's loss, as :class:`~avalanche_sets.order.OrderStrategy`
-    sums the tasks' losses): :meth:`loss_term`, which the template adds before backward (or
-    :class:`~avalanche_sets.order.OrderStrategy` in its objective). The replayed tasks come from
+    sums the tasks' losses): :meth:`loss_term`, which the strategy's criterion adds
+    (:class:`~avalanche_sets.order.OrderStrategy`'s names it in Eq. 10). The replayed tasks come from
     ``strategy.iteration.replayed``. Solvers: ``"exact"`` (default; assignment /
     network simplex, plan detached — by the envelope theorem its gradient is that of the optimal
     value), ``"sinkhorn"`` and ``"cvxpylayers"`` (the paper's differentiable convex layer; slow).

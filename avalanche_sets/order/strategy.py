@@ -171,17 +171,20 @@ class OrderStrategy(EpisodicTemplate):
         self.order_plugins = [
             p for p in (self.replay, self.ood_split, self.mi, self.ot) if p is not None
         ]
+        self.added_plugins = list(plugins or [])
+        """The plugins given besides ORDER's own (their loss terms follow Eq. 10's)."""
         super().__init__(
             model=model,
             optimizer=optimizer,
             train_mb_size=train_mb_size,
-            plugins=[*self.order_plugins, *(plugins or [])],
+            plugins=[*self.order_plugins, *self.added_plugins],
             **kwargs,
         )
 
     def criterion(self):
-        """``H(θ)`` of Eq. 10 in training; in evaluation, the mean loss over all queries (a
-        per-query loss, comparable between methods)."""
+        """``H(θ)`` of Eq. 10 in training, plus the terms of the plugins given besides ORDER's
+        (none by default); in evaluation, the mean loss over all queries (a per-query loss,
+        comparable between methods)."""
         if not self.is_training:
             return super().criterion()
         # L_meta(T) for every task T of the meta-batch: the current tasks T_t, then the
@@ -193,11 +196,10 @@ class OrderStrategy(EpisodicTemplate):
         h = self.meta_term(loss)
         # + λ Σ_T (I_ood(T) − I_id(T)) over the same tasks (use_mi; mi_terms picks the bounds).
         if self.mi is not None:
-            h = h + self.term_of(self.mi)
+            h = self.plus_terms_of(h, self.mi)
         # + β L_OT between current and stored features of the replayed tasks (use_ot;
         # ot_unlabeled: S ∪ U_id, else S only), once; no term while the memory is empty.
         if self.ot is not None:
-            ot = self.term_of(self.ot)
-            if ot is not None:
-                h = h + ot
-        return h
+            h = self.plus_terms_of(h, self.ot)
+        # Eq. 10 ends here; the terms of the plugins given besides ORDER's follow.
+        return self.plus_terms_of(h, *self.added_plugins)

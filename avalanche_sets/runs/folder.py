@@ -49,8 +49,8 @@ from typing import Any
 
 from .. import __version__
 from ..data.content import data_content, data_root
-from ..data.files import atomic_write
 from ..defaults import FOLDER_SOURCES
+from ..files import atomic_write
 from ..methods import method_folder_name
 from ..presets import NAMING_PRESETS, PRESETS, RunConfig, preset_settings
 from .code import code_info

@@ -1,5 +1,6 @@
 """The episodic strategy template, checkpointing and the run loop."""
 
+from .allocator import keep_freed_memory
 from .checkpoint import (
     CheckpointError,
     CheckpointPlugin,
@@ -33,6 +34,7 @@ __all__ = [
     "NonFiniteLossError",
     "RunResult",
     "run_sets",
+    "keep_freed_memory",
     "episode_accuracies",
     "silent_evaluator",
     "DomainProgressLogger",

@@ -12,6 +12,12 @@ tasks), i.e. it grew faster than the batch (measured by ``benchmarks/step_speed.
 never trim it, so the memory of one step is reused by the next. Numbers are unchanged (only
 where memory comes from changes); the process keeps its peak memory until it exits. It is a
 no-op off glibc (macOS, Windows, musl) and when ``AVALANCHE_SETS_MALLOC=system`` is set.
+
+The setting is the process's, so a run makes it, never a constructor: every run calls it once
+as it starts (:func:`~avalanche_sets.training.run_sets`, hence ``avalanche-sets run`` and
+``sweep``, ``run_experiment`` and the benchmark scripts' timed iterations); building a strategy
+leaves the process as it was. A script that trains with ``strategy.train`` itself gets it with
+``avalanche_sets.training.keep_freed_memory()``.
 """
 
 from __future__ import annotations

@@ -27,8 +27,9 @@ checkpoint file is never written in place:
    the SHA-256 of the payload;
 2. it is written to ``<name>.tmp`` and flushed to disk (``fsync``);
 3. the current checkpoint, if any, is renamed to ``<name>.prev`` (the last good one), then the
-   new file is renamed into place (:func:`avalanche_sets.data.files.atomic_write`). Renames are atomic on POSIX file systems, so at every
-   instant ``<name>`` or ``<name>.prev`` is a complete checkpoint.
+   new file is renamed into place (:func:`avalanche_sets.files.atomic_write`). Renames are
+   atomic on POSIX file systems, so at every instant ``<name>`` or ``<name>.prev`` is a
+   complete checkpoint.
 
 :func:`load_latest_checkpoint` verifies the checksum and falls back from ``<name>`` to
 ``<name>.prev`` when the newest file is truncated or corrupt, saying so with a
@@ -53,7 +54,7 @@ import torch
 from avalanche.core import SupervisedPlugin
 from avalanche.evaluation.metrics.forgetting_bwt import GenericExperienceForgetting
 
-from ..data.files import atomic_write
+from ..files import atomic_write
 
 __all__ = [
     "save_checkpoint",

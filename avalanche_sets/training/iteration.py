@@ -9,7 +9,9 @@ iteration (or an evaluation batch): the template makes a new one before the plug
   puts them after the stream's tasks before the forward pass, and :attr:`Iteration.replayed`
   says which rows they are (ORDER's :class:`~avalanche_sets.order.FeatureReservoirReplayPlugin`
   writes it, :class:`~avalanche_sets.order.OTFeatureLossPlugin` reads it);
-* :attr:`Iteration.state` holds the embeddings of the meta-batch once the model has encoded it;
+* :attr:`Iteration.state` holds the embeddings of the meta-batch once the model has encoded it
+  (the one holder of the :class:`~avalanche_sets.models.EpisodeState`: neither the strategy nor
+  the model keeps another);
 * :attr:`Iteration.ood_split` holds the in-distribution / OOD decision on every unlabeled image
   (:class:`~avalanche_sets.order.OODSplitPlugin` writes it in ``after_encode``;
   :class:`~avalanche_sets.order.MIRegularizationPlugin` and the OOD-detection metric read it).

@@ -4,6 +4,9 @@
 benchmark scripts): after each training domain it evaluates the test stream (the accuracy
 matrix row), and it can checkpoint every ``checkpoint_every`` iterations and at every domain
 end, so an interrupted run continues where it stopped with the same final numbers.
+
+A run makes the process-wide settings a training process wants, not a strategy's constructor:
+it keeps freed memory for the next step (:func:`~avalanche_sets.training.allocator.keep_freed_memory`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from avalanche.core import SupervisedPlugin
 from ..data.benchmark import SETSExperience
 from ..metrics import episode_accuracies as _per_episode
 from ..metrics import stats
+from .allocator import keep_freed_memory
 from .checkpoint import CheckpointPlugin, load_latest_checkpoint, save_checkpoint
 
 __all__ = ["RunResult", "run_sets", "episode_accuracies"]
@@ -177,9 +181,14 @@ def run_sets(
             resumes from a checkpoint (``path`` is the file used; ``skipped`` lists damaged
             newer files passed over, which are also reported as warnings).
 
+    The process keeps freed memory from here on (:func:`~.allocator.keep_freed_memory`:
+    numbers unchanged, peak memory kept until the process exits; ``AVALANCHE_SETS_MALLOC=system``
+    opts out), as every run does.
+
     Returns:
         the :class:`RunResult` with the accuracy matrix.
     """
+    keep_freed_memory()
     stream = getattr(benchmark, f"{eval_stream}_stream")
     interim = stream if interim_episodes is None else _truncated(stream, interim_episodes)
     result = RunResult(domains=benchmark.domain_names)

@@ -15,19 +15,23 @@ What the template guarantees:
   Avalanche's accuracy, loss, forgetting, BWT, timing, CPU and RAM metrics work unchanged.
 * Plugins hand each other values through one typed object per forward pass,
   :class:`~avalanche_sets.training.iteration.Iteration` (``strategy.iteration``): a memory
-  plugin appends tasks there and the template puts them in the meta-batch; the embeddings and
-  an OOD split of the unlabeled images are kept there.
-* Every loss term is named. A plugin with a ``loss_term(strategy)`` method (and a ``TERM``
-  name) has its term added by the template before the plugins' ``before_backward``, unless the
-  strategy's criterion already added it (:meth:`EpisodicTemplate.term_of`); plugins may also
-  add terms in a callback with :meth:`EpisodicTemplate.add_loss_term`.
-  ``strategy.loss_terms`` holds this iteration's values, ``"meta"`` being the query loss
+  plugin appends tasks there and the template puts them in the meta-batch; the model's
+  :class:`~avalanche_sets.models.EpisodeState` (``strategy.iteration.state``, its one holder)
+  and an OOD split of the unlabeled images are kept there.
+* A loss term reaches the loss by one path: the strategy's :meth:`~EpisodicTemplate.criterion`.
+  A plugin with a term defines ``loss_term(strategy)`` (and ``TERM``, the term's name); in
+  training the criterion returns the query loss plus every plugin's term, in plugin order
+  (:meth:`EpisodicTemplate.plus_terms_of`). A strategy that writes its own objective names its
+  plugins' terms in it (ORDER's Eq. 10) and adds the other plugins' terms after them; a plugin
+  whose term no criterion added stops the step. ``strategy.loss_terms`` holds this iteration's
+  values by name, ``"meta"`` being the query loss
   (:class:`~avalanche_sets.training.loss_terms.LossTerms` logs their means).
   A non-finite term or gradient refuses the step with a :class:`NonFiniteLossError` naming the
   term and the iteration, before the weights change, so the last checkpoint stays the last
   good state.
-* Large activations reuse freed memory (:func:`~avalanche_sets.training.allocator.keep_freed_memory`,
-  called at construction; ``AVALANCHE_SETS_MALLOC=system`` opts out).
+* Building a strategy changes nothing outside it: process-wide settings, such as the kept freed
+  memory of :func:`~avalanche_sets.training.allocator.keep_freed_memory`, are made by the run
+  (:func:`~avalanche_sets.training.run_sets`).
 * The train loader keeps the episode collate function (Avalanche's default loader drops it for
   experiences without task labels) and does not shuffle: episodes are already random, and a
   fixed order makes runs reproducible and resumable at any iteration (``start_iteration``).
@@ -49,7 +53,6 @@ from torch.nn import CrossEntropyLoss
 from torch.utils.data import DataLoader, Subset
 
 from ..data.episodes import EpisodeBatch, collate_episodes
-from .allocator import keep_freed_memory
 from .cuda_settings import use_cudnn_autotuner
 from .iteration import Iteration, check_partners
 
@@ -98,7 +101,7 @@ class EpisodicPlugin(SupervisedPlugin):
     """A :class:`SupervisedPlugin` with the template's extra event.
 
     ``after_encode(strategy)`` fires after a meta-batch is embedded and before its queries are
-    classified; ``strategy.episode_state`` then holds the embeddings and prototypes.
+    classified; ``strategy.iteration.state`` then holds the embeddings and prototypes.
     """
 
     def after_encode(self, strategy, *args, **kwargs):
@@ -112,10 +115,11 @@ class EpisodicTemplate(SupervisedTemplate):
         model: an episodic model. If it has ``encode(batch)`` and ``classify(state)`` (as
             :class:`~avalanche_sets.models.PrototypicalModel`), the template calls them with
             an ``after_encode`` plugin event in between and keeps the
-            :class:`~avalanche_sets.models.EpisodeState` in ``strategy.episode_state``;
+            :class:`~avalanche_sets.models.EpisodeState` in ``strategy.iteration.state``;
             otherwise it calls ``model(batch)``. Either way the model returns query logits.
         optimizer: the model's optimiser (paper: Adam, lr 1e-3).
-        criterion: loss on the query logits (default cross-entropy, the meta loss).
+        criterion: loss on the query logits (default cross-entropy, the meta loss); the
+            plugins' loss terms are added to it in training (:meth:`criterion`).
         train_mb_size: episodes per meta-batch (paper: 2).
         train_epochs: passes over each experience's episodes (SETS: 1).
         eval_mb_size: episodes per evaluation batch.
@@ -169,15 +173,11 @@ class EpisodicTemplate(SupervisedTemplate):
             eval_every=eval_every,
             **kwargs,
         )
-        # Reuse the memory of one step in the next instead of faulting in fresh pages for every
-        # large activation (process-wide; numbers unchanged; see training/allocator.py).
-        keep_freed_memory()
         use_cudnn_autotuner(self.device)
         # Avalanche's first make_optimizer() call resets the optimiser's state (to record which
         # parameters it optimises). Doing it now, while the state is empty, keeps a state
         # restored from a checkpoint alive when train() calls make_optimizer() again.
         self.make_optimizer()
-        self.episode_state = None
         self.iteration: Iteration | None = None
         """This forward pass's :class:`Iteration` (the last one's between passes)."""
         self.start_iteration = 0
@@ -185,6 +185,7 @@ class EpisodicTemplate(SupervisedTemplate):
         """Index of the current meta-batch inside the current training experience."""
         self.loss_terms: dict[str, torch.Tensor] = {}
         """This iteration's loss terms by name (detached), e.g. ``{"meta": ..., "mi": ...}``."""
+        self._terms_added_of: list = []  # plugins whose terms this iteration's loss holds
         self._eval_batches: dict[int, tuple] = {}
         self._meta_checked: torch.Tensor | None = None
         self._eval_cached_bytes = 0
@@ -262,17 +263,23 @@ class EpisodicTemplate(SupervisedTemplate):
         if self.iteration is None:  # a forward pass outside Avalanche's loops
             self.iteration = Iteration(training=self.is_training, n_current=len(batch))
         if hasattr(self.model, "encode") and hasattr(self.model, "classify"):
-            self.episode_state = self.iteration.state = self.model.encode(batch)
+            self.iteration.state = self.model.encode(batch)
             trigger_plugins(self, "after_encode")
-            return self.model.classify(self.episode_state)
-        self.episode_state = self.iteration.state = None
+            return self.model.classify(self.iteration.state)
+        self.iteration.state = None
         return self.model(batch)
 
     def criterion(self):
+        """The loss: in training, the query loss (recorded as ``"meta"``) plus the loss terms of
+        the plugins, in plugin order; in evaluation, the query loss.
+
+        A subclass with its own objective overrides this and ends, in training, with
+        :meth:`plus_terms_of` for the plugins it does not name.
+        """
         loss = super().criterion()
-        if self.is_training:
-            self.meta_term(loss)
-        return loss
+        if not self.is_training:
+            return loss
+        return self.plus_terms_of(self.meta_term(loss), *self.plugins)
 
     def meta_term(self, loss: torch.Tensor) -> torch.Tensor:
         """Record the query loss as this iteration's ``"meta"`` term; refuse it if non-finite
@@ -289,23 +296,33 @@ class EpisodicTemplate(SupervisedTemplate):
         if not bool(torch.isfinite(meta).all()):
             self._refuse("meta", f"meta={float(meta.float().sum()):.4g}")
 
-    def term_of(self, plugin) -> torch.Tensor | None:
-        """``plugin.loss_term(self)``, recorded under ``plugin.TERM`` in :attr:`loss_terms`
-        (``None``: the plugin has no term this iteration).
+    def plus_terms_of(self, loss: torch.Tensor, *plugins) -> torch.Tensor:
+        """``loss`` plus the loss terms of ``plugins``, added one at a time in their order and
+        recorded by name in :attr:`loss_terms` (checked for NaN/inf before backward).
 
-        A strategy whose criterion assembles its objective from plugins' terms calls this; the
-        template then does not add that plugin's term again before backward.
+        A plugin's ``loss_term(self)`` returns its term (named by the plugin's ``TERM``), a
+        mapping of several terms by name (added in the mapping's order), or ``None`` (no term
+        this iteration). Plugins without a ``loss_term`` add nothing.
         """
-        self._terms_added.add(id(plugin))
-        value = plugin.loss_term(self)
-        if value is not None:
-            self._record_term(plugin.TERM, value)
-        return value
-
-    def add_loss_term(self, name: str, value: torch.Tensor) -> None:
-        """Add a named term to this iteration's loss (checked for NaN/inf before backward)."""
-        self.loss = self.loss + value
-        self._record_term(name, value)
+        for plugin in plugins:
+            if not hasattr(plugin, "loss_term"):
+                continue
+            self._terms_added_of.append(plugin)
+            terms = plugin.loss_term(self)
+            if terms is None:
+                continue
+            if isinstance(terms, torch.Tensor):
+                if not isinstance(getattr(plugin, "TERM", None), str):
+                    raise TypeError(
+                        f"{type(plugin).__name__}.loss_term returned a tensor, but the plugin "
+                        "has no TERM, the name its term is recorded and logged under; fix: set "
+                        f"TERM = '<name>' on {type(plugin).__name__}, or return {{name: term}}"
+                    )
+                terms = {plugin.TERM: terms}
+            for name, value in terms.items():
+                loss = loss + value
+                self._record_term(name, value)
+        return loss
 
     def _record_term(self, name: str, value: torch.Tensor) -> None:
         key, k = name, 1
@@ -316,7 +333,7 @@ class EpisodicTemplate(SupervisedTemplate):
 
     def _before_training_iteration(self, **kwargs):
         self.loss_terms = {}
-        self._terms_added: set[int] = set()
+        self._terms_added_of = []
         self.iteration = Iteration(training=True, n_current=len(self.mb_x))
         super()._before_training_iteration(**kwargs)
         replayed = self.iteration.replayed
@@ -337,17 +354,28 @@ class EpisodicTemplate(SupervisedTemplate):
         )
 
     def _before_backward(self, **kwargs):
-        # Refuse a non-finite query loss before plugins build their terms on top of it (a
-        # criterion that records "meta" itself is checked here; meta_term checks at once).
+        # Refuse a non-finite query loss (a criterion that records "meta" itself is checked
+        # here; meta_term checks at once, before the plugins' terms are built on top of it).
         self._refuse_non_finite_meta()
-        # Then the terms of plugins with a loss_term that the criterion did not assemble, in
-        # plugin order, then the plugins' own callbacks.
-        for plugin in self.plugins:
-            if hasattr(plugin, "loss_term") and id(plugin) not in self._terms_added:
-                value = self.term_of(plugin)
-                if value is not None:
-                    self.loss = self.loss + value
+        self._check_every_term_added()
         super()._before_backward(**kwargs)
+
+    def _check_every_term_added(self) -> None:
+        """Stop the step when the criterion left out a plugin's loss term: the term would
+        otherwise be missing from the loss without a word."""
+        left_out = [
+            type(p).__name__
+            for p in self.plugins
+            if hasattr(p, "loss_term") and not any(p is q for q in self._terms_added_of)
+        ]
+        if left_out:
+            raise RuntimeError(
+                f"{type(self).__name__}.criterion did not add the loss terms of {left_out}: "
+                "every plugin's loss_term reaches the loss through the criterion; fix: give "
+                "the plugins to the strategy's constructor (plugins=[...]), and end a criterion "
+                "of one's own with `return self.plus_terms_of(loss, *plugins)` for the plugins "
+                "it does not name, as EpisodicTemplate.criterion does"
+            )
 
     def backward(self):
         if not bool(torch.isfinite(self.loss).all()):

@@ -137,15 +137,6 @@ def build(name: str, *, seed: int = 0, train_epochs: int = 1, plugins=(), **over
     )
 
 
-def clone_model(model):
-    """A deep copy of a model (without its cached last forward state, which holds a graph)."""
-    saved, model.last_state = model.last_state, None
-    try:
-        return copy.deepcopy(model)
-    finally:
-        model.last_state = saved
-
-
 def params_vector(model) -> torch.Tensor:
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
 
@@ -289,7 +280,7 @@ def test_er_gradient_includes_memory(bench):
 
     def compare(s):
         full = grads_vector(s.model)
-        model = clone_model(s.model)
+        model = copy.deepcopy(s.model)
         model.zero_grad()
         batch = s.mb_x.select(range(MB)).without_oracle()
         y = batch.query_y.reshape(-1)
@@ -487,7 +478,7 @@ def test_der_adds_logit_and_label_terms_from_a_full_memory(bench):
     alpha, beta, mem = 0.3, 0.7, 4
     logs = []
 
-    def before_backward(s):  # runs after DER's before_backward
+    def before_backward(s):  # runs after the criterion added DER's terms
         der = s.cl_plugin
         logs.append(
             dict(
@@ -541,7 +532,7 @@ def test_mer_weights_are_the_reptile_interpolation_of_the_inner_steps(bench):
     state = {}
 
     def before(s):
-        state["model"] = clone_model(s.model)
+        state["model"] = copy.deepcopy(s.model)
 
     def after(s):
         mer = s.cl_plugin

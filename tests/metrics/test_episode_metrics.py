@@ -84,7 +84,6 @@ def _strategy(stream: str = "test") -> FakeStrategy:
         mb_x=None,
         mb_output=None,
         mb_y=None,
-        episode_state=None,
         stream=stream,
     )
 

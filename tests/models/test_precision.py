@@ -98,8 +98,8 @@ def test_heads_and_logits_stay_fp32_under_bf16():
     batch = batch.without_oracle()
     net = ConvBackbone(n_blocks=4, width=8, image_size=32, channels_last=True, precision="bf16")
     model = PrototypicalModel(net, refine="mskm")
-    logits = model(batch)
-    state = model.last_state
+    state = model.encode(batch)
+    logits = model.classify(state)
     for t in (logits, state.support_emb, state.query_emb, state.unlabeled_emb, state.prototypes,
               state.refined_prototypes):  # fmt: skip
         assert t.dtype == torch.float32

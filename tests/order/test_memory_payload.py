@@ -140,12 +140,15 @@ class LogitPayload(SupervisedPlugin):
         for row, _slot, task in stored:
             task.payload["logits"] = logits[row].clone()
 
-    def before_backward(self, strategy, **kwargs):
+    TERM = "logits"
+
+    def loss_term(self, strategy):
         info = strategy.iteration.replayed
-        if info is not None:
-            logits = strategy.mb_output.reshape(len(strategy.mb_x), -1, 2)[info.rows.start :]
-            stored = torch.stack([t.payload["logits"] for t in info.tasks])
-            strategy.add_loss_term("logits", F.mse_loss(logits, stored))
+        if info is None:
+            return None
+        logits = strategy.mb_output.reshape(len(strategy.mb_x), -1, 2)[info.rows.start :]
+        stored = torch.stack([t.payload["logits"] for t in info.tasks])
+        return F.mse_loss(logits, stored)
 
 
 class MemorySnapshots(SupervisedPlugin):

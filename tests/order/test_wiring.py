@@ -172,7 +172,7 @@ class Probe(EpisodicPlugin):
 
     def after_forward(self, strategy, **kwargs):
         rec = self.records[-1]
-        rec.update(batch=strategy.mb_x, state=strategy.episode_state, logits=strategy.mb_output)
+        rec.update(batch=strategy.mb_x, state=strategy.iteration.state, logits=strategy.mb_output)
         rec["rows"] = strategy.iteration.replayed
 
     def before_backward(self, strategy, **kwargs):

@@ -60,7 +60,7 @@ class _SpreadTerm(SupervisedPlugin):
     TERM = "spread"
 
     def loss_term(self, strategy):
-        state = strategy.episode_state
+        state = strategy.iteration.state
         return None if state is None else 1e-3 * state.prototypes.float().pow(2).mean()
 
 

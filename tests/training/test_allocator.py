@@ -1,18 +1,34 @@
-"""The template keeps freed memory for the next step (glibc), unless the user opts out."""
+"""The run keeps freed memory for the next step (glibc), unless the user opts out; building a
+strategy leaves the process's allocator as it was (a process-wide setting is the run's)."""
 
 import pytest
 
+from avalanche_sets.data import sets_benchmark
 from avalanche_sets.methods import build_strategy
 from avalanche_sets.presets import resolve_preset
-from avalanche_sets.training import allocator
+from avalanche_sets.training import allocator, run_sets
 
 glibc = pytest.mark.skipif(allocator._libc() is None, reason="not glibc: nothing to tune")
 
 
+def _strategy():
+    return build_strategy("mskm", resolve_preset("quick", width=4), seed=0)
+
+
+def _one_iteration(strategy) -> None:
+    bench = sets_benchmark(
+        "synthetic", domains=["shapes"], n_query=2, n_unlabeled=2, n_ood=2, tasks_per_domain=2,
+        n_test_episodes=1,
+    )  # fmt: skip
+    run_sets(strategy, bench, stop_after=1)
+
+
 @glibc
-def test_building_a_strategy_keeps_freed_memory():
+def test_building_a_strategy_leaves_the_allocator_and_the_run_keeps_freed_memory():
     assert allocator.keep_freed_memory(False) and allocator.allocator_mode() == "system"
-    build_strategy("mskm", resolve_preset("quick", width=4), seed=0)
+    strategy = _strategy()
+    assert allocator.allocator_mode() == "system"
+    _one_iteration(strategy)
     assert allocator.allocator_mode() == "kept"
 
 
@@ -20,7 +36,7 @@ def test_building_a_strategy_keeps_freed_memory():
 def test_the_opt_out_leaves_malloc_alone(monkeypatch):
     allocator.keep_freed_memory(False)
     monkeypatch.setenv("AVALANCHE_SETS_MALLOC", "system")
-    build_strategy("mskm", resolve_preset("quick", width=4), seed=0)
+    _one_iteration(_strategy())
     assert allocator.allocator_mode() == "system"
     assert not allocator.keep_freed_memory()
     monkeypatch.delenv("AVALANCHE_SETS_MALLOC")

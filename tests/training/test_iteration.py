@@ -5,7 +5,9 @@
   not stand in for ORDER's memory.
 * Tasks handed to ``Iteration.replay`` reach the forward pass after the current ones, and only
   in that iteration.
-* A plugin's ``loss_term`` is added once: by the template, or by a criterion that assembles it.
+* A loss term reaches the loss one way, the criterion: the template's adds every plugin's term in
+  plugin order, one of one's own names some and adds the rest, and a term no criterion added
+  stops the step.
 """
 
 from __future__ import annotations
@@ -149,38 +151,109 @@ def test_replay_is_refused_outside_training_twice_or_with_mismatched_lengths():
 
 
 class _Term(EpisodicTemplate.PLUGIN_CLASS):
-    """A loss term of 2 × the mean query logit, counting its calls."""
+    """A loss term of ``scale`` × the mean query logit (``None``: no term), counting its calls."""
 
     TERM = "probe"
 
-    def __init__(self) -> None:
+    def __init__(self, scale: float | None = 2.0) -> None:
         super().__init__()
-        self.calls = 0
+        self.scale, self.calls = scale, 0
 
     def loss_term(self, strategy):
         self.calls += 1
-        return 2.0 * strategy.mb_output.mean()
+        return None if self.scale is None else self.scale * strategy.mb_output.mean()
 
 
-class _Assembles(EpisodicTemplate):
-    """A criterion that adds the first plugin's term itself (as OrderStrategy does)."""
+class _Terms(EpisodicTemplate.PLUGIN_CLASS):
+    """Two named terms from one plugin (as DER's logit and label terms)."""
+
+    def loss_term(self, strategy):
+        return {"sq": strategy.mb_output.pow(2).mean(), "abs": strategy.mb_output.abs().mean()}
+
+
+class _Cancels(EpisodicTemplate.PLUGIN_CLASS):
+    """Two terms that cancel exactly, ``+2**24`` then ``-2**24``: added one at a time, they round
+    what came before to a multiple of 2 (float32), so the result shows the order of the sum."""
+
+    def loss_term(self, strategy):
+        zero = 0.0 * strategy.mb_output.mean()
+        return {"up": zero + 2.0**24, "down": zero - 2.0**24}
+
+
+class _NoTerm(EpisodicTemplate.PLUGIN_CLASS):
+    """A plugin without a loss term."""
+
+
+def _strategy(cls, plugins):
+    model = PrototypicalModel(ConvBackbone(n_blocks=2, width=4, image_size=16))
+    return cls(
+        model=model, optimizer=torch.optim.Adam(model.parameters()), plugins=plugins,
+        evaluator=silent_evaluator(),
+    )  # fmt: skip
+
+
+def test_the_criterion_adds_every_plugins_terms_once_in_plugin_order():
+    probe, cancels, none = _Term(), _Cancels(), _Term(scale=None)
+    strategy = _strategy(EpisodicTemplate, [probe, _NoTerm(), cancels, none])
+    _train(strategy, [_batch(2, seed=3)])
+    assert probe.calls == none.calls == 1
+    t = strategy.loss_terms
+    assert list(t) == ["meta", "probe", "up", "down"]
+    assert torch.equal(t["probe"], 2.0 * strategy.mb_output.detach().mean())
+    # one sum, left to right in plugin order (the order is part of the numbers): the cancelling
+    # terms, added one at a time, round meta + probe to a multiple of 2
+    loss = strategy.loss.detach().reshape(())
+    assert torch.equal(loss, t["meta"] + t["probe"] + t["up"] + t["down"])
+    assert not torch.equal(loss, t["meta"] + t["probe"] + (t["up"] + t["down"]))
+
+
+class _NamesTheFirst(EpisodicTemplate):
+    """An objective of one's own: names the first plugin's term, then adds the others'."""
 
     def criterion(self):
         h = self.meta_term(self._criterion(self.mb_output, self.mb_y))
-        return h + self.term_of(self.plugins[0])
+        h = self.plus_terms_of(h, self.plugins[1])
+        return self.plus_terms_of(h, self.plugins[0], *self.plugins[2:])
 
 
-def test_a_loss_term_is_added_once_by_the_template_or_by_the_criterion_that_assembles_it():
-    for cls in (EpisodicTemplate, _Assembles):
-        term = _Term()
-        model = PrototypicalModel(ConvBackbone(n_blocks=2, width=4, image_size=16))
-        strategy = cls(
-            model=model, optimizer=torch.optim.Adam(model.parameters()), plugins=[term],
-            evaluator=silent_evaluator(),
-        )  # fmt: skip
+class _LeavesOut(EpisodicTemplate):
+    """An objective of one's own that forgets the plugins' terms."""
+
+    def criterion(self):
+        return self.meta_term(self._criterion(self.mb_output, self.mb_y))
+
+
+def test_a_criterion_of_ones_own_names_terms_and_one_that_leaves_a_term_out_stops_the_step():
+    first, second = _Term(), _Terms()
+    strategy = _strategy(_NamesTheFirst, [first, second])
+    _train(strategy, [_batch(2, seed=3)])
+    assert first.calls == 1 and list(strategy.loss_terms) == ["meta", "sq", "abs", "probe"]
+    strategy = _strategy(_LeavesOut, [_NoTerm(), _Term()])
+    before = [p.detach().clone() for p in strategy.model.parameters()]
+    with pytest.raises(RuntimeError, match=r"_LeavesOut.criterion did not add the loss terms of "
+                       r"\['_Term'\].*plus_terms_of"):  # fmt: skip
         _train(strategy, [_batch(2, seed=3)])
-        assert term.calls == 1, cls.__name__
-        meta, probe = strategy.loss_terms["meta"], strategy.loss_terms["probe"]
-        assert list(strategy.loss_terms) == ["meta", "probe"]
-        assert torch.allclose(probe, 2.0 * strategy.mb_output.mean().detach())
-        assert torch.allclose(strategy.loss.detach().reshape(()), meta + probe)
+    assert all(torch.equal(p, b) for p, b in zip(strategy.model.parameters(), before))
+
+
+def test_a_term_without_a_name_is_refused_with_the_fix():
+    class Unnamed(EpisodicTemplate.PLUGIN_CLASS):
+        def loss_term(self, strategy):
+            return strategy.mb_output.mean()
+
+    with pytest.raises(TypeError, match=r"Unnamed.loss_term returned a tensor.*no TERM.*fix"):
+        _train(_strategy(EpisodicTemplate, [Unnamed()]), [_batch(2, seed=3)])
+
+
+def test_order_names_its_terms_as_eq_10_then_adds_the_other_plugins():
+    probe = _Term()
+    strategy = OrderStrategy(
+        model=PrototypicalModel(ConvBackbone(n_blocks=2, width=4, image_size=16),
+                                refine="soft_kmeans"),
+        use_replay=False, use_ot=False, plugins=[probe], evaluator=silent_evaluator(),
+    )  # fmt: skip
+    assert strategy.added_plugins == [probe]
+    _train(strategy, [_batch(2, seed=3)])
+    t = strategy.loss_terms
+    assert probe.calls == 1 and list(t) == ["meta", "mi", "probe"]
+    assert torch.equal(strategy.loss.detach().reshape(()), t["meta"] + t["mi"] + t["probe"])

@@ -41,8 +41,8 @@ class DERPlugin(SupervisedPlugin):
       domain boundaries needed, as in DER. A stored task keeps its uint8 episode (support,
       query, unlabeled incl. OOD; no oracle) and its **query logits** ``[N·Q, N]`` from the
       forward pass that trained on it (before that step's update, as DER stores ``outputs``).
-    * **Loss** (added in ``before_backward``): ``L = L_meta(current) + α·MSE(f(x_m), z_m) +
-      β·CE(f(x_m'), y_m')`` — the MSE between the current query logits of a memory sample
+    * **Loss** (:meth:`loss_term`, which the strategy's criterion adds): ``L = L_meta(current) +
+      α·MSE(f(x_m), z_m) + β·CE(f(x_m'), y_m')`` — the MSE between the current query logits of a memory sample
       ``x_m`` and their stored logits ``z_m`` (DER), plus the meta-loss on the query labels of
       an independent memory sample ``x_m'`` (the "++" term). ``beta=0`` gives plain DER.
       Each sample is ``replay_batch`` tasks forwarded as its own meta-batch through the
@@ -106,19 +106,23 @@ class DERPlugin(SupervisedPlugin):
         logits = torch.cat([it["logits"] for it in items]).to(device)
         return x, y, logits
 
-    def before_backward(self, strategy, **kwargs) -> None:
+    def loss_term(self, strategy) -> dict[str, Tensor] | None:
+        """The weighted terms ``{"der_logits": α·MSE, "der_labels": β·CE}`` (each only when
+        its weight is > 0), in that order; ``None`` while the memory is empty."""
         self.last_logit_loss = self.last_label_loss = None
         if len(self.reservoir) == 0:
-            return
+            return None
         model, device = strategy.model, strategy.device
+        terms = {}
         if self.alpha > 0:
             x, _, stored = self._sample(device)
             self.last_logit_loss = dark_logit_loss(model(x), stored)
-            strategy.add_loss_term("der_logits", self.alpha * self.last_logit_loss)
+            terms["der_logits"] = self.alpha * self.last_logit_loss
         if self.beta > 0:
             x, y, _ = self._sample(device)
             self.last_label_loss = strategy._criterion(model(x), y)
-            strategy.add_loss_term("der_labels", self.beta * self.last_label_loss)
+            terms["der_labels"] = self.beta * self.last_label_loss
+        return terms
 
     @torch.no_grad()
     def after_training_iteration(self, strategy, **kwargs) -> None:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ...files import atomic_write
 from ..domain import SPLITS, Domain
-from ..files import atomic_write
 from ._domains import _ID_FAMILIES
 from ._draw import _canvas, _Family, _postprocess
 from ._ood import _OOD_FAMILIES

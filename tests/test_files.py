@@ -4,10 +4,12 @@ caches) — a reader sees the old file or the whole new one, never a torn one.""
 from __future__ import annotations
 
 import stat
+import subprocess
+import sys
 
 import pytest
 
-from avalanche_sets.data.files import atomic_write
+from avalanche_sets.files import atomic_write
 from avalanche_sets.runs.folder import atomic_write as folder_atomic_write
 
 
@@ -53,3 +55,13 @@ def test_other_content_is_refused_by_type(tmp_path):
     with pytest.raises(TypeError, match="content must be str, bytes or a function"):
         atomic_write(tmp_path / "x", 3)  # type: ignore[arg-type]
     assert not list(tmp_path.iterdir())
+
+
+def test_the_writer_is_a_ground_floor_room_of_the_standard_library():
+    """Run folders, checkpoints and packs all import it: it imports none of them, nor torch."""
+    code = (
+        "import sys, avalanche_sets.files; "
+        "print(sorted(m for m in sys.modules if m.startswith(('torch', 'numpy', 'avalanche'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["['avalanche_sets',", "'avalanche_sets.files']"]

@@ -5,9 +5,11 @@ file or the whole new one, never a torn one: the content goes to a temporary fil
 folder, is flushed to disk (``fsync``) and renamed over the target (:func:`os.replace` is atomic
 on POSIX file systems); the folder is then synced so the rename itself survives a power cut.
 
-It lives in the lowest layer, :mod:`avalanche_sets.data` (the data packs and caches,
-checkpoints and run folders all write through it), so that no lower layer imports an upper one
-to share it; it needs the standard library alone, as the command line's start imports it.
+It is a room of its own on the package's ground floor, beside :mod:`avalanche_sets.defaults`:
+the data packs and caches (:mod:`avalanche_sets.data`), checkpoints
+(:mod:`avalanche_sets.training.checkpoint`) and run folders (:mod:`avalanche_sets.runs.folder`)
+all write through it, and none of them is below the others. It needs the standard library
+alone, as the command line's start imports it (through the run folders) before torch.
 """
 
 from __future__ import annotations
