@@ -31,6 +31,12 @@ def links(text: str) -> list[str]:
     return [m.group(1) for rx in (_MARKDOWN, _AUTOLINK, _HTML) for m in rx.finditer(prose)]
 
 
+def heading_ids(page: Path) -> set[str]:
+    """The ids MkDocs' ``toc`` gives the headings of a Markdown page (its default slugify)."""
+    titles = re.findall(r"^#+\s+(.+?)\s*$", page.read_text(encoding="utf-8"), re.M)
+    return {re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", t).strip().lower()) for t in titles}
+
+
 def checkout_path(url: str, urls: dict[str, str]) -> Path | None:
     """The file or folder of this checkout that ``url`` shows, ``None`` for another site's."""
     url = url.split("#", 1)[0]
@@ -66,6 +72,11 @@ def test_every_link_into_the_project_resolves_in_this_checkout():
     assert len(ours) > 20  # the documentation table, the result pictures, the folders
     missing = [t for t, p in ours.items() if not p.exists()]
     assert not missing, f"README links to nothing in this checkout: {missing}"
+    site = urls["Documentation"]
+    anchors = [t for t, p in ours.items() if t.startswith(site) and "#" in t]
+    assert anchors  # the install section's link to the pip route
+    dangling = [t for t in anchors if t.split("#", 1)[1] not in heading_ids(ours[t])]
+    assert not dangling, f"README links to headings that are not there: {dangling}"
     # and the generator would write each of them exactly so
     for target, path in ours.items():
         rel = path.relative_to(ROOT).as_posix() + ("/" if "/tree/" in target else "")
