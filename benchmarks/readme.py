@@ -2,7 +2,8 @@
 
 Every block of README.md and of the pages under ``docs/`` between ``<!-- NAME:start -->`` and
 ``<!-- NAME:end -->`` comes from ``benchmarks/results/`` (a block may sit on several pages; its
-links are written relative to each page): the demo (``demo/``: its accuracy, heatmap, episode picture and run
+links are written relative to each page of the site, and absolute in README.md, which is also
+the package index's long description: :func:`absolute_url`): the demo (``demo/``: its accuracy, heatmap, episode picture and run
 time), the install time (``install/``), the test suite's size and time (``test_suite/``) and
 the main tables (``main_tables.py``), the main job's wall time (``main_job_time/``) and the
 command line's start-up time (``startup_time/``). ``tests/benchmarks/test_readme_numbers.py`` fails when a
@@ -13,7 +14,6 @@ page and those files disagree, and when the demo's record is older than the code
     python -m benchmarks.readme record-demo      # run `make demo`'s command, keep its result
     python -m benchmarks.readme record-tests     # run the test suite, keep its count and time
     python -m benchmarks.readme record-install   # a fresh install into a temporary venv, timed
-    python -m benchmarks.readme record-l2l-download   # learn2learn's sdist fetch, old vs new
     python -m benchmarks.readme record-screenshots    # the site as the browser test sees it
 """
 
@@ -31,6 +31,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 from benchmarks._code import code_md
 from benchmarks._common import (
@@ -131,17 +136,6 @@ def install_block() -> str:
         f"wheels) took **{_minutes(s['wall_seconds'])}** on {s['date'][:10]}, {_machine(s)} "
         "([result](benchmarks/results/install/README.md)).\n"
     )
-    dl = INSTALL / "learn2learn_download.json"
-    if dl.is_file():  # `python -m benchmarks.readme record-l2l-download`
-        d = json.loads(dl.read_text())
-        times = "; ".join(  # keys: "<when>: <pip flags>"
-            f"{k.split(': ', 1)[0]} (`{k.split(': ', 1)[1]}`) {_minutes(v)}"
-            for k, v in d["seconds"].items()
-        )
-        text += (
-            f"\nFetching learn2learn's sdist, the two ways timed one after the other on "
-            f"{d['date'][:10]}, {_machine(d)}: {times}.\n"
-        )
     return text
 
 
@@ -285,13 +279,39 @@ def gpu_block() -> str:
     )
 
 
-_LINK = re.compile(r"(\]\()([^)#:\s]+)")  # a relative Markdown link target
+_LINK = re.compile(r"(\]\()(?![a-z][a-z0-9+.-]*:)([^)#\s]+)")  # a relative Markdown link target
+_IMAGES = (".png", ".jpg", ".jpeg", ".gif", ".svg")
+
+
+def project_urls() -> dict[str, str]:
+    """pyproject.toml's ``[project.urls]``: where the repository and the documentation live."""
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        return tomllib.load(f)["project"]["urls"]
+
+
+def absolute_url(target: str, urls: dict[str, str] | None = None) -> str:
+    """A link target relative to the repository root as the absolute address README.md uses:
+    a page of ``docs/`` on the documentation site (``docs/guide/cli.md`` → ``<site>guide/cli/``),
+    a folder as the repository's tree, an image as its raw file (the package index shows it),
+    any other file as the repository's page of it (all on the ``main`` branch)."""
+    urls = project_urls() if urls is None else urls
+    path, hash_, anchor = target.partition("#")
+    if path.startswith("docs/") and path.endswith(".md"):
+        page = f"/{path.removeprefix('docs/').removesuffix('.md')}"  # use_directory_urls
+        url = urls["Documentation"] + (page.removesuffix("/index") + "/").removeprefix("/")
+    else:
+        kind = "tree" if path.endswith("/") else "raw" if path.endswith(_IMAGES) else "blob"
+        url = f"{urls['Repository']}/{kind}/main/{path}"
+    return url + hash_ + anchor
 
 
 def relink(block: str, base: Path) -> str:
-    """``block``, written with links relative to the repository root, for a page in ``base``."""
+    """``block``, written with links relative to the repository root, for a page in ``base``:
+    relative to it on the site, absolute (:func:`absolute_url`) in README.md (``base`` the
+    root)."""
     if base == ROOT:
-        return block
+        urls = project_urls()
+        return _LINK.sub(lambda m: m.group(1) + absolute_url(m.group(2), urls), block)
     return _LINK.sub(lambda m: m.group(1) + os.path.relpath(ROOT / m.group(2), base), block)
 
 
@@ -499,32 +519,6 @@ def record_install() -> int:
     return 0
 
 
-L2L_DOWNLOADS = {  # learn2learn's sdist fetched as scripts/install.sh once did, and as it does
-    "before: --no-binary :all:": ["--no-binary", ":all:"],
-    "now: --no-binary learn2learn --no-build-isolation": [
-        "--no-binary", "learn2learn", "--no-build-isolation",
-    ],
-}  # fmt: skip
-
-
-def record_l2l_download() -> int:
-    """Time the two ways of fetching learn2learn's sdist, one after the other, same venv."""
-    prov = _prov()
-    seconds = {}
-    for name, flags in L2L_DOWNLOADS.items():
-        with tempfile.TemporaryDirectory() as tmp:
-            # --no-cache-dir: a fresh machine has no wheels built by an earlier run
-            cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-cache-dir",
-                   "--no-deps", *flags, "learn2learn==0.2.0", "-d", tmp]  # fmt: skip
-            start = time.perf_counter()
-            subprocess.run(cmd, check=True, cwd=tmp)
-            seconds[name] = time.perf_counter() - start
-            print(f"{name}: {seconds[name]:.1f} s")
-    INSTALL.mkdir(parents=True, exist_ok=True)
-    write_json(INSTALL / "learn2learn_download.json", {**prov, "seconds": seconds})
-    return 0
-
-
 def record_screenshots() -> int:
     """Run the site's browser tests, keeping their screenshots of the home and results pages."""
     prov = _prov()
@@ -552,8 +546,7 @@ def main() -> int:
         prog="python -m benchmarks.readme", description=__doc__.splitlines()[0]
     )
     p.add_argument("what", choices=["update", "check", "record-demo", "record-tests",
-                                    "record-install", "record-l2l-download",
-                                    "record-screenshots"])  # fmt: skip
+                                    "record-install", "record-screenshots"])  # fmt: skip
     p.add_argument("pytest_args", nargs="*", help="record-tests: extra pytest arguments")
     args = p.parse_args()
     if args.what == "record-demo":
@@ -563,8 +556,6 @@ def main() -> int:
         return record_tests(args.pytest_args)
     if args.what == "record-install":
         return record_install()
-    if args.what == "record-l2l-download":
-        return record_l2l_download()
     if args.what == "record-screenshots":
         return record_screenshots()
     if args.what == "check":

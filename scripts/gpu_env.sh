@@ -2,32 +2,29 @@
 # Set up avalanche-sets on a GPU machine that has no network access.
 #
 # The lent GPU machines' image ("cuda") has Python 3.12 with its own CUDA
-# build of torch (2.11) and many scientific packages, but none of avalanche-lib, learn2learn,
-# cvxpy, cvxpylayers, POT or quadprog, and it cannot reach a package registry. So the set-up is
+# build of torch (2.11) and many scientific packages, but none of avalanche-lib, cvxpy,
+# cvxpylayers, POT or quadprog, and it cannot reach a package registry. So the set-up is
 # split in two:
 #
 #   scripts/gpu_env.sh fetch [DIR]    on a machine WITH registry access (default DIR: .whl):
 #       resolves the project's run-time dependencies for CPython 3.12 / manylinux x86_64,
 #       keeps what they need that is neither the torch family nor in the GPU image (the skip
 #       list below) nor deliberately left out (the omit list below), and downloads those
-#       wheels into DIR, with learn2learn 0.2.0's sources (it has no wheel for Python 3.12;
-#       `install` builds it). Pure-Python packages published as sdists only (gputil, gym) are
-#       built into wheels here. DIR/requirements.txt records the exact set. DIR belongs to this
+#       wheels into DIR. Pure-Python packages published as sdists only (gputil) are built into
+#       wheels here. DIR/requirements.txt records the exact set. DIR belongs to this
 #       script: wheels and archives in it that are not part of the set are removed.
 #   scripts/gpu_env.sh install [DIR]  on the GPU machine, from the repository root:
 #       creates the virtual environment .venv-gpu on top of the image's Python (its torch is
 #       used, never replaced), installs DIR's wheels without any network access (--no-index),
-#       builds learn2learn from its sources only with GPU_ENV_L2L=1 (no GPU check needs it:
-#       only the MAML-family baselines import it), installs the project in editable mode,
+#       installs the project in editable mode,
 #       reports unmet requirements (pip check: a version mismatch with the image's own packages
 #       is a warning, the image's version is used) and checks that torch (with CUDA),
-#       avalanche, ot, cvxpy and avalanche_sets (and learn2learn, when built) import.
+#       avalanche, ot, cvxpy and avalanche_sets import.
 #       The prepared device run, scripts/gpu_check.sh, needs none of this: it installs the
 #       carried wheels with `pip install --target` alone.
 #   scripts/gpu_env.sh list
 #       prints the FIRST-LEVEL requirements that `fetch` resolves, one per line: the
-#       project's [project].dependencies less the torch family and the skip list, plus the
-#       two that pyproject.toml does not name (learn2learn and gym, which learn2learn imports).
+#       project's [project].dependencies less the torch family and the skip list.
 #       It works offline; their transitive dependencies are only known to `fetch`.
 #
 # Size: the device tool carries at most 64 MiB with the whole working tree (tracked files
@@ -39,10 +36,7 @@
 #     sparsediffpy serves only its nonlinear (NLP) solvers. They are left out (GPU_ENV_OMIT);
 #   * wandb's wheel is 20 MiB of bundled programs (wandb-core, its system monitor, a parquet
 #     library) that only a W&B run starts; Avalanche imports wandb but this project never
-#     starts a run. They are removed from the wheel (GPU_ENV_KEEP_WANDB_BINARIES=1 keeps them);
-#   * learn2learn's sdist is 7 MiB, mostly documentation images, old Cython eggs and C files
-#     that `install` regenerates anyway: DIR keeps only its top-level files (setup.py, README,
-#     PKG-INFO...) and its package's sources (about 0.5 MiB).
+#     starts a run. They are removed from the wheel (GPU_ENV_KEEP_WANDB_BINARIES=1 keeps them).
 #
 # Every step can be run again: `fetch` reuses what DIR holds, `install` reuses the virtual
 # environment and pip leaves satisfied requirements alone.
@@ -60,8 +54,6 @@
 #   GPU_ENV_PINS    requirements the resolution must respect (replaces the built-in list).
 #   GPU_ENV_PLATFORMS  the wheel platform tags accepted (default: manylinux up to glibc 2.28).
 #   GPU_ENV_KEEP_WANDB_BINARIES=1  keep wandb's bundled programs (+19 MiB).
-#   GPU_ENV_L2L=1   install: also build learn2learn from DIR's sources (needs Cython, a C
-#                   compiler and Python's headers).
 #   GPU_ENV_MAX_MIB the size the working tree that travels must stay under (default 64).
 set -euo pipefail
 
@@ -70,14 +62,6 @@ set -euo pipefail
 # ---------------------------------------------------------------------------------------------
 TARGET_PYVER="3.12"          # the GPU image's Python (3.12.3 there)
 TARGET_ABI="cp312"
-L2L_VERSION="0.2.0"
-# learn2learn's sources as DIR keeps them (trimmed from its sdist, see above)
-L2L_ARCHIVE="learn2learn-${L2L_VERSION}-src.tar.gz"
-# learn2learn's run-time requirements that pyproject.toml does not name: learn2learn itself
-# (installed separately, see pyproject.toml) and gym, which `import learn2learn` imports.
-# (Its other ones, numpy, scipy, requests and tqdm, are in the image; qpth and gsutil are not
-# needed to import it, as in scripts/install.sh.)
-EXTRA_REQS=("gym>=0.14.0" "learn2learn==${L2L_VERSION}")
 MAX_MIB="${GPU_ENV_MAX_MIB:-64}"
 
 # Every manylinux tag from glibc 2.28 down (pip does not add the older ones itself when
@@ -95,11 +79,11 @@ fi
 PINS="${GPU_ENV_PINS-torch==2.11.0 torchvision==0.26.0 numpy==2.5.2 pot<0.9.7 scs<3.3}"
 
 # Declared by a dependency, never imported by this project's code paths (see "Size" above):
-# qpsolvers' optional solvers (qpsolvers[open_source_solvers], from avalanche-lib), cvxpy's
-# NLP engine, and learn2learn's qpth and gsutil (learn2learn is installed with --no-deps).
+# qpsolvers' optional solvers (qpsolvers[open_source_solvers], from avalanche-lib) and cvxpy's
+# NLP engine.
 # What only these need is left out too.
 OMIT="${GPU_ENV_OMIT-cvxopt py-mkl-pardiso piqp proxsuite qpalm daqp jaxopt qpax qtqp sip-python
-ecos sparsediffpy qpth gsutil}"
+ecos sparsediffpy}"
 
 # The torch family: never fetched, whatever the skip list says (the image's CUDA build is used).
 # A name matching this extended regular expression (after PEP 503 normalisation) is dropped.
@@ -163,16 +147,15 @@ fetch_python() {
 }
 
 # A Python helper shared by list, fetch and install, so that all filter names the same way.
-#   direct                    the first-level requirements (pyproject.toml + the arguments)
+#   direct                    the first-level requirements (pyproject.toml's)
 #   names NAME...             those of the names that fetch would carry
 #   report FILE               name==version of what a pip --report's packages need, walking
 #                             the requirements from the requested ones and stopping at the
 #                             torch family, the skip list and the omit list
 #   lacking DIR MANIFEST      the MANIFEST entries DIR has no wheel of
-#   prune DIR MANIFEST KEEP   remove DIR's wheels/archives not in MANIFEST (KEEP: an archive
-#                             to keep); fail naming the MANIFEST entries without a wheel
+#   prune DIR MANIFEST        remove DIR's wheels/archives not in MANIFEST; fail naming the
+#                             MANIFEST entries without a wheel
 #   slim-wandb WHEEL          remove wandb's bundled programs (wandb/bin/) from its wheel
-#   trim-sdist SDIST OUT      OUT: the sdist without docs, examples, tests and generated C
 #   check-deps FILE OMIT... -- OURS...  read `pip check`'s output; fail on what OURS lack
 helper() {
   local py="$1"; shift
@@ -201,7 +184,7 @@ if mode == "direct":
         import tomli as tomllib
     with open("pyproject.toml", "rb") as f:
         deps = tomllib.load(f)["project"]["dependencies"]
-    for req in deps + args:
+    for req in deps:
         if carried(req_name(req)):
             print(req.replace(" ", ""))
 
@@ -247,7 +230,7 @@ elif mode == "report":
 elif mode in ("prune", "lacking"):
     from pip._vendor.packaging.utils import canonicalize_name, parse_wheel_filename
     from pip._vendor.packaging.version import Version
-    folder, manifest, keep_archive = (args + [""])[:3]
+    folder, manifest = args
     wanted = {}
     with open(manifest) as f:
         for line in f:
@@ -265,7 +248,7 @@ elif mode in ("prune", "lacking"):
             if (name, version) in wanted:
                 del wanted[name, version]  # a second wheel of it would be removed
                 continue
-        elif not fn.endswith((".tar.gz", ".zip")) or fn == keep_archive:
+        elif not fn.endswith((".tar.gz", ".zip")):
             continue
         print(f"[gpu_env] removing {fn} (not part of the set)")
         os.remove(os.path.join(folder, fn))
@@ -294,22 +277,6 @@ elif mode == "slim-wandb":
         os.replace(tmp, wheel)
         print(f"[gpu_env] removed from {os.path.basename(wheel)}: " + " ".join(sorted(drop)))
 
-elif mode == "trim-sdist":
-    import tarfile
-    sdist, out = args
-    def wanted(member):  # the top-level files and the package, without the generated C
-        parts = member.name.strip("/").split("/")
-        if len(parts) == 2 and member.isfile():
-            return True
-        if len(parts) > 1 and parts[1] not in ("learn2learn", "learn2learn.egg-info"):
-            return False  # docs, examples, tests, .eggs (Cython 0.29 eggs), .github, scripts
-        return not (parts[1:3] == ["learn2learn", "data"] and member.name.endswith(".c"))
-    with tarfile.open(sdist) as src, tarfile.open(out + ".part", "w:gz") as dst:
-        for member in src.getmembers():
-            if wanted(member):
-                dst.addfile(member, src.extractfile(member) if member.isfile() else None)
-    os.replace(out + ".part", out)
-
 elif mode == "check-deps":
     cut = args.index("--")
     left_out, ours = {canon(n) for n in args[1:cut]}, {canon(n) for n in args[cut + 1:]}
@@ -332,7 +299,7 @@ PY
 
 cmd_list() {
   local py; py="$(fetch_python)"
-  helper "$py" direct "${EXTRA_REQS[@]}"
+  helper "$py" direct
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -347,8 +314,8 @@ cmd_fetch() {
   WORK="$(mktemp -d)"; work="$WORK"
   log="$work/pip.log"
 
-  # The first-level requirements, without learn2learn (its sources are fetched below).
-  helper "$py" direct "${EXTRA_REQS[@]}" | grep -v '^learn2learn==' > "$work/requirements.in"
+  # The first-level requirements.
+  helper "$py" direct > "$work/requirements.in"
   tr ' ' '\n' <<< "$PINS" | sed '/^$/d' > "$work/constraints.txt"
   say "resolving for CPython $TARGET_PYVER ($TARGET_ABI, manylinux x86_64), with $(tr '\n' ' ' < "$work/constraints.txt"):"
   sed 's/^/    /' "$work/requirements.in"
@@ -412,19 +379,8 @@ cmd_fetch() {
     done
   fi
 
-  # learn2learn 0.2.0: sdist only; DIR keeps its trimmed sources (install regenerates the C
-  # files with Cython 3). --no-build-isolation reads the sdist's metadata with this Python's
-  # setuptools, as scripts/install.sh does.
-  if [ ! -f "$dir/$L2L_ARCHIVE" ]; then
-    say "learn2learn $L2L_VERSION: its sdist, trimmed to $L2L_ARCHIVE"
-    "$py" -m pip download --quiet --no-deps --no-binary learn2learn --no-build-isolation \
-      "learn2learn==$L2L_VERSION" -d "$work/l2l" > "$log" 2>&1 \
-      || { quiet_log "$log"; die "could not download learn2learn $L2L_VERSION's sdist"; }
-    helper "$py" trim-sdist "$work/l2l/learn2learn-$L2L_VERSION.tar.gz" "$dir/$L2L_ARCHIVE"
-  fi
-
   # Remove what an earlier run left and is no longer wanted; stop if a wheel is missing.
-  helper "$py" prune "$dir" "$dir/requirements.txt" "$L2L_ARCHIVE" \
+  helper "$py" prune "$dir" "$dir/requirements.txt" \
     || die "$dir lacks the wheels named above"
 
   # The size, against what the device tool carries (the tracked files travel too).
@@ -466,10 +422,6 @@ cmd_install() {
 registry access and bring $dir here"
   dir="$(cd "$dir" && pwd)"
   [ -f "$dir/requirements.txt" ] || die "$dir/requirements.txt is missing: run fetch again"
-  local l2l="${GPU_ENV_L2L:-0}"
-  if [ "$l2l" = 1 ] && [ ! -f "$dir/$L2L_ARCHIVE" ]; then
-    die "GPU_ENV_L2L=1 but $dir/$L2L_ARCHIVE is missing: run fetch again"
-  fi
   command -v "$base" >/dev/null 2>&1 || die "no Python '$base' (set PYTHON)"
   WORK="$(mktemp -d)"; work="$WORK"
   log="$work/pip.log"
@@ -514,37 +466,15 @@ PY
   "$vpy" -m pip install --no-index --no-deps --find-links "$dir" -r "$dir/requirements.txt" \
     > "$log" 2>&1 || explain_missing "$log" "$dir"
 
-  # 3. learn2learn from its sources. Its C files were generated by an old Cython that Python
-  #    3.11+ rejects, so they are regenerated with the image's Cython 3 (as scripts/install.sh
-  #    does), then built with this environment's setuptools and the image's C compiler.
-  if [ "$l2l" != 1 ]; then
-    say "learn2learn not built (GPU_ENV_L2L=1 builds it; only the MAML-family baselines need it)"
-  elif ! "$vpy" -c "import importlib.metadata as m, sys; sys.exit(m.version('learn2learn') != '$L2L_VERSION')" 2>/dev/null; then
-    say "building learn2learn $L2L_VERSION from its sources (Cython regeneration)"
-    "$vpy" -m cython --version >/dev/null 2>&1 || die "Cython is not importable in $venv"
-    "$vpy" -c 'import os, sys, sysconfig; sys.exit(not os.path.isfile(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
-      || die "Python.h is missing (the Python development headers): learn2learn cannot be built"
-    command -v "${CC:-cc}" >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 \
-      || die "no C compiler (cc/gcc): learn2learn cannot be built"
-    tar -xzf "$dir/$L2L_ARCHIVE" -C "$work"
-    local src="$work/learn2learn-$L2L_VERSION" f
-    for f in meta_dataset task_dataset transforms; do
-      "$vpy" -m cython -3 "$src/learn2learn/data/$f.pyx" -o "$src/learn2learn/data/$f.c"
-    done
-    "$vpy" -m pip install --no-index --no-deps --no-build-isolation "$src" > "$log" 2>&1 \
-      || { tail -n 30 "$log" >&2; die "learn2learn did not build (see above)"; }
-  fi
-
-  # 4. The project itself, from this checkout (editable; its dependencies are in place).
+  # 3. The project itself, from this checkout (editable; its dependencies are in place).
   say "installing avalanche-sets (editable) from $here"
   "$vpy" -m pip install --no-index --no-deps --no-build-isolation -e . > "$log" 2>&1 \
     || { tail -n 30 "$log" >&2; die "installing the project failed (see above)"; }
 
-  # 5. Requirements: what the carried packages, learn2learn and the project declare must be
+  # 4. Requirements: what the carried packages and the project declare must be
   #    there in a fitting version (the image's or a carried one), but for GPU_ENV_OMIT.
   local ours
   ours="$(sed 's/==.*//' "$dir/requirements.txt" | tr '\n' ' ') avalanche-sets"
-  [ "$l2l" = 1 ] && ours="$ours learn2learn"
   "$vpy" -m pip check > "$work/check.txt" 2>&1 || true
   # Reported, not fatal: the image's own packages may be other versions than a carried package
   # declares; the import check below is what must pass.
@@ -553,14 +483,11 @@ PY
     || say "WARNING: requirements not met (above): the image's versions are used; if an \
 import below fails, run fetch again with a GPU_ENV_SKIP that does not name them"
 
-  # 6. The check: everything imports, and torch is the image's CUDA build.
+  # 5. The check: everything imports, and torch is the image's CUDA build.
   say "checking the environment"
-  GPU_ENV_L2L="$l2l" "$vpy" - "$venv" <<'PY'
-import os, sys
+  "$vpy" - "$venv" <<'PY'
+import sys
 import torch, avalanche, ot, cvxpy, cvxpylayers.torch, quadprog, avalanche_sets
-if os.environ.get("GPU_ENV_L2L") == "1":
-    import learn2learn
-    print(f"[gpu_env] learn2learn {learn2learn.__version__}")
 if torch.__file__.startswith(sys.argv[1]):
     sys.exit("[gpu_env] ERROR: torch was installed into the environment, not the image's")
 cuda = torch.cuda.is_available()

@@ -16,7 +16,7 @@ PACKAGE = ROOT / "avalanche_sets"
 #: Heavy or optional dependencies a function may import when it needs them (importing them at
 #: the top would make every ``import avalanche_sets`` pay for them).
 HEAVY = {"matplotlib", "scipy", "cvxpy", "cvxpylayers", "ot", "wandb", "ray", "h5py",
-         "torchvision", "learn2learn"}  # fmt: skip
+         "torchvision"}  # fmt: skip
 #: Modules on the command line's start, which parses its arguments before torch is loaded, and
 #: on the path of ``table``, which needs no torch at all: they import torch, Avalanche and the
 #: package's torch modules inside the command that uses them.

@@ -206,7 +206,7 @@ class LSTModel(ANILModel):
 class LST(EpisodicBaseline):
     """Learning to Self-Train (Li et al., NeurIPS 2019) adapted to SETS.
 
-    Meta-learns a head initialisation (ANIL-style, learn2learn ``MAML``) together with how to
+    Meta-learns a head initialisation (ANIL-style MAML on the head) together with how to
     cherry-pick and weight pseudo-labelled unlabeled images for inner-loop self-training (see
     the module docstring and :class:`LSTModel`). Adapted to SETS unchanged: the whole unlabeled
     set of an episode, OOD included, is pseudo-labelled; the hard selection and the SWN weights

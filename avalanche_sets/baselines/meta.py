@@ -17,8 +17,9 @@ Shared pieces:
   :mod:`.continual` included: a default model built from ``model_options`` (the model's own
   keyword options), the default optimiser, the continual mechanism's plugin first;
   keyword-only arguments.
-* :class:`ANILModel` — backbone + linear head whose learn2learn ``MAML`` clone is adapted per
-  episode; :class:`~avalanche_sets.baselines.lst.LSTModel` extends it.
+* :class:`ANILModel` — backbone + linear head whose MAML clone
+  (:class:`~avalanche_sets.models.MAMLLearner`) is adapted per episode;
+  :class:`~avalanche_sets.baselines.lst.LSTModel` extends it.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from torch import Tensor, nn
 from ..data.episodes import EpisodeBatch
 from ..models.backbone import autocast_bf16, cpu_backbone, embed_episodes
 from ..models.episodic import EpisodeState, PrototypicalModel
+from ..models.maml import MAMLLearner
 from ..training.cuda_settings import default_adam
 from ..training.template import EpisodicTemplate
 
@@ -252,16 +254,6 @@ class MSKM(EpisodicBaseline):
 
 
 # --------------------------------------------------------------------------- ANIL
-def _maml(module: nn.Module, lr: float, first_order: bool) -> nn.Module:
-    """``learn2learn.algorithms.MAML(module, lr, first_order)``.
-
-    Imported on first use: importing learn2learn imports gym, which prints a deprecation notice.
-    """
-    from learn2learn.algorithms import MAML
-
-    return MAML(module, lr=lr, first_order=first_order)
-
-
 def weighted_cross_entropy(logits: Tensor, y: Tensor, weights: Tensor | None = None) -> Tensor:
     """Cross-entropy averaged with per-example ``weights`` (``None``: plain mean):
     ``Σ_i w_i CE_i / Σ_i w_i``."""
@@ -274,12 +266,12 @@ def weighted_cross_entropy(logits: Tensor, y: Tensor, weights: Tensor | None = N
 class ANILModel(nn.Module):
     """ANIL's episodic model: backbone ``h_θ`` + linear head ``W`` (``N`` outputs).
 
-    Per episode, a learn2learn ``MAML`` clone of the head is adapted on the support embeddings
-    for ``inner_steps`` steps of gradient descent with step size ``inner_lr``; the adapted head
-    classifies the query. The backbone is not adapted in the inner loop (only the head is); the
-    outer loss (the query cross-entropy computed by the strategy) updates the backbone and the
-    head's initialisation. Support and query are embedded in one backbone call; the unlabeled
-    images are not embedded.
+    Per episode, a MAML clone (:class:`~avalanche_sets.models.MAMLLearner`) of the head is
+    adapted on the support embeddings for ``inner_steps`` steps of gradient descent with step
+    size ``inner_lr``; the adapted head classifies the query. The backbone is not adapted in
+    the inner loop (only the head is); the outer loss (the query cross-entropy computed by the
+    strategy) updates the backbone and the head's initialisation. Support and query are
+    embedded in one backbone call; the unlabeled images are not embedded.
 
     Args:
         backbone: maps images to ``[n, d]`` embeddings.
@@ -336,8 +328,10 @@ class ANILModel(nn.Module):
         self.eval_inner_steps = inner_steps if eval_inner_steps is None else eval_inner_steps
         self.first_order = bool(first_order)
         self.bf16 = bool(bf16)
-        self.head = _maml(
-            nn.Linear(embedding_dim(backbone, emb_dim), n_way), float(inner_lr), first_order
+        self.head = MAMLLearner(
+            nn.Linear(embedding_dim(backbone, emb_dim), n_way),
+            lr=float(inner_lr),
+            first_order=first_order,
         )
         self._grad_outside = True
         self._second_order = not first_order
@@ -354,7 +348,8 @@ class ANILModel(nn.Module):
 
     @property
     def inner_lr(self) -> float:
-        """Inner-loop step size (the learn2learn ``MAML`` wrapper's ``lr``)."""
+        """Inner-loop step size (the ``lr`` of the head's
+        :class:`~avalanche_sets.models.MAMLLearner`)."""
         return self.head.lr
 
     @inner_lr.setter
@@ -368,17 +363,13 @@ class ANILModel(nn.Module):
         return self.inner_steps if self.training else self.eval_inner_steps
 
     def clone_head(self) -> nn.Module:
-        """A fresh differentiable copy of the head's initialisation (a learn2learn MAML clone)."""
+        """A fresh differentiable copy of the head's initialisation (a MAML clone)."""
         return self.head.clone(first_order=not self._second_order)
 
     def detached_head(self) -> nn.Module:
         """A clone of the head's initialisation cut off from it: gradients through it reach
         neither the head nor anything upstream (its parameters still require grad)."""
-        from learn2learn.utils import detach_module  # imported on first use (class docstring)
-
-        clone = self.clone_head()
-        detach_module(clone, keep_requires_grad=True)
-        return clone
+        return self.head.detached(first_order=not self._second_order)
 
     def adapt(
         self,
@@ -436,12 +427,12 @@ class ANIL(EpisodicBaseline):
     or Feature Reuse? Towards Understanding the Effectiveness of MAML").
 
     MAML (Finn et al. 2017) with the inner loop restricted to the final linear layer: per
-    episode, learn2learn's ``MAML`` clone of the head takes ``inner_steps`` gradient steps on the
-    support set; the query loss of the adapted head updates the backbone and the head's
-    initialisation (:class:`ANILModel`). First-order by default: the second-order meta-gradient
-    explodes over a long stream as the embeddings grow (``ANILModel``'s ``first_order``);
-    ``first_order=False`` gives the paper's second-order ANIL. Adapted to SETS unchanged:
-    supervised only, the unlabeled set (ID and OOD) is ignored.
+    episode, a MAML clone of the head takes ``inner_steps`` gradient steps on the support set;
+    the query loss of the adapted head updates the backbone and the head's initialisation
+    (:class:`ANILModel`). First-order by default: the second-order meta-gradient explodes over a
+    long stream as the embeddings grow (``ANILModel``'s ``first_order``); ``first_order=False``
+    gives the paper's second-order ANIL. Adapted to SETS unchanged: supervised only, the
+    unlabeled set (ID and OOD) is ignored.
 
     Args:
         model: default :class:`ANILModel` built from ``model_options``, its keyword options

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import sys
 from dataclasses import replace
 
 import pytest
@@ -304,6 +305,17 @@ def test_anil_inner_loop_adapts_only_the_head(batch, bench):
     strategy.train(bench.train_stream[0])
     assert any(not torch.equal(v, backbone0[k]) for k, v in model.backbone.state_dict().items())
     assert all(not torch.equal(v, head0[k]) for k, v in model.head.state_dict().items())
+
+
+@pytest.mark.parametrize("name", ["ANIL", "LST"])
+def test_anil_and_lst_train_and_evaluate_without_learn2learn(name, bench, monkeypatch):
+    # their MAML inner loop is the package's own (avalanche_sets.models.maml): a plain
+    # `pip install avalanche-sets` runs them
+    monkeypatch.setitem(sys.modules, "learn2learn", None)  # `import learn2learn` fails
+    strategy = _strategy(name)
+    strategy.train_epochs = 1
+    strategy.train(bench.train_stream[0])  # LST's SWN path (a detached head) included
+    strategy.eval(bench.test_stream[:1])
 
 
 def test_anil_second_order_differs_from_first_order(batch):

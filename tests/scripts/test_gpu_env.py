@@ -80,8 +80,8 @@ def test_list_covers_every_dependency():
     for req in project_dependencies():
         n = req_name(req)
         assert n in names or n in skip or TORCH_FAMILY.match(n), f"{req} neither listed nor skipped"
-    # learn2learn is a run-time dependency that pyproject.toml does not name (see its comment)
-    assert "learn2learn" in names
+    # and nothing beyond them: every run-time dependency is in pyproject.toml
+    assert names <= {req_name(r) for r in project_dependencies()}, names
 
 
 def test_list_never_names_the_torch_family_nor_the_image_packages():
