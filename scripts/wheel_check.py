@@ -316,10 +316,9 @@ def check(checkout: Path, work: Path) -> None:
         (smoke / "conftest.py").write_text(SMOKE_CONFTEST)
         (smoke / "pytest.ini").write_text(_pytest_ini(checkout))
         test_env = {**env, "WHEEL_CHECK_SITE": purelib, "WHEEL_CHECK_CHECKOUT": str(checkout)}
-        out = _run(
-            [venv / "bin" / "python", "-m", "pytest", "-q", *SMOKE_TESTS], cwd=smoke, env=test_env
-        )
-        print("  " + "\n  ".join(out.strip().splitlines()[-2:]))
+        out = _run([venv / "bin" / "python", "-m", "pytest", *SMOKE_TESTS], cwd=smoke, env=test_env)
+        lines = out.strip().splitlines()
+        print("  " + "\n  ".join([*(x for x in lines if "imported from" in x), lines[-1]]))
     print(f"wheel check passed in {step.total:.0f} s")
 
 
