@@ -283,7 +283,17 @@ def check(checkout: Path, work: Path) -> None:
         (Path(purelib) / "torch_from_dev_env.pth").write_text(f"{work / 'torch-site'}\n")
         print(f"  torch from the running environment: {len(linked)} distributions, {n} links")
         _run(
-            [venv / "bin" / "python", "-m", "pip", "install", "--quiet", f"{wheel}[test]"],
+            # --no-compile: the runs below compile what they import; compiling all (~1 GB) at
+            # install took longer than the runs
+            [
+                venv / "bin" / "python",
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-compile",
+                f"{wheel}[test]",
+            ],
             cwd=outside,
             env=env,
         )
