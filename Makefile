@@ -2,8 +2,8 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install demo test lint format bench-sampler bench-iteration readme demo-result test-result \
-	install-result docs docs-serve
+.PHONY: install demo test wheel-check lint format bench-sampler bench-iteration readme demo-result \
+	test-result install-result docs docs-serve
 
 install: $(VENV)/.installed
 
@@ -18,6 +18,14 @@ demo: install
 # The whole test suite (it builds the documentation site strictly and opens it in Chromium).
 test: install
 	$(PY) -m pytest -q
+
+# The package as pip installs it (scripts/wheel_check.py; CI runs it after `make test`): the sdist
+# and the wheel built and checked by twine, every package file in both, the wheel installed into a
+# fresh environment apart from $(VENV), and there, outside the checkout, `avalanche-sets run` on a tiny
+# stream and a smoke subset of the tests.
+wheel-check: install
+	$(PY) -m pip install --quiet "build>=1.2" "twine>=6"
+	$(PY) scripts/wheel_check.py
 
 # The documentation site (mkdocs.yml): a strict build into site/, or served with live reload.
 docs: install
