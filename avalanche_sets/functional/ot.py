@@ -391,11 +391,10 @@ def ot_loss(
         generator: torch generator for the subsampling (CPU); global RNG when ``None``.
         quad_reg: quadratic smoothing of the cvxpylayers problem.
         solver_args: forwarded to the cvxpylayers layer.
-        refuse_non_finite: raise on non-finite points or costs (default: three host reads,
-            one per check, before the solver's). ``False``: a non-finite input makes the loss
-            NaN instead, for a caller that checks its loss itself; with the exact solver the
-            loss then reads the device once, to copy the cost to the host (see
-            :func:`ot_plan`).
+        refuse_non_finite: raise on non-finite points or costs (default: one host read per
+            side besides the solver's). ``False``: a non-finite input makes the loss NaN
+            instead, for a caller that checks its loss itself; with the exact solver the loss
+            then reads the device once, to copy the cost to the host (see :func:`ot_plan`).
 
     Returns:
         scalar tensor (0 when a side is empty), differentiable w.r.t. ``current``.

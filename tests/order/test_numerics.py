@@ -236,3 +236,27 @@ def test_non_finite_embeddings_refuse_the_step_as_the_meta_term():
     assert info.value.term == "meta"
     after = dict(s.model.named_parameters())
     assert all(torch.equal(poison.before[k], after[k]) for k in after)
+
+
+def test_a_non_finite_term_without_a_gradient_refuses_the_step():
+    """A term that carries no gradient (here a constant inf) leaves every gradient finite:
+    the loss itself is part of the one check before the step."""
+    bench = _bench(2, 3)
+    s = _strategy(None)
+    s.optimizer = torch.optim.Adam(s.model.parameters(), lr=1e-2)
+    s.make_optimizer()
+
+    class _InfTerm(SupervisedPlugin):
+        def before_backward(self, strategy, **kw):
+            if strategy.exp_iteration == 2:
+                self.before = {k: v.detach().clone() for k, v in strategy.model.named_parameters()}
+                strategy.add_loss_term("const", torch.tensor(float("inf")))
+
+    term = _InfTerm()
+    s.plugins.append(term)
+    with pytest.raises(NonFiniteLossError, match="non-finite const at training experience 0, "
+                       "iteration 2") as info:  # fmt: skip
+        s.train(bench.train_stream[0])
+    assert info.value.term == "const"
+    after = dict(s.model.named_parameters())
+    assert all(torch.equal(term.before[k], after[k]) for k in after)
