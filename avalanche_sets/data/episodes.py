@@ -244,7 +244,12 @@ class EpisodeBatch(_EpisodeFields):
     """
 
     def to(self, *args, **kwargs) -> EpisodeBatch:
-        return _map_tensors(self, lambda t: t.to(*args, **kwargs))
+        """The inputs and labels moved by ``Tensor.to(*args, **kwargs)``. The oracle stays
+        where it is (on the host, as the samplers make it): it is read there, by metrics and
+        by the replay memory's bookkeeping (``episode_index``), and a copy on a GPU would make
+        each such read wait for the device."""
+        moved = _map_tensors(replace(self, oracle=None), lambda t: t.to(*args, **kwargs))
+        return replace(moved, oracle=self.oracle)
 
     def without_oracle(self) -> EpisodeBatch:
         """The view a learner gets: identical inputs, no ground truth of the unlabeled set."""

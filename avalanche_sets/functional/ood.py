@@ -35,7 +35,7 @@ from torch import Tensor
 
 from .distance import squared_euclidean
 
-__all__ = ["OOD_RULES", "OODSplit", "split_ood", "split_ood_batched"]
+__all__ = ["OOD_RULES", "OODSplit", "split_ood", "split_ood_batched", "id_first"]
 
 #: Names accepted by ``rule=``.
 OOD_RULES: tuple[str, ...] = ("threshold", "topk")
@@ -56,6 +56,18 @@ class OODSplit(NamedTuple):
     distances: Tensor
     threshold: Tensor
     nearest: Tensor
+
+
+def id_first(is_id: Tensor) -> Tensor:
+    """Indices ``[..., U]`` that put the ID points of ``is_id [..., U]`` first, OOD after.
+
+    A stable sort keeps each group in its original order, so the first ``|U_id|`` indices are
+    those ``is_id.nonzero()`` gives, in the same order: ``x.index_select(0, id_first(m)[:k])``
+    equals ``x[m]`` for ``k = m.sum()``. Unlike a boolean-mask index, it has a fixed shape and
+    does not read the device: a caller who knows ``k`` (from a shape, or one read for a whole
+    meta-batch) selects ``U_id`` without a host synchronisation.
+    """
+    return torch.argsort((~is_id).to(torch.uint8), dim=-1, stable=True)
 
 
 def _min_distance(w: Tensor, protos: Tensor) -> tuple[Tensor, Tensor]:

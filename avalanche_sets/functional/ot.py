@@ -84,15 +84,23 @@ def check_solver(name: str) -> str:
     return name
 
 
-def _check_points(name: str, x: Tensor) -> None:
+def _check_points(name: str, x: Tensor, *, finite: bool = True) -> None:
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if x.dim() != 2:
         raise ValueError(f"{name} must have shape [n, d], got {tuple(x.shape)}")
     if not x.is_floating_point():
         raise ValueError(f"{name} must be a floating-point tensor, got {x.dtype}")
-    if x.numel() and not bool(torch.isfinite(x).all()):
+    if finite and x.numel() and not bool(torch.isfinite(x).all()):
         raise ValueError(f"{name} contains non-finite values")
+
+
+def _non_finite_plan(cost: Tensor, refuse: bool) -> Tensor:
+    """Refuse a non-finite cost, or (``refuse=False``) give the all-NaN plan that makes the
+    loss NaN for a caller that checks the loss itself."""
+    if refuse:
+        raise ValueError("cost contains non-finite values")
+    return torch.full_like(cost.detach(), float("nan"))
 
 
 def _weights(w: Tensor | np.ndarray | None, n: int, name: str) -> np.ndarray:
@@ -265,6 +273,7 @@ def ot_plan(
     a: Tensor | None = None,
     b: Tensor | None = None,
     quad_reg: float = 1e-3,
+    refuse_non_finite: bool = True,
 ) -> Tensor:
     """Optimal transport plan for a cost matrix (detached, no graph).
 
@@ -277,15 +286,21 @@ def ot_plan(
             ``"cvxpylayers"``: :func:`cvxpylayers_plan` with ``quad_reg`` (detached here).
         eps, n_iter: Sinkhorn options. quad_reg: cvxpylayers option.
         a, b: ``[n]`` / ``[m]`` non-negative weights with equal totals; uniform when ``None``.
+        refuse_non_finite: raise ``ValueError`` on a non-finite cost (default); ``False``
+            returns an all-NaN plan instead, for a caller that checks its loss itself (ORDER's
+            OT plugin: the template refuses a non-finite term).
 
     Returns:
         plan ``[n, m]`` with row sums ``a`` and column sums ``b``, dtype/device of ``cost``.
+
+    The exact solver reads the device once: the cost it copies to the host, whose finiteness
+    is checked there. The other solvers check it on the device first (one read).
     """
     check_solver(solver)
     if not isinstance(cost, Tensor) or cost.dim() != 2:
         raise ValueError(f"cost must be a [n, m] tensor, got {getattr(cost, 'shape', cost)!r}")
-    if cost.numel() and not bool(torch.isfinite(cost).all()):
-        raise ValueError("cost contains non-finite values")
+    if solver != "exact" and cost.numel() and not bool(torch.isfinite(cost).all()):
+        return _non_finite_plan(cost, refuse_non_finite)
     n, m = cost.shape
     a_np, b_np = _weights(a, n, "a"), _weights(b, m, "b")
     if n == 0 or m == 0:
@@ -296,10 +311,13 @@ def ot_plan(
         )
     c_det = cost.detach()
     if solver == "exact":
+        c_host = c_det.double().cpu().numpy()  # the one host read of this solver
+        if not np.isfinite(c_host).all():
+            return _non_finite_plan(cost, refuse_non_finite)
         if n == m and _is_uniform(a_np) and _is_uniform(b_np):
             from scipy.optimize import linear_sum_assignment  # heavy; only this solver path
 
-            rows, cols = linear_sum_assignment(c_det.double().cpu().numpy())
+            rows, cols = linear_sum_assignment(c_host)
             plan = c_det.new_zeros((n, m))
             plan[
                 torch.as_tensor(rows, device=plan.device), torch.as_tensor(cols, device=plan.device)
@@ -307,7 +325,7 @@ def ot_plan(
             return plan
         import ot  # POT: heavy to import, needed only for unequal or weighted marginals
 
-        plan_np = ot.emd(a_np, b_np, np.ascontiguousarray(c_det.double().cpu().numpy()))
+        plan_np = ot.emd(a_np, b_np, np.ascontiguousarray(c_host))
         return torch.as_tensor(plan_np).to(c_det)
     if solver == "sinkhorn":
         plan = sinkhorn_log(
@@ -354,6 +372,7 @@ def ot_loss(
     generator: torch.Generator | None = None,
     quad_reg: float = 1e-3,
     solver_args: dict[str, Any] | None = None,
+    refuse_non_finite: bool = True,
 ) -> Tensor:
     """ORDER's OT feature loss ``L_OT = <W*, C(current, stored)>`` (paper Eq. (OTloss)).
 
@@ -372,6 +391,10 @@ def ot_loss(
         generator: torch generator for the subsampling (CPU); global RNG when ``None``.
         quad_reg: quadratic smoothing of the cvxpylayers problem.
         solver_args: forwarded to the cvxpylayers layer.
+        refuse_non_finite: raise on non-finite points or costs (default: one host read per
+            side besides the solver's). ``False``: a non-finite input makes the loss NaN
+            instead, for a caller that checks its loss itself; with the exact solver the loss
+            then reads the device once, to copy the cost to the host (see :func:`ot_plan`).
 
     Returns:
         scalar tensor (0 when a side is empty), differentiable w.r.t. ``current``.
@@ -381,8 +404,8 @@ def ot_loss(
             cvxpylayers problem above ``CVXPYLAYERS_MAX_ENTRIES``.
     """
     check_solver(solver)
-    _check_points("current", current)
-    _check_points("stored", stored)
+    _check_points("current", current, finite=refuse_non_finite)
+    _check_points("stored", stored, finite=refuse_non_finite)
     if current.shape[1] != stored.shape[1]:
         raise ValueError(
             f"current and stored must have the same feature size, got {tuple(current.shape)} "
@@ -407,7 +430,12 @@ def ot_loss(
             stored = stored[idx_s.to(current.device)]
     cost = squared_euclidean(current, stored, expand=True)  # memory O(nm), not O(nmd)
     if solver == "cvxpylayers":
-        plan = cvxpylayers_plan(cost, quad_reg=quad_reg, solver_args=solver_args)
+        if refuse_non_finite or bool(torch.isfinite(cost).all()):
+            plan = cvxpylayers_plan(cost, quad_reg=quad_reg, solver_args=solver_args)
+        else:
+            plan = _non_finite_plan(cost, refuse=False)
     else:
-        plan = ot_plan(cost, solver=solver, eps=eps, n_iter=n_iter)
+        plan = ot_plan(
+            cost, solver=solver, eps=eps, n_iter=n_iter, refuse_non_finite=refuse_non_finite
+        )
     return (plan * cost).sum()

@@ -16,7 +16,14 @@ from torch import Tensor, nn
 
 from ..data.episodes import EpisodeBatch
 from .backbone import autocast_bf16, embed_episodes
-from .heads import REFINE_MODES, MaskedSoftKMeans, proto_logits, prototypes, soft_kmeans_refine
+from .heads import (
+    REFINE_MODES,
+    MaskedSoftKMeans,
+    proto_logits,
+    prototypes,
+    soft_kmeans_refine,
+    support_n_way,
+)
 
 __all__ = ["EpisodeState", "PrototypicalModel"]
 
@@ -81,13 +88,18 @@ class PrototypicalModel(nn.Module):
         return self.refine == "soft_kmeans"
 
     def encode(self, batch: EpisodeBatch) -> EpisodeState:
-        """Embed every image of the meta-batch in one backbone call; compute ``p_c``."""
+        """Embed every image of the meta-batch in one backbone call; compute ``p_c``.
+
+        The support labels are checked here, once per meta-batch and with one host read
+        (:func:`~avalanche_sets.models.heads.support_n_way`), which also gives ``N``; the
+        prototype functions after it skip their own per-call checks (``check_labels=False``).
+        """
         with autocast_bf16(self.bf16):
             s, q, u = embed_episodes(
                 self.backbone, [batch.support_x, batch.query_x, batch.unlabeled_x]
             )
-        n_way = int(batch.support_y.max().item()) + 1
-        protos = prototypes(s, batch.support_y, n_way)
+        n_way = support_n_way(batch.support_y)
+        protos = prototypes(s, batch.support_y, n_way, check_labels=False)
         weight = torch.ones(u.shape[:2], dtype=s.dtype, device=s.device)
         return EpisodeState(
             support_emb=s,
@@ -100,7 +112,13 @@ class PrototypicalModel(nn.Module):
         )
 
     def refine_prototypes(self, state: EpisodeState) -> Tensor:
-        """Prototypes used for classification, ``[B, N, d]``."""
+        """Prototypes used for classification, ``[B, N, d]``.
+
+        One episode at a time: the refinements take a batch, but a batched matrix product
+        sums in another order than one episode's (results differ in the last bits), and the
+        episode-by-episode numbers are the ones every recorded run holds. The labels were
+        checked in :meth:`encode`.
+        """
         if self.refine == "none" or state.unlabeled_emb.shape[1] == 0:
             return state.prototypes
         out = []
@@ -113,6 +131,7 @@ class PrototypicalModel(nn.Module):
                         state.support_y[b],
                         state.unlabeled_emb[b],
                         weights=state.unlabeled_weight[b],
+                        check_labels=False,
                     )
                 )
             else:
@@ -122,6 +141,7 @@ class PrototypicalModel(nn.Module):
                         state.support_emb[b],
                         state.support_y[b],
                         state.unlabeled_emb[b],
+                        check_labels=False,
                     )
                 )
         return torch.stack(out)

@@ -8,6 +8,7 @@ All computations here run in float32 with autocast disabled, whatever the caller
 state: embeddings from a bf16-autocast backbone are float32 already (design §8: prototype
 distances stay in fp32).
 
+* :func:`support_n_way` — ``N`` of a meta-batch's support labels, checked with one host read.
 * :func:`prototypes` — class means of the support embeddings (Snell et al. 2017).
 * :func:`proto_logits` — ``-‖h(q) - p_c‖²``, the distances from
   :func:`~avalanche_sets.functional.distance.squared_euclidean` (as every distance here).
@@ -29,6 +30,7 @@ from torch import Tensor, nn
 from ..functional.distance import squared_euclidean
 
 __all__ = [
+    "support_n_way",
     "prototypes",
     "proto_logits",
     "soft_kmeans_refine",
@@ -59,14 +61,48 @@ def _in_range(y: Tensor, n_way: int) -> bool:
     return bool(torch.stack([low >= 0, high < n_way]).all())
 
 
-def _class_sums(support_emb: Tensor, support_y: Tensor, n_way: int) -> tuple[Tensor, Tensor]:
-    """Per-class sums ``[..., N, d]`` and counts ``[..., N]`` of the support embeddings."""
+def support_n_way(support_y: Tensor) -> int:
+    """The number of classes ``N`` of support labels ``[..., S]``, checked with one host read.
+
+    ``N`` is one more than the largest label; the labels must lie in ``0..N-1`` and every
+    episode must hold a support example of every class. One read of two numbers (the largest
+    label, and whether each episode's sorted labels run from 0 to it without a gap) answers
+    both, so a model that calls this once per meta-batch can pass ``check_labels=False`` to
+    :func:`prototypes` and the refinements, which would otherwise read the host per call.
+
+    Raises:
+        ValueError: on no labels, labels below 0, or an episode lacking a class.
+    """
+    if support_y.numel() == 0:
+        raise ValueError("support_y holds no labels: an episode needs a labeled support set")
+    if support_y.dtype.is_floating_point or support_y.dtype == torch.bool:
+        raise ValueError(f"labels must be an integer tensor, got {support_y.dtype}")
+    rows = support_y.reshape(-1, support_y.shape[-1]).sort(-1).values
+    high = rows[:, -1].amax()
+    gapless = (rows[:, 0] == 0).all() & (rows[:, -1] == high).all()
+    if rows.shape[-1] > 1:
+        gapless = gapless & (rows.diff(dim=-1) <= 1).all()
+    high, gapless = torch.stack([high, gapless.to(high.dtype)]).tolist()
+    n_way = int(high) + 1
+    if not gapless:
+        if not _in_range(support_y, n_way):
+            raise ValueError(f"support labels must lie in 0..{n_way - 1}")
+        raise ValueError("every class needs at least one support example")
+    return n_way
+
+
+def _class_sums(
+    support_emb: Tensor, support_y: Tensor, n_way: int, *, check_labels: bool = True
+) -> tuple[Tensor, Tensor]:
+    """Per-class sums ``[..., N, d]`` and counts ``[..., N]`` of the support embeddings
+    (``check_labels=False``: the caller checked the labels' range, e.g. with
+    :func:`support_n_way`)."""
     if support_emb.shape[:-1] != support_y.shape:
         raise ValueError(
             f"support_emb {tuple(support_emb.shape)} and support_y {tuple(support_y.shape)} "
             "must agree as [..., S, d] and [..., S]"
         )
-    if support_y.numel() and not _in_range(support_y, n_way):
+    if check_labels and support_y.numel() and not _in_range(support_y, n_way):
         raise ValueError(f"support labels must lie in 0..{n_way - 1}")
     onehot = _one_hot(support_y, n_way)  # [..., S, N]
     sums = onehot.transpose(-1, -2) @ support_emb.float()  # [..., N, d]
@@ -74,13 +110,18 @@ def _class_sums(support_emb: Tensor, support_y: Tensor, n_way: int) -> tuple[Ten
     return sums, counts
 
 
-def prototypes(support_emb: Tensor, support_y: Tensor, n_way: int) -> Tensor:
+def prototypes(
+    support_emb: Tensor, support_y: Tensor, n_way: int, *, check_labels: bool = True
+) -> Tensor:
     """Class prototypes ``p_c`` = mean support embedding of class ``c``.
 
     Args:
         support_emb: ``[..., S, d]`` support embeddings.
         support_y: ``[..., S]`` integer labels in ``0..n_way-1``.
         n_way: number of classes ``N``.
+        check_labels: check the labels' range and that every class has a support example
+            (two host reads). ``False`` where the caller checked them once per meta-batch with
+            :func:`support_n_way` (the same checks, one read).
 
     Returns:
         ``[..., N, d]`` float32 prototypes.
@@ -90,8 +131,8 @@ def prototypes(support_emb: Tensor, support_y: Tensor, n_way: int) -> Tensor:
             examples (its mean is undefined).
     """
     with _fp32(support_emb):
-        sums, counts = _class_sums(support_emb, support_y, n_way)
-        if bool((counts == 0).any()):
+        sums, counts = _class_sums(support_emb, support_y, n_way, check_labels=check_labels)
+        if check_labels and bool((counts == 0).any()):
             raise ValueError("every class needs at least one support example")
         return sums / counts.unsqueeze(-1)
 
@@ -109,6 +150,7 @@ def soft_kmeans_refine(
     unlabeled_emb: Tensor,
     *,
     weights: Tensor | None = None,
+    check_labels: bool = True,
 ) -> Tensor:
     """One soft k-means refinement step (Ren et al. 2018 §3.2.1; paper §3.1; design §3.3).
 
@@ -121,6 +163,7 @@ def soft_kmeans_refine(
         unlabeled_emb: ``[..., U, d]``; ``U = 0`` is allowed.
         weights: optional ``[..., U]`` non-negative per-example weights multiplying μ (ORDER
             passes the indicator of ``U_id``, so OOD examples drop out); default all ones.
+        check_labels: as in :func:`prototypes` (the range check, one host read per call).
 
     Returns:
         ``[..., N, d]`` refined prototypes. With ``U = 0`` or all weights zero these are the
@@ -128,7 +171,7 @@ def soft_kmeans_refine(
     """
     n_way = protos.shape[-2]
     with _fp32(protos):
-        sums, counts = _class_sums(support_emb, support_y, n_way)
+        sums, counts = _class_sums(support_emb, support_y, n_way, check_labels=check_labels)
         if unlabeled_emb.shape[-2] == 0:
             return sums / counts.unsqueeze(-1)
         unlabeled_emb = unlabeled_emb.float()
@@ -181,8 +224,9 @@ class MaskedSoftKMeans(nn.Module):
       ``½ log 2π`` dropped), and only the ``N`` class columns enter the update.
 
     ``forward(protos [..., N, d], support_emb [..., S, d], support_y [..., S],
-    unlabeled_emb [..., U, d], return_mask=False)`` returns refined prototypes ``[..., N, d]``
-    (and the mask ``[..., U, N]`` when ``return_mask``). ``U = 0`` returns the support means.
+    unlabeled_emb [..., U, d], return_mask=False, *, check_labels=True)`` returns refined
+    prototypes ``[..., N, d]`` (and the mask ``[..., U, N]`` when ``return_mask``). ``U = 0``
+    returns the support means. ``check_labels`` as in :func:`prototypes`.
     """
 
     n_stats = 5
@@ -255,10 +299,12 @@ class MaskedSoftKMeans(nn.Module):
         support_y: Tensor,
         unlabeled_emb: Tensor,
         return_mask: bool = False,
+        *,
+        check_labels: bool = True,
     ) -> Tensor | tuple[Tensor, Tensor]:
         n_way = protos.shape[-2]
         with _fp32(protos):
-            sums, counts = _class_sums(support_emb, support_y, n_way)
+            sums, counts = _class_sums(support_emb, support_y, n_way, check_labels=check_labels)
             if unlabeled_emb.shape[-2] == 0:
                 refined = sums / counts.unsqueeze(-1)
                 mask = unlabeled_emb.new_zeros((*unlabeled_emb.shape[:-1], n_way))

@@ -6,7 +6,7 @@ import torch
 from avalanche.core import SupervisedPlugin
 
 from ..functional.mi import MIEstimator, pair_with_prototypes
-from ..functional.ood import OODSplit
+from ..functional.ood import OODSplit, id_first
 from .ood_split import OODSplitPlugin
 
 __all__ = ["MIRegularizationPlugin", "REDUCTIONS"]
@@ -31,10 +31,13 @@ class MIRegularizationPlugin(SupervisedPlugin):
     Every iteration, ``φ`` (maximum likelihood on the OOD pairs) and ``ψ`` (maximising ``I_id``
     on the ID pairs) take one step of their own Adam optimisers on **detached** pairs, then the
     encoder receives ``λ (I_ood − I_id)`` of every episode of the meta-batch (current and
-    replayed), with ``φ, ψ`` fixed: :meth:`loss_term`, which the strategy's criterion adds
-    (:class:`~avalanche_sets.order.OrderStrategy`'s names it in Eq. 10). This is what the paper defines; the
-    authors' code never trains these networks and inverts their signs (design §3), which we do
-    not copy.
+    replayed), with ``φ, ψ`` fixed. The two happen in two places: the networks' step in
+    :meth:`after_forward` (the forward pass is done, the split is made, no loss is computed
+    yet), the term in :meth:`loss_term`, which the strategy's criterion adds
+    (:class:`~avalanche_sets.order.OrderStrategy`'s names it in Eq. 10) and which only reads the
+    networks. The order is the algorithm's: this iteration's term uses the networks after this
+    iteration's step. This is what the paper defines; the authors' code never trains these
+    networks and inverts their signs (design §3), which we do not copy.
 
     The episodes' terms are combined like the strategy combines the episodes' meta losses
     (``reduction``): ``"sum"`` in :class:`~avalanche_sets.order.OrderStrategy`, whose objective
@@ -90,6 +93,8 @@ class MIRegularizationPlugin(SupervisedPlugin):
         self.estimator: MIEstimator | None = None
         # A restored state waits here until the device it belongs on is known (first use).
         self._restored: dict | None = None
+        # This iteration's (state, pairs) once the networks took their step on them.
+        self._fitted: tuple[object, list] | None = None
         self.last_values: dict[str, torch.Tensor] = {}
         """The last iteration's mean ``I_ood``, ``I_id`` and the fit's ``q_nll``, as detached
         0-d tensors (read them with ``float()`` when needed: reading waits for the device)."""
@@ -128,19 +133,22 @@ class MIRegularizationPlugin(SupervisedPlugin):
             self.estimator = est
         return self.estimator
 
-    def pairs(self, state, split: OODSplit | None):
-        """Per-episode ``(e_id, p_id, e_ood, p_ood)`` of an embedded meta-batch and its split."""
+    def pairs(self, state, split: OODSplit | None, n_id: list[int] | None = None):
+        """Per-episode ``(e_id, p_id, e_ood, p_ood)`` of an embedded meta-batch and its split.
+
+        ``n_id``: ``|U_id|`` of every episode when the caller has it
+        (:meth:`~avalanche_sets.training.Iteration.id_counts`); otherwise one host read here.
+        """
         if split is None:
             raise RuntimeError(
                 "MIRegularizationPlugin needs OODSplitPlugin (it separates U_id from U_ood) "
                 "in the same strategy"
             )
-        # Each episode's embeddings reordered ID first, OOD after (a stable sort keeps the
-        # order inside each group, so the pairs are those boolean masks would select, in the
-        # same order), then cut at the episode's ID count: one host read for the whole batch.
-        is_id = split.is_id
-        order = torch.argsort((~is_id).to(torch.uint8), dim=1, stable=True)
-        n_id = is_id.sum(1).tolist()
+        # Each episode's embeddings reordered ID first, OOD after (the pairs are those boolean
+        # masks would select, in the same order), then cut at the episode's ID count.
+        order = id_first(split.is_id)
+        if n_id is None:
+            n_id = split.is_id.sum(1).tolist()
         out = []
         for b, k in enumerate(n_id):
             e = state.unlabeled_emb[b]
@@ -149,18 +157,40 @@ class MIRegularizationPlugin(SupervisedPlugin):
             out.append((e[:k], p[:k], e[k:], p[k:]))
         return out
 
-    def loss_term(self, strategy) -> torch.Tensor | None:
-        """``λ (I_ood − I_id)`` of the meta-batch's episodes, combined by :attr:`reduction`,
-        after one fitting step of the variational networks (``None`` outside training)."""
+    def after_forward(self, strategy, **kwargs) -> None:
+        """One step of each variational network on this meta-batch's detached pairs, before
+        :meth:`loss_term` reads them."""
+        self._fitted = None
         it = strategy.iteration
         if it is None or it.state is None or not it.training:
-            return None
+            return
         state = it.state
-        pairs = self.pairs(state, it.ood_split)
+        split = it.ood_split
+        pairs = self.pairs(state, split, it.id_counts() if split is not None else None)
         estimator = self.estimator_on(state.unlabeled_emb.shape[-1], state.unlabeled_emb.device)
         cat = lambda i: torch.cat([p[i] for p in pairs]).detach()  # noqa: E731
         fit = estimator.fit_step(cat(0), cat(1), cat(2), cat(3))
+        self.last_values = {"q_nll": fit["nll"]}
+        self._fitted = (state, pairs)
+
+    def loss_term(self, strategy) -> torch.Tensor | None:
+        """``λ (I_ood − I_id)`` of the meta-batch's episodes, combined by :attr:`reduction`,
+        with the networks :meth:`after_forward` fitted on them (``None`` outside training)."""
+        it = strategy.iteration
+        if it is None or it.state is None or not it.training:
+            return None
+        if self._fitted is None or self._fitted[0] is not it.state:
+            raise RuntimeError(
+                "MIRegularizationPlugin.loss_term reads the pairs its after_forward fitted the "
+                "MI networks on in this iteration, but after_forward did not see this forward "
+                "pass; call loss_term from the criterion or before backward, after the forward "
+                "pass of the strategy's training loop"
+            )
+        pairs = self._fitted[1]
+        estimator = self.estimator
         regs, i_oods, i_ids = [], [], []
+        # One episode at a time: their sets differ in size, and a padded batch would average
+        # in another order than each episode's own mean.
         for e_id, p_id, e_ood, p_ood in pairs:
             i_ood, i_id = estimator.bounds(
                 e_id, p_id, e_ood, p_ood, use_id=self.use_id, use_ood=self.use_ood
@@ -174,9 +204,12 @@ class MIRegularizationPlugin(SupervisedPlugin):
         self.last_values = {
             "I_ood": torch.stack(i_oods).mean(),
             "I_id": torch.stack(i_ids).mean(),
-            "q_nll": fit["nll"],
+            **self.last_values,
         }
         return self.lam * reg
+
+    def after_training_iteration(self, strategy, **kwargs) -> None:
+        self._fitted = None  # the pairs hold the iteration's graph: let it go
 
     def state_dict(self) -> dict:
         if self.estimator is None:

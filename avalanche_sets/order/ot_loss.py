@@ -82,8 +82,9 @@ class OTFeatureLossPlugin(SupervisedPlugin):
         ``e_i`` from this forward pass (``state``), ``g_i`` from the memory."""
         current, stored = [], []
         for row, task in zip(replayed.rows, replayed.tasks):
-            u_id = task.unlabeled_id.to(state.unlabeled_emb.device)
-            current.append(torch.cat([state.support_emb[row], state.unlabeled_emb[row][u_id]]))
+            u_id = task.id_rows().to(state.unlabeled_emb.device)  # fixed-shape: no host read
+            unlabeled = state.unlabeled_emb[row].index_select(0, u_id)
+            current.append(torch.cat([state.support_emb[row], unlabeled]))
             stored.append(task.features)
         return torch.cat(current), torch.cat(stored).to(state.support_emb.device)
 
@@ -100,6 +101,7 @@ class OTFeatureLossPlugin(SupervisedPlugin):
             n_iter=self.n_iter,
             max_points=self.max_points,
             generator=self._generator,
+            refuse_non_finite=False,  # the template refuses a non-finite term, by name
         )
         self.last_value = value.detach()  # a tensor: no host synchronisation per iteration
         return self.beta * value

@@ -15,6 +15,7 @@ from torch import Tensor
 from ..data.device_episodes import to_device
 from ..data.episodes import EpisodeBatch
 from ..defaults import MEM_SIZE, REPLAY_BATCH, check_mem_size
+from ..functional.ood import id_first
 from ..functional.reservoir import Reservoir
 
 __all__ = [
@@ -110,6 +111,13 @@ class MemoryTask:
         not held)."""
         tensors = [*self._tensors().values(), *self.payload.values()]
         return sum(t.nbytes for t in tensors)
+
+    def id_rows(self) -> Tensor:
+        """Indices of the ``U_id`` images in the unlabeled set, in order (those of
+        ``unlabeled_id.nonzero()``), without reading the device: their count is the rows of
+        ``features`` after the support set's."""
+        n_id = self.features.shape[0] - self.support_y.shape[-1]
+        return id_first(self.unlabeled_id)[:n_id]
 
     def images(self) -> tuple[Tensor, Tensor, Tensor]:
         """``(support_x, query_x, unlabeled_x)`` on the task's device (``features.device``):
@@ -362,15 +370,20 @@ class FeatureReservoirReplayPlugin(SupervisedPlugin):
                 "(e.g. PrototypicalModel) to store features"
             )
         kept: dict[int, StoredTask] = {}  # by slot: a later task of the batch may replace one
+        n_unlabeled = state.unlabeled_emb.shape[1]
         for b in it.current_rows:
+            # U_id and its size (one host read for the whole split, shared with the MI pairs)
             if not self.store_unlabeled_features:
-                u_id = torch.zeros(state.unlabeled_emb.shape[1], dtype=torch.bool)
+                u_id, n_id = torch.zeros(n_unlabeled, dtype=torch.bool), 0
             elif it.ood_split is not None:
-                u_id = it.ood_split.is_id[b]
+                u_id, n_id = it.ood_split.is_id[b], it.id_counts()[b]
             else:
-                u_id = torch.ones(state.unlabeled_emb.shape[1], dtype=torch.bool)
+                u_id, n_id = torch.ones(n_unlabeled, dtype=torch.bool), n_unlabeled
             u_id = u_id.to(state.unlabeled_emb.device)
-            features = torch.cat([state.support_emb[b], state.unlabeled_emb[b][u_id]])
+            rows = id_first(u_id)[:n_id]  # the rows u_id selects, in order, fixed-shape
+            features = torch.cat(
+                [state.support_emb[b], state.unlabeled_emb[b].index_select(0, rows)]
+            )
             if self._sources is None:
                 images = {
                     "support_x": batch.support_x[b].clone(),

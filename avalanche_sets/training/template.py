@@ -28,7 +28,10 @@ What the template guarantees:
   (:class:`~avalanche_sets.training.loss_terms.LossTerms` logs their means).
   A non-finite term or gradient refuses the step with a :class:`NonFiniteLossError` naming the
   term and the iteration, before the weights change, so the last checkpoint stays the last
-  good state.
+  good state. The loss and every gradient are checked together, with one host read per
+  iteration, just before the optimiser step: what ran before it in a refused iteration
+  (batch-norm statistics, a plugin's own networks fitted in ``after_forward``, plugins'
+  ``after_backward``) may already have seen the non-finite values.
 * Building a strategy changes nothing outside it: process-wide settings, such as the kept freed
   memory of :func:`~avalanche_sets.training.allocator.keep_freed_memory`, are made by the run
   (:func:`~avalanche_sets.training.run_sets`).
@@ -187,7 +190,6 @@ class EpisodicTemplate(SupervisedTemplate):
         """This iteration's loss terms by name (detached), e.g. ``{"meta": ..., "mi": ...}``."""
         self._terms_added_of: list = []  # plugins whose terms this iteration's loss holds
         self._eval_batches: dict[int, tuple] = {}
-        self._meta_checked: torch.Tensor | None = None
         self._eval_cached_bytes = 0
 
     # ------------------------------------------------------------------ data
@@ -282,23 +284,14 @@ class EpisodicTemplate(SupervisedTemplate):
         return self.plus_terms_of(self.meta_term(loss), *self.plugins)
 
     def meta_term(self, loss: torch.Tensor) -> torch.Tensor:
-        """Record the query loss as this iteration's ``"meta"`` term; refuse it if non-finite
-        (before any plugin builds a term on top of it)."""
+        """Record the query loss as this iteration's ``"meta"`` term (checked for NaN/inf with
+        the others before the optimiser step)."""
         self.loss_terms["meta"] = loss.detach()
-        self._refuse_non_finite_meta()
         return loss
-
-    def _refuse_non_finite_meta(self) -> None:
-        meta = self.loss_terms.get("meta")
-        if meta is None or meta is self._meta_checked:  # each value is read once
-            return
-        self._meta_checked = meta
-        if not bool(torch.isfinite(meta).all()):
-            self._refuse("meta", f"meta={float(meta.float().sum()):.4g}")
 
     def plus_terms_of(self, loss: torch.Tensor, *plugins) -> torch.Tensor:
         """``loss`` plus the loss terms of ``plugins``, added one at a time in their order and
-        recorded by name in :attr:`loss_terms` (checked for NaN/inf before backward).
+        recorded by name in :attr:`loss_terms` (checked for NaN/inf before the optimiser step).
 
         A plugin's ``loss_term(self)`` returns its term (named by the plugin's ``TERM``), a
         mapping of several terms by name (added in the mapping's order), or ``None`` (no term
@@ -354,9 +347,6 @@ class EpisodicTemplate(SupervisedTemplate):
         )
 
     def _before_backward(self, **kwargs):
-        # Refuse a non-finite query loss (a criterion that records "meta" itself is checked
-        # here; meta_term checks at once, before the plugins' terms are built on top of it).
-        self._refuse_non_finite_meta()
         self._check_every_term_added()
         super()._before_backward(**kwargs)
 
@@ -377,22 +367,26 @@ class EpisodicTemplate(SupervisedTemplate):
                 "it does not name, as EpisodicTemplate.criterion does"
             )
 
-    def backward(self):
+    def optimizer_step(self):
+        self._refuse_non_finite()
+        super().optimizer_step()
+
+    def _refuse_non_finite(self) -> None:
+        """Refuse the step if the loss or a gradient is NaN/inf: one reduction and one host
+        read on the hot path; the offending term or parameter is named only on failure (the
+        first non-finite term, in the order they were added, ``"meta"`` first)."""
+        grads = [(n, p.grad) for n, p in self.model.named_parameters() if p.grad is not None]
+        finite = [torch.isfinite(self.loss).all(), *(torch.isfinite(g).all() for _, g in grads)]
+        if bool(torch.stack(finite).all()):
+            return
         if not bool(torch.isfinite(self.loss).all()):
             bad = [k for k, v in self.loss_terms.items() if not bool(torch.isfinite(v).all())]
             values = ", ".join(
                 f"{k}={float(v.float().sum()):.4g}" for k, v in self.loss_terms.items()
             )
             self._refuse(bad[0] if bad else "total", f"loss terms: {values}")
-        super().backward()
-
-    def optimizer_step(self):
-        grads = [(n, p.grad) for n, p in self.model.named_parameters() if p.grad is not None]
-        # One reduction and one host sync per step on the hot path; names only on failure.
-        if grads and not bool(torch.stack([torch.isfinite(g).all() for _, g in grads]).all()):
-            name = next(n for n, g in grads if not bool(torch.isfinite(g).all()))
-            self._refuse(f"gradient of {name}")
-        super().optimizer_step()
+        name = next(n for n, g in grads if not bool(torch.isfinite(g).all()))
+        self._refuse(f"gradient of {name}")
 
     def _after_training_iteration(self, **kwargs):
         super()._after_training_iteration(**kwargs)

@@ -312,6 +312,19 @@ def test_a_batch_followed_by_another_keeps_every_field_in_order_and_drops_the_or
         assert torch.equal(getattr(merged, name), torch.cat(parts)), name
 
 
+def test_a_batch_moves_its_inputs_and_keeps_its_oracle_on_the_host():
+    """The oracle is read on the host (metrics, the replay memory's episode indices): moving
+    a batch to a device (here the ``meta`` device, standing in for a GPU) leaves it there."""
+    bench = _bench(n_way=3, n_shot=1, n_query=2, n_unlabeled=2, n_ood=2)
+    batch, _, _ = collate_episodes([bench.train_stream[0].dataset[i] for i in range(2)])
+    moved = batch.to("meta", non_blocking=True)
+    for name in ("support_x", "support_y", "query_x", "query_y", "unlabeled_x"):
+        assert getattr(moved, name).device.type == "meta", name
+        assert getattr(moved, name).shape == getattr(batch, name).shape, name
+    assert moved.oracle is batch.oracle
+    assert moved.oracle.episode_index.device.type == "cpu"
+
+
 def test_avalanche_train_loader_keeps_the_collate():
     from avalanche.training.plugins import EvaluationPlugin
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from avalanche_sets.functional import split_ood, split_ood_batched
+from avalanche_sets.functional import id_first, split_ood, split_ood_batched
 from avalanche_sets.models.heads import prototypes
 
 
@@ -148,3 +148,17 @@ def test_bad_inputs_raise():
         split_ood(query, unlabeled, protos[:0])
     with pytest.raises(ValueError, match=r"\[B, U, d\]"):
         split_ood_batched(query, unlabeled, protos)
+
+
+@pytest.mark.parametrize("u", [0, 1, 7, 30])
+@pytest.mark.parametrize("share", [0.0, 0.4, 1.0])
+def test_id_first_selects_what_the_boolean_mask_selects_in_its_order(u, share):
+    g = torch.Generator().manual_seed(u)
+    x = torch.randn(3, u, 5, generator=g)
+    is_id = torch.rand(3, u, generator=g) < share
+    order = id_first(is_id)
+    assert order.shape == is_id.shape
+    for b in range(3):
+        k = int(is_id[b].sum())
+        assert torch.equal(x[b].index_select(0, order[b][:k]), x[b][is_id[b]])
+        assert torch.equal(x[b].index_select(0, order[b][k:]), x[b][~is_id[b]])

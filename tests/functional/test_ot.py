@@ -256,3 +256,41 @@ def test_sinkhorn_value_gradient_and_plan_match_pot(seed, n, m, eps):
     torch.testing.assert_close(plan, res.plan, atol=1e-7, rtol=1e-4)
     assert ours.item() == pytest.approx(float(res.value_linear), rel=1e-6)
     torch.testing.assert_close(ours_grad, pot_grad, atol=1e-6, rtol=1e-4)
+
+
+@pytest.mark.parametrize("solver", ["exact", "sinkhorn", "cvxpylayers"])
+@pytest.mark.parametrize("bad_value", [float("nan"), float("inf")])
+def test_a_non_finite_input_makes_the_loss_nan_when_the_caller_checks_it(solver, bad_value):
+    x, y = _points(4, 3, 0), _points(4, 3, 1)
+    bad = x.clone()
+    bad[2, 1] = bad_value
+    with pytest.raises(ValueError, match="non-finite"):
+        ot_loss(bad, y, solver=solver)
+    value = ot_loss(bad, y, solver=solver, refuse_non_finite=False)
+    assert value.isnan(), value
+    with pytest.raises(ValueError, match="cost contains non-finite"):
+        ot_plan(_cost(bad, y), solver=solver)
+    plan = ot_plan(_cost(bad, y), solver=solver, refuse_non_finite=False)
+    assert plan.shape == (4, 4) and plan.isnan().all()
+    # finite inputs: the same loss and gradient either way
+    for refuse in (True, False):
+        x_ = x.clone().requires_grad_(True)
+        ot_loss(x_, y, solver=solver, refuse_non_finite=refuse).backward()
+        if refuse:
+            want_grad = x_.grad
+        else:
+            assert torch.equal(x_.grad, want_grad)
+
+
+def test_the_exact_loss_reads_the_device_once_when_the_caller_checks_it(monkeypatch):
+    x, y = _points(6, 3, 0), _points(6, 3, 1)
+    reads = []
+    for name in ("__bool__", "item", "tolist", "cpu"):
+        original = getattr(torch.Tensor, name)
+        monkeypatch.setattr(
+            torch.Tensor,
+            name,
+            lambda t, *a, _f=original, _n=name, **k: reads.append(_n) or _f(t, *a, **k),
+        )
+    ot_loss(x, y, solver="exact", refuse_non_finite=False)
+    assert reads == ["cpu"], reads

@@ -10,6 +10,7 @@ from avalanche_sets.models import (
     proto_logits,
     prototypes,
     soft_kmeans_refine,
+    support_n_way,
 )
 
 
@@ -133,6 +134,48 @@ def test_prototypes_errors():
         prototypes(s[:-1], y, 3)
     with pytest.raises(ValueError):
         prototypes(s, y.float(), 3)
+
+
+@pytest.mark.parametrize("shape", [(6,), (3, 6), (2, 2, 6)])
+def test_support_n_way_counts_the_classes_of_a_batch_with_one_read(shape, monkeypatch):
+    y = torch.arange(3).repeat_interleave(2).expand(shape).clone()
+    y = y[..., torch.randperm(6, generator=torch.Generator().manual_seed(1))]  # any order
+    reads = []
+    tolist = torch.Tensor.tolist
+    monkeypatch.setattr(torch.Tensor, "tolist", lambda t: reads.append(t) or tolist(t))
+    assert support_n_way(y) == 3
+    assert len(reads) == 1
+
+
+@pytest.mark.parametrize(
+    "labels, message",
+    [
+        ([[0, 1, 2], [0, 1, 1]], "at least one support example"),  # episode 1 lacks class 2
+        ([[0, 2, 2], [0, 1, 2]], "at least one support example"),  # a gap inside an episode
+        ([[1, 1, 2], [0, 1, 2]], "at least one support example"),  # episode 0 lacks class 0
+        ([[0, 1, -1], [0, 1, 2]], r"must lie in 0\.\.2"),
+        ([[]], "no labels"),
+    ],
+)
+def test_support_n_way_refuses_what_prototypes_refuses(labels, message):
+    y = torch.tensor(labels, dtype=torch.long)
+    with pytest.raises(ValueError, match=message):
+        support_n_way(y)
+    if y.numel():
+        s = torch.zeros(*y.shape, 4)
+        with pytest.raises(ValueError, match=message):
+            prototypes(s, y, int(y.max()) + 1)
+
+
+def test_unchecked_labels_give_the_same_numbers():
+    s, y, _, u = _episode(batch=(2,))
+    p = prototypes(s, y, 3)
+    assert torch.equal(p, prototypes(s, y, 3, check_labels=False))
+    assert torch.equal(
+        soft_kmeans_refine(p, s, y, u), soft_kmeans_refine(p, s, y, u, check_labels=False)
+    )
+    m = MaskedSoftKMeans()
+    assert torch.equal(m(p, s, y, u), m(p, s, y, u, check_labels=False))
 
 
 def test_logits_equal_naive_loop():

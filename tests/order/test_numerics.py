@@ -207,3 +207,59 @@ def test_non_finite_gradient_is_named():
     s.plugins.append(_BadGrad())
     with pytest.raises(NonFiniteLossError, match="non-finite gradient of backbone"):
         s.train(bench.train_stream[0])
+
+
+def test_non_finite_embeddings_refuse_the_step_as_the_meta_term():
+    """NaN embeddings reach the MI and OT terms before the one finite check of the iteration:
+    the OT term turns NaN instead of raising, so the step is refused by name ("meta", the
+    first term) with the template's error, not a ValueError from inside a term."""
+    bench = _bench(2, 3)
+    s = _strategy(None)
+    s.optimizer = torch.optim.Adam(s.model.parameters(), lr=1e-2)
+    s.make_optimizer()
+
+    class _NaNEmbeddings(SupervisedPlugin):
+        calls = 0
+
+        def before_training_iteration(self, strategy, **kw):
+            if self.calls == 4:  # the memory replays: OT is active
+                assert strategy.iteration.replayed is not None
+                strategy.model.backbone.register_forward_hook(lambda m, i, out: out * float("nan"))
+                self.before = {k: v.detach().clone() for k, v in strategy.model.named_parameters()}
+            self.calls += 1
+
+    poison = _NaNEmbeddings()
+    s.plugins.append(poison)
+    with pytest.raises(NonFiniteLossError, match="non-finite meta at training experience 0, "
+                       "iteration 4") as info:  # fmt: skip
+        s.train(bench.train_stream[0])
+    assert info.value.term == "meta"
+    after = dict(s.model.named_parameters())
+    assert all(torch.equal(poison.before[k], after[k]) for k in after)
+
+
+def test_a_non_finite_term_without_a_gradient_refuses_the_step():
+    """A term that carries no gradient (here a constant inf) leaves every gradient finite:
+    the loss itself is part of the one check before the step."""
+    bench = _bench(2, 3)
+    s = _strategy(None)
+    s.optimizer = torch.optim.Adam(s.model.parameters(), lr=1e-2)
+    s.make_optimizer()
+
+    class _InfTerm(SupervisedPlugin):
+        TERM = "const"
+
+        def loss_term(self, strategy):
+            if strategy.exp_iteration != 2:
+                return None
+            self.before = {k: v.detach().clone() for k, v in strategy.model.named_parameters()}
+            return torch.tensor(float("inf"))
+
+    term = _InfTerm()
+    s.plugins.append(term)
+    with pytest.raises(NonFiniteLossError, match="non-finite const at training experience 0, "
+                       "iteration 2") as info:  # fmt: skip
+        s.train(bench.train_stream[0])
+    assert info.value.term == "const"
+    after = dict(s.model.named_parameters())
+    assert all(torch.equal(term.before[k], after[k]) for k in after)

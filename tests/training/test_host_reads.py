@@ -4,6 +4,26 @@ On a GPU every such read (``.item()``, ``float()``, ``bool()``, ``.tolist()``, `
 ``.numpy()``, a boolean-mask index, ``nonzero``) waits for the device to finish its queue. The
 count is taken on a CPU run, where the same calls happen, over one iteration after warm-up
 (replay, OOD split, MI and OT all active), counting only calls made by the package's code.
+
+What remains, 6 counted calls (5 reads, 4 of them of the device's values on a GPU), each
+needed for a Python value or a shape:
+
+* ``heads.support_n_way`` (``tolist``): ``N`` from the support labels, and their check (labels
+  in ``0..N-1``, every class in every episode), one read per meta-batch; the prototype calls
+  after it skip their own checks.
+* ``Iteration.id_counts`` (``tolist``): the sizes of the ``U_id`` sets, which the MI pairs and
+  the replay memory's stored features are cut to; one read per iteration, shared.
+* ``functional/ot.py`` (``cpu`` then ``numpy``: one copy): the exact OT plan is solved on the
+  host (``linear_sum_assignment``); the copy also gives the cost's finite check.
+* ``replay.py`` (``tolist``): the episode indices of the current tasks, which the memory
+  stores instead of their images. Counted here, but no synchronisation on a GPU: they live in
+  the batch's oracle, which stays on the host when the batch moves (``EpisodeBatch.to``).
+* ``template.py`` (``bool``): the one finite check of the loss and every gradient before
+  the optimiser step.
+
+The per-episode loops (soft k-means refinement, MI bounds) stay loops: they read nothing, but a
+batched matrix product or a padded mean sums in another order than one episode's, and every
+recorded run holds the per-episode numbers.
 """
 
 from __future__ import annotations
@@ -33,7 +53,7 @@ PRESET = resolve_preset(
 #: The iteration measured: the memory is full and replays, every plugin has run before.
 MEASURED = 4
 #: Host reads of the package per ORDER iteration at this shape.
-BOUND = 21
+BOUND = 6
 
 _READS = ("item", "__float__", "__bool__", "__int__", "tolist", "cpu", "numpy", "nonzero")
 
@@ -112,7 +132,6 @@ def test_one_order_iteration_reads_the_host_a_bounded_number_of_times():
     counts = host_reads_of_one_iteration()
     total = sum(counts.values())
     assert total > 0
-    assert total <= BOUND, (
-        f"{total} host reads per ORDER iteration (bound {BOUND}, 52 before the sync review): "
-        + ", ".join(f"{k} x{v}" for k, v in counts.most_common())
+    assert total <= BOUND, f"{total} host reads per ORDER iteration (bound {BOUND}): " + ", ".join(
+        f"{k} x{v}" for k, v in counts.most_common()
     )
