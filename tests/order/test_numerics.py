@@ -242,9 +242,6 @@ def test_a_non_finite_term_without_a_gradient_refuses_the_step():
     """A term that carries no gradient (here a constant inf) leaves every gradient finite:
     the loss itself is part of the one check before the step."""
     bench = _bench(2, 3)
-    s = _strategy(None)
-    s.optimizer = torch.optim.Adam(s.model.parameters(), lr=1e-2)
-    s.make_optimizer()
 
     class _InfTerm(SupervisedPlugin):
         TERM = "const"
@@ -256,7 +253,9 @@ def test_a_non_finite_term_without_a_gradient_refuses_the_step():
             return torch.tensor(float("inf"))
 
     term = _InfTerm()
-    s.plugins.append(term)
+    s = _strategy(None, plugins=[term])  # a term reaches the loss through the criterion
+    s.optimizer = torch.optim.Adam(s.model.parameters(), lr=1e-2)
+    s.make_optimizer()
     with pytest.raises(NonFiniteLossError, match="non-finite const at training experience 0, "
                        "iteration 2") as info:  # fmt: skip
         s.train(bench.train_stream[0])
