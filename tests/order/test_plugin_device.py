@@ -103,7 +103,7 @@ PRESET = resolve_preset(
 
 def test_checkpoint_is_read_onto_the_cpu_and_resumes_next_to_the_model(tmp_path, monkeypatch):
     bench = sets_benchmark(
-        "synthetic", domains=PRESET["domains"], ood=PRESET["ood"], n_way=2, n_shot=1,
+        "synthetic", domains=PRESET.domains, ood=PRESET.ood, n_way=2, n_shot=1,
         n_query=2, n_unlabeled=2, n_ood=2, tasks_per_domain=8, n_test_episodes=2,
         n_val_episodes=2, image_size=16, seed=0,
     )  # fmt: skip

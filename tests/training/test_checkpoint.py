@@ -33,7 +33,7 @@ PRESET = resolve_preset(
 
 def _bench():
     return sets_benchmark(
-        "synthetic", domains=PRESET["domains"], ood=PRESET["ood"], n_way=2, n_shot=1,
+        "synthetic", domains=PRESET.domains, ood=PRESET.ood, n_way=2, n_shot=1,
         n_query=2, n_unlabeled=2, n_ood=2, tasks_per_domain=12, n_test_episodes=4,
         n_val_episodes=2, image_size=16, seed=0,
     )  # fmt: skip
