@@ -98,28 +98,39 @@ def _tiny_bench():
     return build_benchmark(resolve_preset("quick", **SMALL), seed=0)
 
 
-class _Threads(SupervisedPlugin):
-    """Records torch's thread count at every training iteration."""
+class _Probe(SupervisedPlugin):
+    """Records torch's thread count at every training iteration and the episodes each
+    evaluation sees."""
 
     def __init__(self):
         super().__init__()
-        self.seen: set[int] = set()
+        self.threads: set[int] = set()
+        self.evaluated: list[int] = []
 
     def after_training_iteration(self, strategy, **kwargs):
-        self.seen.add(torch.get_num_threads())
+        self.threads.add(torch.get_num_threads())
+
+    def before_eval(self, strategy, **kwargs):
+        self.evaluated.append(0)
+
+    def after_eval_iteration(self, strategy, **kwargs):
+        self.evaluated[-1] += len(strategy.mb_x)
 
 
-def test_run_sets_runs_with_the_presets_threads_and_restores_them():
-    bench = _tiny_bench()
+def test_run_sets_runs_with_the_presets_threads_and_interim_episodes():
+    preset = resolve_preset("quick", **SMALL, interim_test_episodes=2)
+    bench = build_benchmark(preset, seed=0)
     torch.set_num_threads(1)
-    probe = _Threads()
-    strategy = build_strategy("order", resolve_preset("quick", **SMALL), plugins=[probe])
-    run_sets(strategy, bench, stop_after=2)
-    assert probe.seen == {PRESETS["quick"]["threads"]} and torch.get_num_threads() == 1
-    probe.seen.clear()
-    run_sets(build_strategy("order", resolve_preset("quick", **SMALL), plugins=[probe]), bench,
-             stop_after=2, threads=1)  # fmt: skip
-    assert probe.seen == {1}
+    probe = _Probe()
+    run_sets(build_strategy("order", preset, plugins=[probe]), bench)
+    assert probe.threads == {preset.threads} != {1}
+    assert torch.get_num_threads() == 1  # restored
+    # after the first domain the first 2 episodes of each domain, after the last all 3
+    assert probe.evaluated == [2 * 2, 2 * 3]
+    probe = _Probe()
+    strategy = build_strategy("order", preset, plugins=[probe])
+    run_sets(strategy, bench, threads=1, interim_episodes=3)  # the caller's choice wins
+    assert probe.threads == {1} and probe.evaluated == [2 * 3, 2 * 3]
     with pytest.raises(ValueError, match="threads must be a positive"):
         run_sets(strategy, bench, threads=0)
 
