@@ -1,10 +1,11 @@
 """avalanche-sets: semi-supervised meta-learning on evolving task distributions for Avalanche.
 
-Quick start::
+Quick start (the run ``avalanche-sets run --method order --preset quick --seeds 0`` makes)::
 
-    from avalanche_sets import OrderStrategy, sets_benchmark, run_sets
-    bench = sets_benchmark("synthetic", n_shot=1, tasks_per_domain=200, n_test_episodes=50)
-    result = run_sets(OrderStrategy(), bench)
+    from avalanche_sets import build_benchmark, build_strategy, run_sets
+    bench = build_benchmark("quick", seed=0)
+    strategy = build_strategy("order", "quick", seed=0)
+    result = run_sets(strategy, bench)
     print(result.table())
 """
 
@@ -45,6 +46,8 @@ _LAZY = {
     "EpisodeConfig": ".data",
     "EpisodeSampler": ".data",
     "sets_benchmark": ".data",
+    "build_strategy": ".methods",
+    "build_benchmark": ".runs",
     "FeatureReservoirReplayPlugin": ".order",
     "MIRegularizationPlugin": ".order",
     "OODSplitPlugin": ".order",
@@ -68,6 +71,8 @@ __all__ = [
     "EpisodeConfig",
     "EpisodeSampler",
     "sets_benchmark",
+    "build_strategy",
+    "build_benchmark",
     "EpisodicTemplate",
     "OrderStrategy",
     "OODSplitPlugin",

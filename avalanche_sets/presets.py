@@ -362,20 +362,23 @@ class RunConfig:
         check_preset(self.as_dict(), name="RunConfig")
 
     @classmethod
-    def of(cls, preset: Mapping[str, Any], *, name: str = "preset") -> RunConfig:
-        """``preset`` as a config: itself when it is one (checked already), else its settings
+    def of(cls, preset: str | Mapping[str, Any], *, name: str = "preset") -> RunConfig:
+        """``preset`` as a config: itself when it is one (checked already), a preset's name as
+        the command line's ``--preset NAME`` (:func:`resolve_preset`), else its settings
         checked once (:func:`check_preset`; ``name`` starts the messages).
 
         Raises:
-            ValueError: an unknown setting (with the closest valid name), a missing one that
-                every run needs, a bad value or contradicting settings.
-            TypeError: ``preset`` is not a mapping of settings.
+            ValueError: an unknown preset name or setting (with the closest valid name), a
+                missing setting that every run needs, a bad value or contradicting settings.
+            TypeError: ``preset`` is neither a preset's name nor a mapping of settings.
         """
         if isinstance(preset, RunConfig):
             return preset
+        if isinstance(preset, str):
+            return resolve_preset(preset)
         if not isinstance(preset, Mapping):
             raise TypeError(
-                f"{name} must be a RunConfig or a dict of settings, got "
+                f"{name} must be a preset's name, a RunConfig or a dict of settings, got "
                 f"{type(preset).__name__}; fix: preset = "
                 "avalanche_sets.presets.resolve_preset('quick')"
             )

@@ -6,7 +6,9 @@ links are written relative to each page of the site, and absolute in README.md, 
 the package index's long description: :func:`absolute_url`): the demo (``demo/``: its accuracy, heatmap, episode picture and run
 time), the install time (``install/``), the test suite's size and time (``test_suite/``) and
 the main tables (``main_tables.py``), the main job's wall time (``main_job_time/``) and the
-command line's start-up time (``startup_time/``). ``tests/benchmarks/test_readme_numbers.py`` fails when a
+command line's start-up time (``startup_time/``), and, for the Python scripts page,
+the Python run's time by thread count (``python_threads/``) and the table of what
+``OrderStrategy()`` and each preset build (read off the code: ``strategy_defaults.py``). ``tests/benchmarks/test_readme_numbers.py`` fails when a
 page and those files disagree, and when the demo's record is older than the code it ran.
 
     python -m benchmarks.readme update           # rewrite every page's blocks   (make readme)
@@ -317,6 +319,9 @@ def relink(block: str, base: Path) -> str:
 
 def _generated() -> dict[str, str]:
     """Marker -> its text, from the committed result files, links relative to the root."""
+    from benchmarks.python_threads import threads_block  # torch: only when the blocks are made
+    from benchmarks.strategy_defaults import defaults_block
+
     return {
         "demo-result": demo_block(),
         "install-result": install_block(),
@@ -325,6 +330,8 @@ def _generated() -> dict[str, str]:
         "startup-time": startup_block(),
         "forgetting-converged": forgetting_block(),
         "gpu-measured": gpu_block(),
+        "strategy-defaults": defaults_block(),
+        "python-threads": threads_block(),
         **readme_blocks(),
     }
 

@@ -28,7 +28,7 @@ def bench():
 @pytest.mark.parametrize("name", METHODS)
 def test_every_method_runs_with_the_preset_backbone(name, bench):
     torch.set_num_threads(1)
-    preset = resolve_preset("quick", width=4, mem_size=4)
+    preset = resolve_preset("quick", width=4, mem_size=4, threads=1)
     strategy = build_strategy(name, preset, seed=0)
     assert strategy.model.backbone.channels_last
     assert strategy.model.backbone.precision == preset.precision == "auto"

@@ -384,7 +384,7 @@ _STREAM_SETTINGS = {"n_val_episodes": "valid", "n_test_episodes": "test"}
 
 def check_method(
     name: str,
-    preset: RunConfig | Mapping[str, Any],
+    preset: RunConfig | Mapping[str, Any] | str,
     overrides: dict[str, Any] | None = None,
     *,
     given: Iterable[str] = (),
@@ -478,14 +478,16 @@ def check_method(
     return config
 
 
-def _method_config(name: str, preset: RunConfig | Mapping[str, Any]) -> RunConfig:
-    """The config of a run of ``name``: ``preset`` itself when it is a :class:`RunConfig`, else
-    the dictionary's settings checked once (naming first those a strategy needs)."""
-    if isinstance(preset, RunConfig):
-        return preset
+def _method_config(name: str, preset: RunConfig | Mapping[str, Any] | str) -> RunConfig:
+    """The config of a run of ``name``: ``preset`` itself when it is a :class:`RunConfig`, the
+    named preset for a name (``"quick"``), else the dictionary's settings checked once (naming
+    first those a strategy needs)."""
+    if isinstance(preset, (RunConfig, str)):
+        return RunConfig.of(preset)
     if not isinstance(preset, Mapping):
         raise TypeError(
-            f"preset must be a RunConfig or a dict of settings, got {type(preset).__name__}; "
+            f"preset must be a preset's name, a RunConfig or a dict of settings, got "
+            f"{type(preset).__name__}; "
             "fix: preset = avalanche_sets.presets.resolve_preset('quick')"
         )
     missing = [k for k in STRATEGY_PRESET_KEYS if k not in preset]
@@ -560,7 +562,7 @@ _PRESET_OPTIONS = ("mem_size", "replay_batch")
 
 def build_strategy(
     name: str,
-    preset: RunConfig | Mapping[str, Any],
+    preset: RunConfig | Mapping[str, Any] | str,
     *,
     seed: int = 0,
     evaluator=None,
@@ -570,8 +572,11 @@ def build_strategy(
 ):
     """Build method ``name`` for ``preset``; ``overrides`` go to the strategy constructor.
 
-    ``preset``: the run's :class:`~avalanche_sets.presets.RunConfig` (a dictionary of settings
-    is checked once, on arrival). ``plugins`` are added after the method's own plugins, so
+    ``preset``: the run's :class:`~avalanche_sets.presets.RunConfig`, or a preset's name as
+    the command line's ``--preset`` (``build_strategy("order", "quick")``; a dictionary of
+    settings is checked once, on arrival). The strategy keeps it as ``strategy.run_config``:
+    :func:`~avalanche_sets.training.run_sets` runs it with the preset's torch threads and
+    interim test episodes, as the command line does. ``plugins`` are added after the method's own plugins, so
     their callbacks run after them in every event. The model is initialised from
     ``torch.manual_seed(seed)``. A strategy whose constructor takes ``seed``, ``mem_size`` or
     ``replay_batch`` receives the seed and the preset's values; a continual baseline receives
@@ -622,6 +627,7 @@ def build_strategy(
                 f"method {name!r}: the factory dropped the plugin(s) {dropped} it was handed; "
                 "fix: pass plugins=[*yours, *plugins] to the strategy it builds"
             )
+        strategy.run_config = config
         return strategy
     cls: Callable = _strategy_class(name)
     accepted = _accepted_options(cls)
@@ -647,4 +653,6 @@ def build_strategy(
     for key, value in overrides.items():  # a meta-learner's model options go to its model
         target = kwargs.setdefault("model_options", {}) if key in model_options else kwargs
         target[key] = value
-    return cls(**kwargs)
+    strategy = cls(**kwargs)
+    strategy.run_config = config
+    return strategy

@@ -27,6 +27,7 @@ _LAZY = {
     "record_identity": ".folder",
     "provenance": ".folder",
     "build_benchmark": ".experiment",
+    "method_benchmark": ".experiment",
     "run_experiment": ".experiment",
     "RunSpec": ".sweep",
     "RunOutcome": ".sweep",

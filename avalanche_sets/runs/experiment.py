@@ -74,6 +74,7 @@ from .report import write_run_report
 __all__ = [
     "run_experiment",
     "build_benchmark",
+    "method_benchmark",
     "method_preset",
     "evaluator",
     "resolved_preset",
@@ -81,7 +82,7 @@ __all__ = [
 ]
 
 
-def method_preset(method: str, preset: RunConfig | Mapping[str, Any]) -> RunConfig:
+def method_preset(method: str, preset: RunConfig | Mapping[str, Any] | str) -> RunConfig:
     """The config ``method``'s benchmark is built from: ``preset`` itself, except for the
     compute-matched joint run, which needs ``(B + R) / B`` times the training tasks per domain
     (:meth:`ComputeMatchedJoint.tasks_per_domain`). The run folder and its identity keep
@@ -145,10 +146,21 @@ def data_device(preset: RunConfig | Mapping[str, Any]) -> str | None:
     return None if device == "cpu" else device
 
 
-def build_benchmark(preset: RunConfig | Mapping[str, Any], *, seed: int) -> SETSBenchmark:
+def build_benchmark(
+    preset: RunConfig | Mapping[str, Any] | str, *, seed: int, method: str | None = None
+) -> SETSBenchmark:
     """The SETS benchmark a preset describes (episode streams seeded by ``seed``; on a GPU
-    preset, gathered on the GPU: :func:`data_device`). ``preset``: the run's
-    :class:`~avalanche_sets.presets.RunConfig` (a dictionary is checked once, on arrival)."""
+    preset, gathered on the GPU: :func:`data_device`).
+
+    ``preset``: the run's :class:`~avalanche_sets.presets.RunConfig`, or a preset's name as the
+    command line's ``--preset`` (``build_benchmark("quick", seed=0)``; a dictionary is checked
+    once, on arrival). ``method``: the benchmark that method trains on in the command line's
+    run of it — the preset's stream, except for ``joint`` and ``joint-matched``, which train on
+    the stationary mixture of its domains (:func:`method_benchmark`).
+    """
+    if method is not None:
+        config = method_preset(method, preset)
+        return method_benchmark(method, build_benchmark(config, seed=seed), seed=seed)
     config = RunConfig.of(preset)
     source = config.source
     root = config.root if source == "synthetic" else data_root(source, config.root)
@@ -176,6 +188,14 @@ def build_benchmark(preset: RunConfig | Mapping[str, Any], *, seed: int) -> SETS
         small_classes=config.small_classes,
         data_device=data_device(config),
     )
+
+
+def method_benchmark(method: str, benchmark: SETSBenchmark, *, seed: int) -> SETSBenchmark:
+    """What ``method`` trains on, from the preset's ``benchmark`` (built from
+    :func:`method_preset`): the stationary mixture of its domains for the joint methods
+    (:func:`~avalanche_sets.baselines.joint.joint_benchmark`, shuffled by ``seed``), the
+    benchmark itself for every other method."""
+    return joint_benchmark(benchmark, seed=seed) if method in JOINT_METHODS else benchmark
 
 
 def evaluator(
@@ -258,7 +278,7 @@ _CLOSED_LOGGERS = (
 
 def run_experiment(
     method: str,
-    preset: RunConfig | Mapping[str, Any],
+    preset: RunConfig | Mapping[str, Any] | str,
     *,
     seed: int,
     out_root: str | Path,
@@ -351,7 +371,7 @@ def run_experiment(
         print(f"# {utc_now()}: {command_line()}", file=log)
         if benchmark is None or bench_preset is not preset:  # more training tasks: rebuilt
             benchmark = build_benchmark(bench_preset, seed=seed)
-        bench = joint_benchmark(benchmark, seed=seed) if method in JOINT_METHODS else benchmark
+        bench = method_benchmark(method, benchmark, seed=seed)
         strategy = build_strategy(
             method,
             preset,

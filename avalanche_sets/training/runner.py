@@ -5,8 +5,16 @@ benchmark scripts): after each training domain it evaluates the test stream (the
 matrix row), and it can checkpoint every ``checkpoint_every`` iterations and at every domain
 end, so an interrupted run continues where it stopped with the same final numbers.
 
+It prints nothing: what a run shows is its strategy's evaluator's loggers (none by default,
+:func:`~avalanche_sets.training.template.silent_evaluator`), and the caller prints the
+:class:`RunResult`, as the command line prints its table. A strategy built from a preset
+(:func:`~avalanche_sets.methods.build_strategy`, which keeps it as ``strategy.run_config``)
+runs with that preset's torch threads and interim test episodes, so a script computes what
+``avalanche-sets run`` computes for the same method, preset and seed.
+
 A run makes the process-wide settings a training process wants, not a strategy's constructor:
-it keeps freed memory for the next step (:func:`~avalanche_sets.training.allocator.keep_freed_memory`).
+it keeps freed memory for the next step (:func:`~avalanche_sets.training.allocator.keep_freed_memory`)
+and sets torch's threads for its duration.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+import torch
 from avalanche.benchmarks.scenarios.generic_scenario import EagerCLStream
 from avalanche.core import SupervisedPlugin
 
@@ -161,6 +170,7 @@ def run_sets(
     stop_after: int | None = None,
     checkpoint_extra=None,
     on_resume=None,
+    threads: int | None = None,
 ) -> RunResult:
     """Train ``strategy`` on ``benchmark.train_stream``, evaluating after every domain.
 
@@ -173,13 +183,20 @@ def run_sets(
         eval_stream: ``"test"`` (default) or ``"valid"`` (validation classes, for tuning).
         interim_episodes: evaluate only the first this-many episodes of every domain after the
             intermediate domains (the accuracy-matrix rows before the last), and all of them
-            after the last domain — a cheaper matrix, the same final numbers.
+            after the last domain — a cheaper matrix, the same final numbers. ``None``: the
+            ``interim_test_episodes`` of the preset the strategy was built from
+            (``strategy.run_config``), else every episode.
         stop_after: stop after this many training iterations in total (to test resuming).
         checkpoint_extra: ``() -> dict`` of more state to store in every checkpoint (e.g. the
             elapsed time); it comes back through ``on_resume``.
         on_resume: called with ``{"position", "extra", "path", "skipped"}`` when the run
             resumes from a checkpoint (``path`` is the file used; ``skipped`` lists damaged
             newer files passed over, which are also reported as warnings).
+        threads: torch's intra-op threads during the run (the previous count is restored
+            after it); ``None``: the ``threads`` of the preset the strategy was built from
+            (``strategy.run_config``, as the command line's run), else torch's current
+            setting. The thread count changes the float summation order, hence the last
+            digits of the numbers, and the speed: ``benchmarks/python_threads.py`` measures it.
 
     The process keeps freed memory from here on (:func:`~.allocator.keep_freed_memory`:
     numbers unchanged, peak memory kept until the process exits; ``AVALANCHE_SETS_MALLOC=system``
@@ -188,6 +205,13 @@ def run_sets(
     Returns:
         the :class:`RunResult` with the accuracy matrix.
     """
+    config = getattr(strategy, "run_config", None)
+    if config is not None:
+        threads = config.threads if threads is None else threads
+        if interim_episodes is None:
+            interim_episodes = config.interim_test_episodes
+    if threads is not None and (not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"threads must be a positive number of torch threads, got {threads!r}")
     keep_freed_memory()
     stream = getattr(benchmark, f"{eval_stream}_stream")
     interim = stream if interim_episodes is None else _truncated(stream, interim_episodes)
@@ -233,6 +257,9 @@ def run_sets(
 
     stopper = _StopAfter()
     strategy.plugins.append(stopper)
+    threads_before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
     epoch_clock = _ResumedEpochClock(start_it)
     strategy.plugins.append(epoch_clock)
     try:
@@ -257,6 +284,7 @@ def run_sets(
     except _Stop:
         pass
     finally:
+        torch.set_num_threads(threads_before)
         strategy.plugins.remove(stopper)
         strategy.plugins.remove(epoch_clock)
         if ckpt_plugin is not None:

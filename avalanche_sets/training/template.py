@@ -49,7 +49,6 @@ from collections.abc import Sequence
 import torch
 from avalanche.core import SupervisedPlugin
 from avalanche.training.plugins import EvaluationPlugin
-from avalanche.training.plugins.evaluation import default_evaluator
 from avalanche.training.templates import SupervisedTemplate
 from avalanche.training.utils import trigger_plugins
 from torch.nn import CrossEntropyLoss
@@ -128,7 +127,11 @@ class EpisodicTemplate(SupervisedTemplate):
         eval_mb_size: episodes per evaluation batch.
         device: torch device.
         plugins: Avalanche plugins.
-        evaluator: an :class:`EvaluationPlugin` (Avalanche's default if omitted).
+        evaluator: an :class:`EvaluationPlugin`; default: one without metrics or loggers
+            (:func:`silent_evaluator`), so training and evaluating print nothing, as
+            :func:`~avalanche_sets.methods.build_strategy` and the command line (which prints
+            one table). Avalanche's metric printout is
+            ``avalanche.training.plugins.evaluation.default_evaluator()``.
         eval_every: as in Avalanche (-1: no periodic evaluation).
     """
 
@@ -145,7 +148,7 @@ class EpisodicTemplate(SupervisedTemplate):
         eval_mb_size: int = 8,
         device: str | torch.device = "cpu",
         plugins: Sequence | None = None,
-        evaluator: EvaluationPlugin | None = default_evaluator,
+        evaluator: EvaluationPlugin | None = None,
         eval_every: int = -1,
         **kwargs,
     ) -> None:

@@ -32,7 +32,7 @@ torch.set_num_threads(1)
 PRESET = resolve_preset(
     "quick", image_size=16, n_blocks=2, width=4, n_way=2, n_shot=1, n_query=2, n_unlabeled=2,
     n_ood=2, tasks_per_domain=8, n_test_episodes=2, n_val_episodes=2, mem_size=3,
-    domains=["shapes", "strokes"], ood=["rings"], eval_mb_size=4,
+    domains=["shapes", "strokes"], ood=["rings"], eval_mb_size=4, threads=1,
 )  # fmt: skip
 
 

@@ -48,7 +48,7 @@ PACKAGE = str(Path(avalanche_sets.__file__).parent)
 PRESET = resolve_preset(
     "quick", image_size=16, n_blocks=2, width=4, n_way=2, n_shot=1, n_query=2, n_unlabeled=2,
     n_ood=2, tasks_per_domain=12, n_test_episodes=2, n_val_episodes=2, mem_size=3,
-    domains=["shapes"], ood=["rings"], eval_mb_size=4,
+    domains=["shapes"], ood=["rings"], eval_mb_size=4, threads=1,
 )  # fmt: skip
 #: The iteration measured: the memory is full and replays, every plugin has run before.
 MEASURED = 4

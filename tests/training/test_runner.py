@@ -13,7 +13,7 @@ from avalanche_sets.training import episode_accuracies
 
 def test_interim_rows_use_the_first_episodes_and_the_last_row_all():
     torch.set_num_threads(1)
-    preset = resolve_preset("quick", width=4)
+    preset = resolve_preset("quick", width=4, threads=1)
     bench = sets_benchmark(
         "synthetic", domains=["shapes", "strokes"], n_query=2, n_unlabeled=2, n_ood=4,
         tasks_per_domain=4, n_test_episodes=6,
