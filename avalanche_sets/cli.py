@@ -559,20 +559,15 @@ def _cmd_heatmap(args) -> int:
     return 0
 
 
-#: The preset whose runs ``prepare pack`` and ``prepare stream`` prepare data for: it names
-#: the classes too small for its episodes, and a stream folder's run command starts from it.
-PACK_PRESET = "cpu"
-
-
 def _cmd_prepare(args) -> int:
     if args.what == "pack":
         from .data.packs import build_pack_from_folder, load_pack
         from .data.splits import parse_split
-        from .presets import run_target
+        from .presets import run_target  # the cpu preset's runs: small classes named for them
 
         path = build_pack_from_folder(
             args.folder, args.out, image_size=args.size, seed=args.seed,
-            split=parse_split(args.split), n_way=args.n_way, target=run_target(PACK_PRESET),
+            split=parse_split(args.split), n_way=args.n_way, target=run_target(),
             skip_unreadable=args.skip_unreadable,
         )  # fmt: skip
         dom = load_pack(path)
@@ -649,8 +644,7 @@ def _prepare_stream(args) -> int:
     )  # fmt: skip
     out = prepare_stream(
         args.out, domains, ood, image_size=args.size, split=split, seed=seed,
-        n_way=args.n_way, target=run_target(PACK_PRESET), command=command,
-        skip_unreadable=args.skip_unreadable,
+        n_way=args.n_way, target=run_target(), command=command, skip_unreadable=args.skip_unreadable,
     )  # fmt: skip
     manifest = json.loads((out / "manifest.json").read_text())
     for e in manifest["packs"]:

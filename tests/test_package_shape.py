@@ -20,7 +20,7 @@ HEAVY = {"matplotlib", "scipy", "cvxpy", "cvxpylayers", "ot", "wandb", "ray", "h
 #: Modules on the command line's start, which parses its arguments before torch is loaded, and
 #: on the path of ``table``, which needs no torch at all: they import torch, Avalanche and the
 #: package's torch modules inside the command that uses them.
-TORCH_FREE = {"cli.py", "methods/__init__.py", "runs/folder.py", "runs/code.py", "runs/report.py"}
+TORCH_FREE = {"cli.py", "presets.py", "methods/__init__.py", "runs/folder.py", "runs/code.py", "runs/report.py"}
 
 
 def _modules() -> list[Path]:
