@@ -125,12 +125,12 @@ def test_the_report_keeps_the_default_unless_a_variant_beats_it_resolved(tmp_pat
 def test_the_class_defaults_are_the_variants_the_validation_stream_chose():
     import inspect
 
-    from avalanche_sets.methods import _strategy_class
+    from avalanche_sets.methods import _strategy_class, method_spec
 
     chosen = json.loads((ms.OUT / "chosen.json").read_text())["converged"]
     assert set(chosen) == set(ms.VARIANTS)
     for method, options in chosen.items():
-        cls = _strategy_class(method)
+        cls = _strategy_class(method_spec(method))
         assert set(options) <= set(cls.model_option_names()), method  # options of its model
         params = inspect.signature(cls.model_class).parameters  # where their defaults live
         assert {k: params[k].default for k in options} == options, method
