@@ -16,6 +16,7 @@ from ..data.device_episodes import to_device
 from ..data.episodes import EpisodeBatch
 from ..defaults import MEM_SIZE, REPLAY_BATCH, check_mem_size
 from ..functional.reservoir import Reservoir
+from ..training.iteration import MetaBatchReplay
 
 __all__ = [
     "FeatureReservoirReplayPlugin",
@@ -178,7 +179,7 @@ class StoredTask(NamedTuple):
     task: MemoryTask
 
 
-class FeatureReservoirReplayPlugin(SupervisedPlugin):
+class FeatureReservoirReplayPlugin(MetaBatchReplay, SupervisedPlugin):
     """Reservoir memory of whole tasks, replayed with the full loss (paper Eq. 10, Alg. 2).
 
     * **Storage** (``after_training_iteration``): every training task of the meta-batch is

@@ -11,7 +11,7 @@ from avalanche.training.storage_policy import ExemplarsBuffer, ReservoirSampling
 
 from ...data.episodes import collate_episodes
 from ...defaults import MEM_SIZE, REPLAY_BATCH, check_mem_size
-from ...order.replay import FeatureReservoirReplayPlugin
+from ...training.iteration import MetaBatchReplay
 from ._memory import load_storage_state_dict, seeded_torch, storage_state_dict
 
 __all__ = ["EpisodicReplayPlugin"]
@@ -62,7 +62,7 @@ class EpisodicReplayPlugin(ReplayPlugin):
 
     #: Plugins it cannot share a strategy with, and why (checked when the strategy is built).
     CONFLICTS = {
-        FeatureReservoirReplayPlugin: (
+        MetaBatchReplay: (
             "this plugin's loader puts its memory episodes into the meta-batch, where ORDER's "
             "replay would take them for current tasks and store them in its own memory again "
             "(and OrderStrategy replays its own memory already); fix: drop EpisodicReplayPlugin "

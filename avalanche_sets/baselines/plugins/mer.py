@@ -12,7 +12,7 @@ from torch import Tensor
 from ...data.episodes import Episode
 from ...defaults import MEM_SIZE, REPLAY_BATCH, check_mem_size
 from ...functional.reservoir import Reservoir
-from ...order.replay import FeatureReservoirReplayPlugin
+from ...training.iteration import MetaBatchReplay
 from ._memory import episode_from_dict, episode_to_dict, learner_batch, stored_episodes
 
 __all__ = ["MERPlugin", "mer_update"]
@@ -106,7 +106,7 @@ class MERPlugin(SupervisedPlugin):
 
     #: Plugins it cannot share a strategy with, and why (checked when the strategy is built).
     CONFLICTS = {
-        FeatureReservoirReplayPlugin: (
+        MetaBatchReplay: (
             "MER's update runs in SemiMER's own training loop, which OrderStrategy does not run, "
             "so this plugin would only store tasks, ORDER's replayed ones among them, and never "
             "replay them; fix: use method semi-mer for MER, or keep your own data with ORDER's "
