@@ -17,10 +17,10 @@ been the class defaults since):
   bases only with plain SGD, so its learning rate is the SGD one (Saha et al. used 0.01 on
   CIFAR-100 and 0.1 on miniImageNet/5-datasets, with far more steps than the 40 per domain
   here).
-* Semi-DER — α (logit MSE) and β (memory labels). MSKM's logits are negative squared
+* Semi-DER — `logit_weight` α (logit MSE) and `label_weight` β (memory labels). MSKM's logits are negative squared
   distances, orders of magnitude larger than a softmax classifier's, so α is swept on a log
   scale below DER++'s 0.1–0.5.
-* Semi-MER — within-batch β and across-batch γ Reptile rates.
+* Semi-MER — the Reptile rates `within_batch_rate` β and `across_batch_rate` γ.
 * Semi-A-GEM — episodes in the memory (reference) batch.
 
 Examples::
@@ -333,7 +333,7 @@ def der_loss_scale(
     strategy = build_strategy(
         "semi-der", preset, seed=seed, plugins=[_Terms()], **GRIDS["semi-der"][0]
     )
-    alpha, beta = strategy.cl_plugin.alpha, strategy.cl_plugin.beta
+    alpha, beta = strategy.cl_plugin.logit_weight, strategy.cl_plugin.label_weight
     for exp in bench.train_stream:
         strategy.train(exp, eval_streams=[])
     with_memory = [r for r in rows if r["der_logit_mse"] is not None]

@@ -103,16 +103,17 @@ def test_a_continual_baseline_takes_its_tuned_options_from_their_one_home(monkey
     gpm, der = method_spec("semi-gpm"), method_spec("semi-der")
     assert build_strategy("semi-gpm", preset).cl_plugin.threshold == gpm.tuned.options["threshold"]
     assert SemiGPM().cl_plugin.threshold == gpm.tuned.options["threshold"]
-    assert SemiDER().cl_plugin.alpha == der.tuned.options["alpha"]
+    assert SemiDER().cl_plugin.logit_weight == der.tuned.options["logit_weight"]
     specs = dict(methods._builtin_specs())
 
     def retuned(spec, **options):
         return dataclasses.replace(spec, tuned=dataclasses.replace(spec.tuned, options=options))
 
     specs["semi-gpm"] = retuned(gpm, **{**gpm.tuned.options, "threshold": 0.5})
-    specs["semi-der"] = retuned(der, alpha=0.25, beta=0.75)
+    specs["semi-der"] = retuned(der, logit_weight=0.25, label_weight=0.75)
     monkeypatch.setattr(methods, "_builtin_specs", lambda: specs)
     assert build_strategy("semi-gpm", preset).cl_plugin.threshold == 0.5
     plugin = build_strategy("semi-der", preset).cl_plugin
-    assert (plugin.alpha, plugin.beta) == (0.25, 0.75)
-    assert build_strategy("semi-der", preset, alpha=0.125).cl_plugin.alpha == 0.125
+    assert (plugin.logit_weight, plugin.label_weight) == (0.25, 0.75)
+    built = build_strategy("semi-der", preset, logit_weight=0.125)
+    assert built.cl_plugin.logit_weight == 0.125

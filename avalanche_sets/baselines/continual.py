@@ -273,11 +273,11 @@ SEMI_MER = MethodSpec(
     family="continual",
     strategy="SemiMER",
     tuned=Tuned(
-        options={"beta": 1.0, "gamma": 1.0},
+        options={"within_batch_rate": 1.0, "across_batch_rate": 1.0},
         grid=(
-            {"beta": 0.3, "gamma": 1.0},
-            {"beta": 0.1, "gamma": 1.0},
-            {"beta": 1.0, "gamma": 1.0},
+            {"within_batch_rate": 0.3, "across_batch_rate": 1.0},
+            {"within_batch_rate": 0.1, "across_batch_rate": 1.0},
+            {"within_batch_rate": 1.0, "across_batch_rate": 1.0},
         ),
         preset="cpu",
         record="benchmarks/results/baseline_checks/tuning/chosen.json",
@@ -294,12 +294,12 @@ SEMI_MER = MethodSpec(
 class SemiMER(SemiSeq):
     """Semi-MER: MSKM + meta-experience replay (Riemer et al., ICLR 2019) through
     :class:`~avalanche_sets.baselines.plugins.MERPlugin` (its options: ``mem_size``,
-    ``replay_batch``, ``n_batches``, the Reptile rates ``beta`` and ``gamma``, ``seed``).
+    ``replay_batch``, ``n_batches``, the Reptile rates ``within_batch_rate`` (β) and
+    ``across_batch_rate`` (γ), ``seed``).
 
     Overrides only ``training_epoch``: for each meta-batch, the iteration-level callbacks fire
     as usual, and the update in between is MER's — sequential one-episode steps over memory +
-    current episodes, with within-batch (``beta``) and across-batch (``gamma``) Reptile
-    interpolation; the memory is an online reservoir of ``mem_size`` tasks.
+    current episodes, with within-batch (β) and across-batch (γ) Reptile interpolation; the memory is an online reservoir of ``mem_size`` tasks.
     """
 
     plugin_class = MERPlugin
@@ -369,11 +369,11 @@ SEMI_DER = MethodSpec(
     family="continual",
     strategy="SemiDER",
     tuned=Tuned(
-        options={"alpha": 0.001, "beta": 0.5},
+        options={"logit_weight": 0.001, "label_weight": 0.5},
         grid=(
-            {"alpha": 0.1, "beta": 0.5},
-            {"alpha": 0.01, "beta": 0.5},
-            {"alpha": 0.001, "beta": 0.5},
+            {"logit_weight": 0.1, "label_weight": 0.5},
+            {"logit_weight": 0.01, "label_weight": 0.5},
+            {"logit_weight": 0.001, "label_weight": 0.5},
         ),
         preset="cpu",
         record="benchmarks/results/baseline_checks/tuning/chosen.json",
@@ -392,11 +392,11 @@ SEMI_DER = MethodSpec(
 class SemiDER(SemiSeq):
     """Semi-DER: MSKM + dark experience replay++ (Buzzega et al., NeurIPS 2020; the paper's
     "DEGCL") through :class:`~avalanche_sets.baselines.plugins.DERPlugin` (its options:
-    ``mem_size``, ``replay_batch``, the logit weight ``alpha``, the label weight ``beta``,
-    ``seed``).
+    ``mem_size``, ``replay_batch``, the logit weight ``logit_weight`` (α), the label weight
+    ``label_weight`` (β), ``seed``).
 
     Online reservoir memory of ``mem_size`` tasks with their query logits; loss
-    ``L_meta + alpha·MSE(logits, stored logits) + beta·CE(memory queries)``. ``alpha`` is tuned
+    ``L_meta + α·MSE(logits, stored logits) + β·CE(memory queries)``. ``logit_weight`` is tuned
     (:attr:`tuned_defaults`: DER++'s 0.1 suits softmax logits; MSKM's are negative squared
     distances, and with 0.1 the logit term outweighed the task's own loss).
     """
