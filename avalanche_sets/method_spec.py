@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,6 +33,7 @@ __all__ = [
     "PaperRow",
     "Tuned",
     "declarations_in",
+    "package_declarations",
 ]
 
 #: A method's family: how :func:`~avalanche_sets.methods.build_strategy` builds its learner and
@@ -174,14 +175,8 @@ def declarations_in(path: Path, module: str) -> list[MethodSpec]:
             )
         code = compile(ast.Expression(call), str(path), "eval")
         spec = eval(code, {"__builtins__": {}, **_NAMESPACE})  # noqa: S307 - literals only
-        specs.append(_with_module(spec, module))
+        specs.append(replace(spec, module=module))
     return specs
-
-
-def _with_module(spec: MethodSpec, module: str) -> MethodSpec:
-    from dataclasses import replace
-
-    return replace(spec, module=module)
 
 
 def package_declarations(root: Path, package: str) -> list[MethodSpec]:

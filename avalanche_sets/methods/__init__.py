@@ -39,7 +39,6 @@ dictionary (``preset["lr"]``, ``{**preset, "width": 16}``).
 from __future__ import annotations
 
 import difflib
-import functools
 import importlib
 import inspect
 import os
@@ -47,11 +46,11 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from importlib.metadata import entry_points
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..method_spec import FAMILIES, MethodSpec, package_declarations
+from ..method_spec import MethodSpec
 from ..presets import RunConfig
+from .builtins import _builtin_specs, builtin_methods
 from .options import (
     OptionSpec,
     OptionValueError,
@@ -84,34 +83,6 @@ __all__ = [
     "tuned_options",
     "typed_options",
 ]
-
-
-@functools.cache
-def _builtin_specs() -> dict[str, MethodSpec]:
-    specs = package_declarations(Path(__file__).resolve().parent.parent, __package__.split(".")[0])
-    by_name: dict[str, MethodSpec] = {}
-    for spec in specs:
-        if spec.name in by_name:
-            raise ValueError(
-                f"method {spec.name!r} is declared twice, in {by_name[spec.name].module} and "
-                f"{spec.module}; fix: rename one"
-            )
-        by_name[spec.name] = spec
-    order = sorted(by_name.values(), key=_listing_key)
-    return {spec.name: spec for spec in order}
-
-
-def _listing_key(spec: MethodSpec) -> tuple:
-    """Methods are listed by family (a method before its variants), then by their first row in
-    the paper's Tables 2 and 3."""
-    first = min((r.position for r in spec.rows if r.table in ("table2", "table3")), default=99)
-    return (FAMILIES.index(spec.family), bool(spec.fixed), first, spec.name)
-
-
-def builtin_methods() -> tuple[str, ...]:
-    """The built-in methods' names (by family: ORDER's, the meta-learners, the continual
-    baselines, joint training)."""
-    return tuple(_builtin_specs())
 
 
 def method_specs() -> tuple[MethodSpec, ...]:
