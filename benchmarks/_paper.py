@@ -14,76 +14,53 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 
+from avalanche_sets.methods import method_spec, method_specs
 from avalanche_sets.metrics.stats import combine_paired
 from avalanche_sets.runs.folder import record_identity
 from avalanche_sets.runs.report import aggregate_results, delta_text, paired_difference
 from avalanche_sets.runs.report import paired_delta as report_paired_delta
 from benchmarks.forgetting import seed_cell, summarise
 
-_T2 = {
-    "protonet": ((31.96, 0.93), (42.62, 0.73)),
-    "anil": ((30.58, 0.81), (42.24, 0.86)),
-    "mskm": ((33.79, 1.05), (45.41, 0.58)),
-    "lst": ((34.81, 0.81), (46.09, 0.69)),
-    "tpn": ((34.52, 0.83), (46.23, 0.60)),
-    "order-mi-only": ((36.93, 0.90), (48.85, 0.53)),
-    "order": ((41.25, 0.64), (53.96, 0.71)),
+#: The columns of the paper's numbers in each method table (a row's ``PaperRow.paper``).
+_BY_SHOT = ("1-shot", "5-shot")
+_BY_R = ("5-shot, R = 50", "5-shot, R = 250")  # component and fine-grained ablations
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "table2": _BY_SHOT,
+    "table3": _BY_SHOT,
+    "order2": _BY_SHOT,
+    "order3": _BY_SHOT,
+    # The paper's rows: MI × OT switches; its "neither" row has Semi-ER's numbers, its "MI, no
+    # OT" row is ORDER without OT (with replay).
+    "ablation_components": _BY_R,
+    # U_id+U_ood without MI (Semi-ER's numbers), U_id only, U_id + I_id, everything. The paper
+    # does not say whether its middle rows use OT; ours keep replay and OT on, so they differ
+    # from ORDER only in the MI terms.
+    "ablation_mi": _BY_R,
 }
-_T3 = {
-    "semi-seq": ((33.79, 1.05), (45.41, 0.58)),
-    "semi-er": ((37.62, 0.97), (50.35, 0.76)),
-    "semi-agem": ((36.97, 1.16), (50.29, 0.69)),
-    "semi-mer": ((37.90, 0.83), (50.46, 0.74)),
-    "semi-gpm": ((36.53, 0.81), (49.78, 0.65)),
-    "semi-der": ((36.78, 0.89), (50.07, 0.61)),
-    "order-ot-only": ((39.21, 0.61), (51.72, 0.61)),
-    "order": ((41.25, 0.64), (53.96, 0.71)),
-    "joint": ((49.91, 0.79), (61.78, 0.75)),
-}
-_O2 = {
-    "protonet": ((27.91, 0.95), (39.12, 0.76)),
-    "anil": ((27.25, 0.82), (38.58, 0.65)),
-    "mskm": ((30.15, 0.89), (41.02, 0.75)),
-    "lst": ((32.51, 0.71), (41.78, 0.85)),
-    "tpn": ((31.81, 0.72), (42.81, 0.62)),
-    "semi-er": ((39.05, 0.91), (51.28, 0.78)),
-    "semi-agem": ((39.48, 0.97), (51.51, 0.83)),
-    "semi-mer": ((39.65, 0.82), (51.42, 0.68)),
-    "semi-gpm": ((38.89, 0.85), (51.03, 0.71)),
-    "semi-der": ((39.81, 0.73), (51.68, 0.62)),
-    "order": ((42.49, 0.57), (55.37, 0.71)),
-}
-_O3 = {
-    "protonet": ((28.55, 1.03), (40.41, 0.97)),
-    "anil": ((28.24, 1.15), (39.97, 0.83)),
-    "mskm": ((31.17, 0.96), (41.46, 0.69)),
-    "lst": ((31.61, 0.81), (41.31, 0.80)),
-    "tpn": ((32.80, 0.71), (42.83, 0.71)),
-    "semi-er": ((38.87, 0.76), (52.75, 0.82)),
-    "semi-agem": ((39.29, 0.73), (52.97, 0.94)),
-    "semi-mer": ((39.41, 0.68), (53.08, 0.87)),
-    "semi-gpm": ((39.09, 0.81), (52.83, 0.76)),
-    "semi-der": ((39.46, 0.77), (53.37, 0.73)),
-    "order": ((43.36, 0.61), (56.89, 0.58)),
-}
-# Component ablation (5-shot, R = 50 and 250). The paper's rows are MI × OT switches; its
-# "neither" row has Semi-ER's numbers, its "MI, no OT" row is ORDER without OT (with replay).
-_ABL = {
-    "semi-er": ((50.35, 0.76), (46.25, 0.91)),
-    "order-ot-support-only": ((51.18, 0.82), (47.69, 0.87)),
-    "order-ot-only": ((51.72, 0.61), (48.57, 0.80)),
-    "order-no-ot": ((52.63, 0.77), (50.23, 0.62)),
-    "order": ((53.96, 0.71), (51.87, 0.68)),
-}
-# Fine-grained ablation (5-shot, R = 50 and 250): U_id+U_ood without MI (Semi-ER's numbers),
-# U_id only, U_id + I_id, everything. The paper does not say whether its middle rows use OT;
-# ours keep replay and OT on, so they differ from ORDER only in the MI terms.
-_ABL_MI = {
-    "semi-er": ((50.35, 0.76), (46.25, 0.91)),
-    "order-ot-only": ((51.67, 0.85), (48.36, 0.82)),
-    "order-mi-id-only": ((52.87, 0.89), (49.98, 0.70)),
-    "order": ((53.96, 0.71), (51.87, 0.68)),
-}
+
+
+def table_methods(table: str) -> list[str]:
+    """The methods whose declarations fill rows of artefact ``table``, in the rows' order."""
+    rows = [(r.position, s.name) for s in method_specs() if (r := s.row(table)) is not None]
+    return [name for _, name in sorted(rows)]
+
+
+def _reference_method(table: str) -> str:
+    (name,) = [s.name for s in method_specs() if (r := s.row(table)) and r.reference]
+    return name
+
+
+def _paper_rows(table: str) -> dict[str, dict[str, tuple[float, float]]]:
+    """The paper's numbers of a method table, from the methods' declarations: row -> column ->
+    (mean %, 95% CI)."""
+    out = {}
+    for name in table_methods(table):
+        row = method_spec(name).row(table)
+        if row.paper:
+            out[name] = dict(zip(COLUMNS[table], row.paper, strict=True))
+    return out
+
+
 _HYPER = {  # λ × β, 5-shot, ORDER (the paper's grid search; its table does not say which split)
     1e-4: (52.86, 0.79, 53.28, 0.75, 53.49, 0.67, 52.65, 0.79),
     1e-5: (52.61, 0.85, 53.96, 0.71, 53.60, 0.82, 52.73, 0.93),
@@ -97,22 +74,9 @@ def num(x: float) -> str:
     return f"{x:.0e}".replace("e-0", "e-") if 0 < abs(x) < 1e-3 else f"{x:g}"
 
 
-def _by_shot(table: dict) -> dict:
-    return {m: {"1-shot": a, "5-shot": b} for m, (a, b) in table.items()}
-
-
-def _by_r(table: dict) -> dict:
-    return {m: {"5-shot, R = 50": a, "5-shot, R = 250": b} for m, (a, b) in table.items()}
-
-
 # artefact -> {row label -> {column label -> (mean %, 95% CI)}}
 PAPER: dict[str, dict[str, dict[str, tuple[float, float]]]] = {
-    "table2": _by_shot(_T2),
-    "table3": _by_shot(_T3),
-    "order2": _by_shot(_O2),
-    "order3": _by_shot(_O3),
-    "ablation_components": _by_r(_ABL),
-    "ablation_mi": _by_r(_ABL_MI),
+    **{table: _paper_rows(table) for table in COLUMNS},
     "memory_size": {
         f"order, memory {m}": {"1-shot": a, "5-shot": b}
         for m, a, b in (
@@ -153,14 +117,9 @@ def view(artefact: str, rec: dict) -> tuple[tuple, str, tuple, str]:
 
 # The run each other run is compared with: the fields it has; every other field (method,
 # preset, strategy options, seed, evaluation stream) must equal the compared run's.
+# A method table's reference is the row its declaration marks (``PaperRow.reference``).
 REFERENCE: dict[str, dict] = {
-    "table2": {"method": "mskm"},
-    "table3": {"method": "semi-seq"},
-    "order2": {"method": "mskm"},
-    "order3": {"method": "mskm"},
-    "ablation_components": {"method": "semi-er"},
-    "ablation_mi": {"method": "semi-er"},
-    "ood_sensitivity": {"method": "mskm"},
+    **{table: {"method": _reference_method(table)} for table in (*COLUMNS, "ood_sensitivity")},
     "memory_size": {"mem_size": 200},
     "lambda_beta": {"lam": 1e-5, "beta": 0.003},
 }
@@ -306,11 +265,24 @@ FOOTNOTE = (
 )
 
 
+def _share_methods() -> tuple[str, str, str]:
+    specs = method_specs()
+    order = next(s.name for s in specs if s.family == "order" and not s.fixed)
+    joint = next(s.name for s in specs if s.family == "joint" and not s.compute_matched)
+    matched = next(s.name for s in specs if s.compute_matched)
+    return order, joint, matched
+
+
+#: The methods :func:`share_of_joint_md` compares, from their declarations: ORDER, Joint and
+#: the compute-matched Joint.
+SHARE_OF_JOINT: tuple[str, str, str] = _share_methods()
+
+
 def share_of_joint_md(records: list[dict], shots) -> str:
     """Markdown: ORDER's accuracy as a percentage of Joint's (and of the compute-matched
     Joint's), per shot, over the seeds both have, next to the paper's (its Table 3: ORDER's
-    mean over Joint's). ``records``: runs of ``order``, ``joint``, ``joint-matched`` of one
-    preset (other methods are ignored)."""
+    mean over Joint's). ``records``: runs of the :data:`SHARE_OF_JOINT` methods of one preset
+    (other methods are ignored)."""
     acc: dict[tuple[str, int], dict[int, float]] = defaultdict(dict)
     for r in records:
         acc[r["method"], int(r["preset"]["n_shot"])][r["seed"]] = r["result"]["mean_accuracy"]
@@ -328,12 +300,18 @@ def share_of_joint_md(records: list[dict], shots) -> str:
         mean_b = sum(acc[b, shot][s] for s in seeds) / len(seeds)
         return f"{100 * mean_a / mean_b:.1f}% ({len(seeds)} seed{'s' * (len(seeds) > 1)})", mean_b
 
+    order, joint_method, matched_method = SHARE_OF_JOINT
+    paper_t3 = PAPER["table3"]
     for shot in sorted(shots):
-        col = {1: 0, 5: 1}.get(shot)
-        paper = "—" if col is None else f"{100 * _T3['order'][col][0] / _T3['joint'][col][0]:.1f}%"
-        order_joint, joint = share("order", "joint", shot)
-        order_matched, matched = share("order", "joint-matched", shot)
-        joint_matched, _ = share("joint", "joint-matched", shot)
+        col = {1: "1-shot", 5: "5-shot"}.get(shot)
+        paper = (
+            "—"
+            if col is None
+            else f"{100 * paper_t3[order][col][0] / paper_t3[joint_method][col][0]:.1f}%"
+        )
+        order_joint, joint = share(order, joint_method, shot)
+        order_matched, matched = share(order, matched_method, shot)
+        joint_matched, _ = share(joint_method, matched_method, shot)
         cells = ["—" if v is None else f"{100 * v:.2f}%" for v in (joint, matched)]
         lines.append(
             f"| {shot} | {cells[0]} | {order_joint} | {cells[1]} | {order_matched} "

@@ -9,17 +9,18 @@ same stream as the reference every continual baseline should beat. The chosen po
 baseline is the one with the highest mean validation accuracy over the domains, if it beats the
 class default by a resolved margin (the paired Δ's 95% CI excludes 0); else the default stays.
 
-Grids (:data:`GRIDS`, 2–4 points each, the first is the paper's value, the class default when
-the grid ran; the chosen points have been the class defaults since):
+Grids (:data:`GRIDS`: each method's declaration, ``MethodSpec.tuned.grid``; 2–4 points each,
+the first is the paper's value, the class default when the grid ran; the chosen points have
+been the class defaults since):
 
 * Semi-GPM — energy threshold ε × SGD learning rate. GPM's update is orthogonal to the stored
   bases only with plain SGD, so its learning rate is the SGD one (Saha et al. used 0.01 on
   CIFAR-100 and 0.1 on miniImageNet/5-datasets, with far more steps than the 40 per domain
   here).
-* Semi-DER — α (logit MSE) and β (memory labels). MSKM's logits are negative squared
+* Semi-DER — `logit_weight` α (logit MSE) and `label_weight` β (memory labels). MSKM's logits are negative squared
   distances, orders of magnitude larger than a softmax classifier's, so α is swept on a log
   scale below DER++'s 0.1–0.5.
-* Semi-MER — within-batch β and across-batch γ Reptile rates.
+* Semi-MER — the Reptile rates `within_batch_rate` β and `across_batch_rate` γ.
 * Semi-A-GEM — episodes in the memory (reference) batch.
 
 Examples::
@@ -32,8 +33,8 @@ Examples::
 
 Runs go to ``benchmarks/results/baseline_checks/runs/`` (resumable run folders, ``-valid``
 suffix); the table to ``benchmarks/results/baseline_checks/tuning/`` (``grid.csv``, ``grid.md``,
-``summary.json``, ``grid.png``) and the chosen values to ``chosen.json`` there, which
-``avalanche_sets/baselines/tuned.py`` mirrors (a test keeps the two equal).
+``summary.json``, ``grid.png``) and the chosen values to ``chosen.json`` there, which the
+methods' declarations (``MethodSpec.tuned``) hold (a test keeps the two equal).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from avalanche_sets.methods import method_specs
 from avalanche_sets.presets import RunConfig
 from benchmarks._common import RESULTS, SHARED_PACKS, provenance, save_figure, write_json
 
@@ -54,32 +56,15 @@ __all__ = ["GRIDS", "REFERENCE", "OUT", "RUNS", "tuning_preset", "jobs_for", "ch
 
 OUT = RESULTS / "baseline_checks" / "tuning"
 RUNS = RESULTS / "baseline_checks" / "runs"
-REFERENCE = "semi-seq"
+#: The run every grid point is also compared with: the reference row of the continual
+#: baselines' table (Semi-Seq, MSKM without a mechanism).
+REFERENCE = next(s.name for s in method_specs() if (r := s.row("table3")) and r.reference)
 
-#: method -> grid of strategy options; the first point is the paper's value, the class default
-#: when the grid ran (the chosen points are the class defaults since).
+#: method -> grid of strategy options, from the methods' declarations (``MethodSpec.tuned``);
+#: the first point is the paper's value, the class default when the grid ran (the chosen
+#: points are the class defaults since).
 GRIDS: dict[str, list[dict]] = {
-    "semi-gpm": [
-        {"threshold": 0.97, "lr": 0.01},
-        {"threshold": 0.97, "lr": 0.1},
-        {"threshold": 0.9, "lr": 0.1},
-        {"threshold": 0.9, "lr": 0.01},
-    ],
-    "semi-der": [
-        {"alpha": 0.1, "beta": 0.5},
-        {"alpha": 0.01, "beta": 0.5},
-        {"alpha": 0.001, "beta": 0.5},
-    ],
-    "semi-mer": [
-        {"beta": 0.3, "gamma": 1.0},
-        {"beta": 0.1, "gamma": 1.0},
-        {"beta": 1.0, "gamma": 1.0},
-    ],
-    "semi-agem": [
-        {"sample_size": 2},
-        {"sample_size": 4},
-        {"sample_size": 8},
-    ],
+    s.name: [dict(p) for p in s.tuned.grid] for s in method_specs() if s.tuned is not None
 }
 
 
@@ -349,7 +334,7 @@ def der_loss_scale(
     strategy = build_strategy(
         "semi-der", preset, seed=seed, plugins=[_Terms()], **GRIDS["semi-der"][0]
     )
-    alpha, beta = strategy.cl_plugin.alpha, strategy.cl_plugin.beta
+    alpha, beta = strategy.cl_plugin.logit_weight, strategy.cl_plugin.label_weight
     for exp in bench.train_stream:
         strategy.train(exp, eval_streams=[])
     with_memory = [r for r in rows if r["der_logit_mse"] is not None]

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from avalanche_sets.methods import JOINT_METHODS
+from avalanche_sets.methods import method_specs
 from avalanche_sets.metrics.stats import (
     average_accuracy,
     average_forgetting,
@@ -39,14 +39,27 @@ from avalanche_sets.metrics.stats import (
 )
 from benchmarks._common import RESULTS, ROOT, header_md, provenance, save_figure, write_json
 
-#: The rows that carry the paper's story (meta-learners, continual learners, ORDER's parts,
-#: ORDER, the joint upper bound), then the other baselines.
-MAIN_METHODS = ["protonet", "mskm", "semi-seq", "semi-agem", "semi-er", "order-mi-only",
-                "order-ot-only", "order", "joint", "joint-matched"]  # fmt: skip
-OTHER_METHODS = ["anil", "lst", "tpn", "semi-gem", "semi-mer", "semi-gpm", "semi-der"]
-METHODS = MAIN_METHODS + OTHER_METHODS
-#: Drawn beside the other baselines in their own stream plot, so each line has a reference.
-REFERENCES = ["semi-seq", "order"]
+_STREAM_TABLES = ("table2", "table3")  # the paper's tables of the whole stream
+_SPECS = [s for s in method_specs() if any(s.row(t) for t in _STREAM_TABLES)]
+#: The methods of the paper's stream tables (their declarations' rows), ORDER's first.
+METHODS = [s.name for s in _SPECS]
+#: Trained on the stationary mixture of the domains: the upper bounds.
+JOINT = [s.name for s in _SPECS if s.family == "joint"]
+#: The rows of the main stream plot: ORDER and its variants, the upper bounds and each stream
+#: table's reference row (MSKM, Semi-Seq); the other baselines get a plot of their own.
+MAIN_METHODS = [
+    s.name
+    for s in _SPECS
+    if s.family in ("order", "joint")
+    or any((r := s.row(t)) and r.reference for t in _STREAM_TABLES)
+]
+OTHER_METHODS = [m for m in METHODS if m not in MAIN_METHODS]
+#: Drawn beside the other baselines in their own stream plot, so each line has a reference:
+#: the continual table's reference row (Semi-Seq) and ORDER.
+REFERENCES = [
+    next(s.name for s in _SPECS if (r := s.row("table3")) and r.reference),
+    next(s.name for s in _SPECS if s.family == "order" and not s.fixed),
+]
 
 
 def find_runs(runs: Path, method: str, shot: int, suffix: str) -> list[dict]:
@@ -80,14 +93,14 @@ def summarise(records: list[dict]) -> dict:
     return row
 
 
-def upper_bound_rows(table: list[dict], reference: str = "semi-seq") -> list[dict]:
+def upper_bound_rows(table: list[dict], reference: str = REFERENCES[0]) -> list[dict]:
     """Is Joint the upper bound? Per shot and Joint variant: its mean accuracy minus
     ``reference``'s on every seed both have (points), and whether it is ≥ on all of them."""
     by = {(r["method"], r["n_shot"]): r for r in table}
     rows = []
     for (method, shot), row in by.items():
         ref = by.get((reference, shot))
-        if method not in JOINT_METHODS or ref is None:
+        if method not in JOINT or ref is None:
             continue
         ours = dict(zip(row["seeds"], row["accuracy_per_seed"]))
         theirs = dict(zip(ref["seeds"], ref["accuracy_per_seed"]))

@@ -281,6 +281,34 @@ def gpu_block() -> str:
     )
 
 
+def _option_values(options) -> str:
+    return ", ".join(f"`{k}={v!r}`" for k, v in options.items())
+
+
+def methods_block() -> str:
+    """The methods page's table, from the methods' declarations (``MethodSpec``): name, where
+    it is implemented, family, what it is, the paper's rows it fills, its tuned options."""
+    from avalanche_sets.methods import builtin_methods, method_spec
+
+    lines = [
+        "| method | strategy | family | what it is | paper rows | tuned options |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name in builtin_methods():
+        spec = method_spec(name)
+        path = spec.module.replace(".", "/") + ".py"
+        fixed = f"({', '.join(f'{k}={v!r}' for k, v in spec.fixed.items())})" if spec.fixed else ""
+        strategy = f"[`{spec.strategy}{fixed}`]({path})"
+        rows = ", ".join(f"{r.table} (row {r.position})" for r in spec.rows) or "—"
+        tuned = "—"
+        if spec.tuned is not None:
+            tuned = f"{_option_values(spec.tuned.options)} ([chosen]({spec.tuned.record}))"
+        lines.append(
+            f"| `{name}` | {strategy} | {spec.family} | {spec.summary} | {rows} | {tuned} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 _LINK = re.compile(r"(\]\()(?![a-z][a-z0-9+.-]*:)([^)#\s]+)")  # a relative Markdown link target
 _IMAGES = (".png", ".jpg", ".jpeg", ".gif", ".svg")
 
@@ -332,6 +360,7 @@ def _generated() -> dict[str, str]:
         "gpu-measured": gpu_block(),
         "strategy-defaults": defaults_block(),
         "python-threads": threads_block(),
+        "methods-table": methods_block(),
         **readme_blocks(),
     }
 

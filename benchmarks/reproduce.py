@@ -42,39 +42,34 @@ from benchmarks._common import (
 from benchmarks._paper import (
     FOOTNOTE,
     PAPER,
+    SHARE_OF_JOINT,
     comparison_md,
     paired_delta,
     reference_of,
     share_of_joint_md,
+    table_methods,
 )
 
-TABLE2 = ["protonet", "anil", "mskm", "lst", "tpn", "order-mi-only", "order"]
-TABLE3 = ["semi-seq", "semi-er", "semi-agem", "semi-gem", "semi-mer", "semi-gpm", "semi-der",
-          "order-ot-only", "order", "joint", "joint-matched"]  # fmt: skip
-
-# artefact -> (methods, setting key swept (or None), values, strategy-overrides grid, stream)
+# artefact -> (methods, setting key swept (or None), values, strategy-overrides grid, stream);
+# an artefact's methods are those whose declarations fill one of its rows (``PaperRow``), in
+# the rows' order.
 ARTEFACTS = {
-    "table2": (TABLE2, None, [None], [{}], "test"),
-    "table3": (TABLE3, None, [None], [{}], "test"),
-    "order2": (TABLE2 + TABLE3[:-2], "order", [2], [{}], "test"),
-    "order3": (TABLE2 + TABLE3[:-2], "order", [3], [{}], "test"),
+    "table2": (table_methods("table2"), None, [None], [{}], "test"),
+    "table3": (table_methods("table3"), None, [None], [{}], "test"),
+    "order2": (table_methods("order2"), "order", [2], [{}], "test"),
+    "order3": (table_methods("order3"), "order", [3], [{}], "test"),
     # The paper's rows: MI × OT switches, all with replay ("neither" = Semi-ER).
     "ablation_components": (
-        ["semi-er", "order-ot-support-only", "order-ot-only", "order-no-ot", "order"],
-        "n_ood", [50, 250], [{}], "test",
+        table_methods("ablation_components"), "n_ood", [50, 250], [{}], "test",
     ),
     # U_id+U_ood without MI (Semi-ER), U_id only, + I_id, (+ I_ood only: ours), both terms;
     # then the same steps without replay and OT (ours): MSKM, the OOD filter, both MI terms.
-    "ablation_mi": (
-        ["semi-er", "order-ot-only", "order-mi-id-only", "order-mi-ood-only", "order",
-         "mskm", "order-ood-filter-only", "order-mi-only"],
-        "n_ood", [50, 250], [{}], "test",
-    ),
-    "ood_sensitivity": (["mskm", "tpn", "lst", "order"], "n_ood", [50, 100, 150, 200, 250],
+    "ablation_mi": (table_methods("ablation_mi"), "n_ood", [50, 250], [{}], "test"),
+    "ood_sensitivity": (table_methods("ood_sensitivity"), "n_ood", [50, 100, 150, 200, 250],
                         [{}], "test"),
-    "memory_size": (["semi-er", "semi-der", "order"], "mem_size", [50, 100, 200], [{}], "test"),
+    "memory_size": (table_methods("memory_size"), "mem_size", [50, 100, 200], [{}], "test"),
     "lambda_beta": (
-        ["order"], None, [None],
+        table_methods("lambda_beta"), None, [None],
         [{"lam": lam, "beta": beta} for lam in (1e-4, 1e-5, 1e-6)
          for beta in (0.01, 0.005, 0.003, 0.001)],
         "valid",
@@ -257,7 +252,7 @@ def main() -> None:
         # whichever table ran them (Table 2 has no Joint row of its own)
         joint_keys = {
             ident_key(run_identity(m, preset_for(shot, None), eval_stream=stream))
-            for shot in args.shots for m in ("order", "joint", "joint-matched")
+            for shot in args.shots for m in SHARE_OF_JOINT
         }  # fmt: skip
         joint_recs = [r for r in found if ident_key(record_identity(r)) in joint_keys]
         first = preset_for(args.shots[0], None)

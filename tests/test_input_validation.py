@@ -427,9 +427,11 @@ CASES = [
          r"method 'order': option 'use_ot' takes a bool, got 'false' \(str\); fix: use_ot=true "
          r"or use_ot=false on the command line \(also yes/no, 1/0\), use_ot=True or "
          r"use_ot=False in Python"),
-    Case("method-option-bad-text", lambda t: parse_options("semi-mer", {"gamma": "high"}),
-         TypeError, r"method 'semi-mer': option 'gamma' takes a float, got 'high'; fix: give "
-         r"gamma a float, e\.g\. gamma=1\.0; its options: \[beta: float = 1\.0, "),
+    Case("method-option-bad-text",
+         lambda t: parse_options("semi-mer", {"across_batch_rate": "high"}), TypeError,
+         r"method 'semi-mer': option 'across_batch_rate' takes a float, got 'high'; fix: give "
+         r"across_batch_rate a float, e\.g\. across_batch_rate=1\.0; its options: "
+         r"\[across_batch_rate: float = 1\.0, "),
     Case("method-option-given-twice",
          lambda t: _strategy_options(["beta=0.1", "beta=0.2"], ["order"]), ValueError,
          r"--strategy-set gives option 'beta' of method 'order' twice \(beta=0\.1 and "

@@ -8,11 +8,11 @@ import torch
 
 from avalanche_sets import run_sets, sets_benchmark
 from avalanche_sets.methods import (
-    JOINT_METHODS,
-    METHODS,
     MethodOptionError,
     build_strategy,
+    builtin_methods,
     check_method,
+    method_spec,
 )
 from avalanche_sets.presets import resolve_preset
 
@@ -25,14 +25,14 @@ def bench():
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("name", METHODS)
+@pytest.mark.parametrize("name", builtin_methods())
 def test_every_method_runs_with_the_preset_backbone(name, bench):
     torch.set_num_threads(1)
     preset = resolve_preset("quick", width=4, mem_size=4, threads=1)
     strategy = build_strategy(name, preset, seed=0)
     assert strategy.model.backbone.channels_last
     assert strategy.model.backbone.precision == preset.precision == "auto"
-    if name in JOINT_METHODS:
+    if method_spec(name).family == "joint":
         from avalanche_sets.baselines import joint_benchmark
 
         result = run_sets(strategy, joint_benchmark(bench))
@@ -91,18 +91,29 @@ def test_meta_learner_option_errors_name_the_option():
 
 
 def test_a_continual_baseline_takes_its_tuned_options_from_their_one_home(monkeypatch):
-    """``avalanche_sets.baselines.tuned`` is the one source of the tuned values: change it and
-    the built strategy changes; an option handed to ``build_strategy`` still wins."""
-    from avalanche_sets.baselines import tuned
+    """A method's declaration (``MethodSpec.tuned``) is the one source of its tuned values:
+    change it and the built strategy changes; an option handed to ``build_strategy`` still
+    wins; the class built by hand has the same defaults."""
+    import dataclasses
+
+    import avalanche_sets.methods as methods
+    from avalanche_sets.baselines import SemiDER, SemiGPM
 
     preset = resolve_preset("quick", width=4, mem_size=4)
-    gpm = tuned.TUNED[tuned.DEFAULTS_TUNED_ON]["semi-gpm"]
-    assert build_strategy("semi-gpm", preset).cl_plugin.threshold == gpm["threshold"]
-    monkeypatch.setitem(tuned.TUNED[tuned.DEFAULTS_TUNED_ON], "semi-gpm", {**gpm, "threshold": 0.5})
-    monkeypatch.setitem(
-        tuned.TUNED[tuned.DEFAULTS_TUNED_ON], "semi-der", {"alpha": 0.25, "beta": 0.75}
-    )
+    gpm, der = method_spec("semi-gpm"), method_spec("semi-der")
+    assert build_strategy("semi-gpm", preset).cl_plugin.threshold == gpm.tuned.options["threshold"]
+    assert SemiGPM().cl_plugin.threshold == gpm.tuned.options["threshold"]
+    assert SemiDER().cl_plugin.logit_weight == der.tuned.options["logit_weight"]
+    specs = dict(methods._builtin_specs())
+
+    def retuned(spec, **options):
+        return dataclasses.replace(spec, tuned=dataclasses.replace(spec.tuned, options=options))
+
+    specs["semi-gpm"] = retuned(gpm, **{**gpm.tuned.options, "threshold": 0.5})
+    specs["semi-der"] = retuned(der, logit_weight=0.25, label_weight=0.75)
+    monkeypatch.setattr(methods, "_builtin_specs", lambda: specs)
     assert build_strategy("semi-gpm", preset).cl_plugin.threshold == 0.5
-    der = build_strategy("semi-der", preset).cl_plugin
-    assert (der.alpha, der.beta) == (0.25, 0.75)
-    assert build_strategy("semi-der", preset, alpha=0.125).cl_plugin.alpha == 0.125
+    plugin = build_strategy("semi-der", preset).cl_plugin
+    assert (plugin.logit_weight, plugin.label_weight) == (0.25, 0.75)
+    built = build_strategy("semi-der", preset, logit_weight=0.125)
+    assert built.cl_plugin.logit_weight == 0.125

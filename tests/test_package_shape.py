@@ -20,7 +20,14 @@ HEAVY = {"matplotlib", "scipy", "cvxpy", "cvxpylayers", "ot", "wandb", "ray", "h
 #: Modules on the command line's start, which parses its arguments before torch is loaded, and
 #: on the path of ``table``, which needs no torch at all: they import torch, Avalanche and the
 #: package's torch modules inside the command that uses them.
-TORCH_FREE = {"cli.py", "presets.py", "methods/__init__.py", "runs/folder.py", "runs/code.py", "runs/report.py"}
+TORCH_FREE = {
+    "cli.py",
+    "presets.py",
+    "methods/__init__.py",
+    "runs/folder.py",
+    "runs/code.py",
+    "runs/report.py",
+}
 
 
 def _modules() -> list[Path]:
@@ -41,9 +48,13 @@ def _local_imports(path: Path) -> list[tuple[int, str]]:
     return found
 
 
-def test_at_most_six_root_modules():
-    root = sorted(p.name for p in PACKAGE.glob("*.py"))
-    assert len(root) <= 6, root
+def test_at_most_five_root_modules_besides_the_package_and_its_entry():
+    """The root holds the command line, the presets, and the ground floor every layer stands on
+    (shared settings, the file writer, a method's declaration): everything else is in a room."""
+    root = sorted(
+        p.name for p in PACKAGE.glob("*.py") if p.name not in ("__init__.py", "__main__.py")
+    )
+    assert len(root) <= 5, root
 
 
 def test_no_module_is_longer_than_700_lines():

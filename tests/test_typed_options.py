@@ -113,9 +113,10 @@ def test_command_line_text_is_typed_by_the_option():
          r"option 'use_ot' takes a bool, got 'maybe'; fix: use_ot=true or use_ot=false"),
         # float
         (["--strategy-set", "lr=1e-3x"], r"option 'lr' takes a float, got '1e-3x'"),
-        (["--method", "semi-mer", "--strategy-set", "gamma=high"],
-         r"method 'semi-mer': option 'gamma' takes a float, got 'high'.*its options: \[.*"
-         r"gamma: float = 1\.0"),
+        (["--method", "semi-mer", "--strategy-set", "across_batch_rate=high"],
+         r"method 'semi-mer': option 'across_batch_rate' takes a float, got 'high'.*its "
+         r"options: \[.*"
+         r"within_batch_rate: float = 1\.0"),
         # int (an option of the strategy, and one of a baseline's model)
         (["--method", "semi-gpm", "--strategy-set", "n_episodes=ten"],
          r"option 'n_episodes' takes an int, got 'ten'"),
@@ -280,13 +281,13 @@ def test_a_sweep_gives_a_method_its_own_options(monkeypatch, tmp_path):
     specs = _sweep_specs(
         monkeypatch,
         ["--methods", "order", "semi-der", "--seeds", "0", "--out", str(tmp_path),
-         "--strategy-set", "order:beta=0.1", "--strategy-set", "semi-der:beta=0.5",
+         "--strategy-set", "order:beta=0.1", "--strategy-set", "semi-der:label_weight=0.5",
          "--strategy-set", "lr=2e-3", "--strategy-set", "order:ot_unlabeled=no"],
     )  # fmt: skip
     got = {s.method: s.strategy_overrides for s in specs}
     assert got == {
         "order": {"beta": 0.1, "lr": 2e-3, "ot_unlabeled": False},
-        "semi-der": {"beta": 0.5, "lr": 2e-3},
+        "semi-der": {"label_weight": 0.5, "lr": 2e-3},
     }
 
 

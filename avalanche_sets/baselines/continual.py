@@ -27,7 +27,14 @@ Joint``            (ORDER's work per step)
 
 from __future__ import annotations
 
-from ..defaults import MEM_SIZE, REPLAY_BATCH
+import inspect
+import typing
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+from ..defaults import REPLAY_BATCH
+from ..method_spec import MethodSpec, PaperRow, Tuned
 from ..models.backbone import cpu_backbone
 from ..models.episodic import PrototypicalModel
 from .joint import joint_benchmark
@@ -40,13 +47,6 @@ from .plugins import (
     GPMPlugin,
     MERPlugin,
 )
-from .tuned import default_options
-
-# The defaults tuned on the validation stream, read from their one home (.tuned).
-_AGEM = default_options("semi-agem")
-_MER = default_options("semi-mer")
-_GPM = default_options("semi-gpm")
-_DER = default_options("semi-der")
 
 __all__ = [
     "SemiSeq",
@@ -68,10 +68,67 @@ def mskm_model(image_size: int = 32, width: int = 64) -> PrototypicalModel:
     return PrototypicalModel(cpu_backbone(image_size, width), refine="mskm")
 
 
+def _plugin_parameters(plugin_class: type) -> list[inspect.Parameter]:
+    params = inspect.signature(plugin_class).parameters.values()
+    return [p for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
+def _taking_plugin_options(cls: type) -> Callable[..., None]:
+    """``cls.__init__`` that builds the class's plugin from the plugin's options it is given
+    (defaults: the class's :attr:`~SemiSeq.tuned_defaults`, then the plugin's) and hands the
+    rest to the constructor it wraps. Its signature names those options, read from the
+    plugin's: they have one declaration, the plugin's, and Avalanche's check of a strategy's
+    keyword arguments, ``help()`` and :func:`~avalanche_sets.methods.method_options` all see
+    them."""
+    init = cls.__init__
+    names = [p.name for p in _plugin_parameters(cls.plugin_class)]
+
+    def __init__(self, **kwargs: Any) -> None:
+        if "cl_plugin" in kwargs:
+            raise TypeError(
+                f"{type(self).__name__} builds its own {cls.plugin_class.__name__}; fix: give "
+                "its options instead of cl_plugin, or use SemiSeq(cl_plugin=...)"
+            )
+        kwargs = {**cls.tuned_defaults, **kwargs}
+        options = {k: kwargs.pop(k) for k in names if k in kwargs}
+        init(self, cl_plugin=cls.plugin_class(**options), **kwargs)
+
+    params = [
+        p.replace(kind=p.KEYWORD_ONLY, default=cls.tuned_defaults.get(p.name, p.default))
+        for p in _plugin_parameters(cls.plugin_class)
+    ]
+    this = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    rest = inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD)
+    __init__.__signature__ = inspect.Signature([this, *params, rest])
+    try:  # the annotations as types (the plugin's module resolves their names)
+        hints = typing.get_type_hints(cls.plugin_class.__init__)
+    except Exception:  # a name only a type checker imports: left as the plugin wrote it
+        hints = dict(cls.plugin_class.__init__.__annotations__)
+    __init__.__annotations__ = {p.name: hints[p.name] for p in params if p.name in hints}
+    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    __init__.__doc__ = init.__doc__
+    return __init__
+
+
+SEMI_SEQ = MethodSpec(
+    name="semi-seq",
+    summary="MSKM trained sequentially on the domains, with no mechanism against forgetting",
+    family="continual",
+    strategy="SemiSeq",
+    rows=(
+        PaperRow("table3", 1, ((33.79, 1.05), (45.41, 0.58)), reference=True),
+        PaperRow("order2", 7),
+        PaperRow("order3", 7),
+    ),
+)
+
+
 class SemiSeq(EpisodicBaseline):
     """Semi-Seq: the MSKM learner (Ren et al., ICLR 2018) trained sequentially on the domains,
     without any mechanism against forgetting (the paper's "Seq" lower bound). Every other
-    continual baseline is Semi-Seq with its mechanism's plugin (``cl_plugin``).
+    continual baseline is Semi-Seq with its mechanism's plugin: a subclass names the plugin's
+    class (:attr:`plugin_class`), whose keyword options are the strategy's own, declared once,
+    by the plugin.
 
     It takes a whole model, no model options: its learner is the paper's MSKM learner, which
     :func:`~avalanche_sets.methods.build_strategy` builds on the preset's backbone.
@@ -80,144 +137,173 @@ class SemiSeq(EpisodicBaseline):
         model: an episodic model; default :func:`mskm_model` (4 blocks, 32 px).
         optimizer: default Adam(lr) (paper: Adam, 1e-3).
         lr: learning rate of the default optimiser.
-        plugins: extra Avalanche plugins, after the mechanism's. Other keyword arguments go to
-            :class:`~avalanche_sets.baselines.meta.EpisodicBaseline` (``train_mb_size`` —
-            paper 2 —, ``evaluator``, ``device`` …).
+        plugins: extra Avalanche plugins, after the mechanism's.
+        **kwargs: the options of :attr:`plugin_class` (default: :attr:`tuned_defaults`, then
+            the plugin's own), and those of
+            :class:`~avalanche_sets.baselines.meta.EpisodicBaseline` (``train_mb_size`` — paper
+            2 —, ``evaluator``, ``device`` …).
+
+    Raises:
+        TypeError: ``cl_plugin`` given to a subclass with a :attr:`plugin_class`: it builds its
+            own.
     """
+
+    #: The continual mechanism's plugin class (``None``: no mechanism); the strategy builds it
+    #: from the plugin's keyword options it is given.
+    plugin_class: ClassVar[type | None] = None
+    #: The options the method's declaration tuned (:attr:`MethodSpec.tuned`): defaults of the
+    #: strategy and its plugin that a keyword argument overrides.
+    tuned_defaults: ClassVar[Mapping[str, Any]] = MappingProxyType({})
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "plugin_class" in cls.__dict__ and cls.plugin_class is not None:
+            cls.__init__ = _taking_plugin_options(cls)
+
+    @classmethod
+    def plugin_option_names(cls) -> tuple[str, ...]:
+        """The keyword options of :attr:`plugin_class` (none without one)."""
+        if cls.plugin_class is None:
+            return ()
+        return tuple(p.name for p in _plugin_parameters(cls.plugin_class))
 
     def default_model(self) -> PrototypicalModel:
         """:func:`mskm_model`: the paper's MSKM learner."""
         return mskm_model()
 
 
+SEMI_ER = MethodSpec(
+    name="semi-er",
+    summary="experience replay of whole episodes (Chaudhry et al. 2019) with Avalanche's "
+    "ReplayPlugin and storage policies; memory of 200 tasks",
+    family="continual",
+    strategy="SemiER",
+    rows=(
+        PaperRow("table3", 2, ((37.62, 0.97), (50.35, 0.76))),
+        PaperRow("order2", 8, ((39.05, 0.91), (51.28, 0.78))),
+        PaperRow("order3", 8, ((38.87, 0.76), (52.75, 0.82))),
+        PaperRow("ablation_components", 1, ((50.35, 0.76), (46.25, 0.91)), reference=True),
+        PaperRow("ablation_mi", 1, ((50.35, 0.76), (46.25, 0.91)), reference=True),
+        PaperRow("memory_size", 1),
+    ),
+)
+
+
 class SemiER(SemiSeq):
     """Semi-ER: MSKM + experience replay (Chaudhry et al. 2019, "On Tiny Episodic Memories in
     Continual Learning") with Avalanche's ``ReplayPlugin`` and storage policies, through
-    :class:`~avalanche_sets.baselines.plugins.EpisodicReplayPlugin`.
+    :class:`~avalanche_sets.baselines.plugins.EpisodicReplayPlugin` (its options: ``mem_size``,
+    ``replay_batch``, ``storage_policy``, ``seed``).
 
     Every meta-batch is ``train_mb_size`` current episodes plus ``replay_batch`` memory
     episodes (one :class:`EpisodeBatch`, one forward pass, the MSKM meta-loss on all). The
     memory (``mem_size`` tasks, default a reservoir — uniform over all tasks seen) is updated by
     Avalanche at each domain end, where the paper's ER updates its reservoir online; see the
     plugin for the consequences.
-
-    Args:
-        mem_size: memory in tasks (paper: 200). replay_batch: memory episodes per meta-batch.
-        storage_policy: an Avalanche storage policy (default ``ReservoirSamplingBuffer``).
-        seed: seed of the replay order. Others: as :class:`SemiSeq`.
     """
 
-    def __init__(
-        self,
-        *,
-        mem_size: int = MEM_SIZE,
-        replay_batch: int = REPLAY_BATCH,
-        storage_policy=None,
-        seed: int = 0,
-        **kwargs,
-    ) -> None:
-        plugin = EpisodicReplayPlugin(
-            mem_size=mem_size, batch_size_mem=replay_batch, storage_policy=storage_policy, seed=seed
-        )
-        super().__init__(cl_plugin=plugin, **kwargs)
+    plugin_class = EpisodicReplayPlugin
+
+
+SEMI_AGEM = MethodSpec(
+    name="semi-agem",
+    summary="A-GEM (Chaudhry et al. 2019) with Avalanche's AGEMPlugin; memory of 200 tasks",
+    family="continual",
+    strategy="SemiAGEM",
+    tuned=Tuned(
+        options={"sample_size": 2},
+        grid=({"sample_size": 2}, {"sample_size": 4}, {"sample_size": 8}),
+        preset="cpu",
+        record="benchmarks/results/baseline_checks/tuning/chosen.json",
+        why="memory batch 2, 4, 8: indistinguishable (|Δ| ≤ 0.03 ± 0.33), the default stays",
+    ),
+    rows=(
+        PaperRow("table3", 3, ((36.97, 1.16), (50.29, 0.69))),
+        PaperRow("order2", 9, ((39.48, 0.97), (51.51, 0.83))),
+        PaperRow("order3", 9, ((39.29, 0.73), (52.97, 0.94))),
+    ),
+)
 
 
 class SemiAGEM(SemiSeq):
     """Semi-A-GEM: MSKM + averaged gradient episodic memory (Chaudhry et al., ICLR 2019) with
     Avalanche's ``AGEMPlugin`` through
-    :class:`~avalanche_sets.baselines.plugins.EpisodicAGEMPlugin`.
+    :class:`~avalanche_sets.baselines.plugins.EpisodicAGEMPlugin` (its options: ``mem_size``,
+    ``sample_size``, ``seed``).
 
     The gradient of the current meta-batch is projected whenever it conflicts with the gradient
     of ``sample_size`` memory episodes (memory: ``mem_size`` tasks, balanced over the domains
     seen, updated at domain ends).
-
-    Args:
-        mem_size: memory in tasks (paper: 200). sample_size: episodes in the reference batch
-            (default: :mod:`~avalanche_sets.baselines.tuned`).
-        seed: seed of memory sampling. Others: as :class:`SemiSeq`.
     """
 
-    def __init__(
-        self,
-        *,
-        mem_size: int = MEM_SIZE,
-        sample_size: int = _AGEM["sample_size"],
-        seed: int = 0,
-        **kwargs,
-    ) -> None:
-        plugin = EpisodicAGEMPlugin(mem_size=mem_size, sample_size=sample_size, seed=seed)
-        super().__init__(cl_plugin=plugin, **kwargs)
+    plugin_class = EpisodicAGEMPlugin
+    tuned_defaults = MappingProxyType(dict(SEMI_AGEM.tuned_options))
+
+
+SEMI_GEM = MethodSpec(
+    name="semi-gem",
+    summary="GEM (Lopez-Paz & Ranzato 2017), its QP by quadprog; memory of 200 tasks",
+    family="continual",
+    strategy="SemiGEM",
+    rows=(
+        PaperRow("table3", 4),
+        PaperRow("order2", 10),
+        PaperRow("order3", 10),
+    ),
+)
 
 
 class SemiGEM(SemiSeq):
     """Semi-GEM: MSKM + gradient episodic memory (Lopez-Paz & Ranzato, NeurIPS 2017) with
     Avalanche's ``GEMPlugin`` QP (``quadprog``) through
-    :class:`~avalanche_sets.baselines.plugins.EpisodicGEMPlugin`.
+    :class:`~avalanche_sets.baselines.plugins.EpisodicGEMPlugin` (its options: ``mem_size``,
+    ``memory_strength``, ``constraint_batch``, ``seed``).
 
     One constraint per past domain, its gradient estimated on ``constraint_batch`` memory
     episodes of that domain every iteration (``None``: the domain's whole memory, as GEM).
-
-    Args:
-        mem_size: memory in tasks (paper: 200). memory_strength: GEM's margin γ.
-        constraint_batch: episodes per past domain per iteration. seed: sampling seed.
-        Others: as :class:`SemiSeq`.
     """
 
-    def __init__(
-        self,
-        *,
-        mem_size: int = MEM_SIZE,
-        memory_strength: float = 0.5,
-        constraint_batch: int | None = 2,
-        seed: int = 0,
-        **kwargs,
-    ) -> None:
-        plugin = EpisodicGEMPlugin(
-            mem_size=mem_size,
-            memory_strength=memory_strength,
-            constraint_batch=constraint_batch,
-            seed=seed,
-        )
-        super().__init__(cl_plugin=plugin, **kwargs)
+    plugin_class = EpisodicGEMPlugin
+
+
+SEMI_MER = MethodSpec(
+    name="semi-mer",
+    summary="meta-experience replay (Riemer et al. 2019): Reptile within and across batches; "
+    "reservoir of 200 tasks",
+    family="continual",
+    strategy="SemiMER",
+    tuned=Tuned(
+        options={"within_batch_rate": 1.0, "across_batch_rate": 1.0},
+        grid=(
+            {"within_batch_rate": 0.3, "across_batch_rate": 1.0},
+            {"within_batch_rate": 0.1, "across_batch_rate": 1.0},
+            {"within_batch_rate": 1.0, "across_batch_rate": 1.0},
+        ),
+        preset="cpu",
+        record="benchmarks/results/baseline_checks/tuning/chosen.json",
+        why="β 1 (within-batch Reptile interpolation to the end point) instead of 0.3: +3.5 points",
+    ),
+    rows=(
+        PaperRow("table3", 5, ((37.90, 0.83), (50.46, 0.74))),
+        PaperRow("order2", 11, ((39.65, 0.82), (51.42, 0.68))),
+        PaperRow("order3", 11, ((39.41, 0.68), (53.08, 0.87))),
+    ),
+)
 
 
 class SemiMER(SemiSeq):
     """Semi-MER: MSKM + meta-experience replay (Riemer et al., ICLR 2019) through
-    :class:`~avalanche_sets.baselines.plugins.MERPlugin`.
+    :class:`~avalanche_sets.baselines.plugins.MERPlugin` (its options: ``mem_size``,
+    ``replay_batch``, ``n_batches``, the Reptile rates ``within_batch_rate`` (β) and
+    ``across_batch_rate`` (γ), ``seed``).
 
     Overrides only ``training_epoch``: for each meta-batch, the iteration-level callbacks fire
     as usual, and the update in between is MER's — sequential one-episode steps over memory +
-    current episodes, with within-batch (``beta``) and across-batch (``gamma``) Reptile
-    interpolation; the memory is an online reservoir of ``mem_size`` tasks.
-
-    Args:
-        mem_size: memory in tasks (paper: 200). replay_batch: memory episodes per inner batch.
-        n_batches: inner batches per iteration (MER's k). beta, gamma: Reptile rates (defaults
-            tuned on the validation stream, MER's β = 0.3 one option away:
-            :mod:`~avalanche_sets.baselines.tuned`).
-        seed: seed of the reservoir. Others: as :class:`SemiSeq`.
+    current episodes, with within-batch (β) and across-batch (γ) Reptile interpolation; the memory is an online reservoir of ``mem_size`` tasks.
     """
 
-    def __init__(
-        self,
-        *,
-        mem_size: int = MEM_SIZE,
-        replay_batch: int = REPLAY_BATCH,
-        n_batches: int = 1,
-        beta: float = _MER["beta"],
-        gamma: float = _MER["gamma"],
-        seed: int = 0,
-        **kwargs,
-    ) -> None:
-        plugin = MERPlugin(
-            mem_size=mem_size,
-            replay_batch=replay_batch,
-            n_batches=n_batches,
-            beta=beta,
-            gamma=gamma,
-            seed=seed,
-        )
-        super().__init__(cl_plugin=plugin, **kwargs)
+    plugin_class = MERPlugin
+    tuned_defaults = MappingProxyType(dict(SEMI_MER.tuned_options))
 
     def training_epoch(self, **kwargs):
         for mbatch in self.dataloader:
@@ -230,77 +316,103 @@ class SemiMER(SemiSeq):
             self._after_training_iteration(**kwargs)
 
 
+SEMI_GPM = MethodSpec(
+    name="semi-gpm",
+    summary="gradient projection memory (Saha et al. 2021): gradients projected off each "
+    "layer's bases of past domains, plain SGD",
+    family="continual",
+    strategy="SemiGPM",
+    tuned=Tuned(
+        options={"threshold": 0.9, "lr": 0.01},
+        grid=(
+            {"threshold": 0.97, "lr": 0.01},
+            {"threshold": 0.97, "lr": 0.1},
+            {"threshold": 0.9, "lr": 0.1},
+            {"threshold": 0.9, "lr": 0.01},
+        ),
+        preset="cpu",
+        record="benchmarks/results/baseline_checks/tuning/chosen.json",
+        why="ε 0.9 instead of GPM's 0.97: +5.7 points on the validation stream (SGD lr 0.1: worse)",
+    ),
+    rows=(
+        PaperRow("table3", 6, ((36.53, 0.81), (49.78, 0.65))),
+        PaperRow("order2", 12, ((38.89, 0.85), (51.03, 0.71))),
+        PaperRow("order3", 12, ((39.09, 0.81), (52.83, 0.76))),
+    ),
+    own_lr="it trains with its own SGD learning rate (GPM's update is orthogonal only with "
+    "it); set it with --strategy-set lr=...",
+)
+
+
 class SemiGPM(SemiSeq):
     """Semi-GPM: MSKM + gradient projection memory (Saha et al., ICLR 2021) through
-    :class:`~avalanche_sets.baselines.plugins.GPMPlugin`.
+    :class:`~avalanche_sets.baselines.plugins.GPMPlugin` (its options: ``threshold``,
+    ``threshold_increment``, ``n_episodes``, ``other_params``, ``image_chunk``, ``seed``).
 
     At each domain end the representation bases of every conv/linear layer are extended
     (energy threshold ``threshold + threshold_increment·t``); gradients are projected off
-    them. The default optimiser is plain SGD (the update is then orthogonal to the bases,
-    as in GPM); pass ``optimizer`` for another.
-
-    Args:
-        lr: SGD learning rate of the default optimiser.
-        threshold, threshold_increment: GPM's energy threshold schedule (``threshold`` tuned on
-            the validation stream, GPM's ε = 0.97 one option away:
-            :mod:`~avalanche_sets.baselines.tuned`; +0.003 per domain).
-        n_episodes: episodes of a finished domain forming its representation matrices.
-        other_params: ``"freeze"`` (GPM's code: BatchNorm affine frozen after the first
-            domain) or ``"train"``. seed: seed of the episode choice. Others: as
-            :class:`SemiSeq`.
+    them. The optimiser is plain SGD (the update is then orthogonal to the bases, as in GPM),
+    its learning rate ``lr`` tuned (:attr:`tuned_defaults`); pass ``optimizer`` for another.
     """
 
-    def __init__(
-        self,
-        *,
-        lr: float = _GPM["lr"],
-        threshold: float = _GPM["threshold"],
-        threshold_increment: float = 0.003,
-        n_episodes: int = 10,
-        other_params: str = "freeze",
-        seed: int = 0,
-        **kwargs,
-    ) -> None:
-        plugin = GPMPlugin(
-            threshold=threshold,
-            threshold_increment=threshold_increment,
-            n_episodes=n_episodes,
-            other_params=other_params,
-            seed=seed,
-        )
-        super().__init__(lr=lr, sgd=True, cl_plugin=plugin, **kwargs)
+    plugin_class = GPMPlugin
+    tuned_defaults = MappingProxyType(dict(SEMI_GPM.tuned_options))
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(sgd=True, **kwargs)
+
+
+SEMI_DER = MethodSpec(
+    name="semi-der",
+    summary="dark experience replay++ (Buzzega et al. 2020), the paper's DEGCL: logits and "
+    "labels of a 200-task reservoir replayed",
+    family="continual",
+    strategy="SemiDER",
+    tuned=Tuned(
+        options={"logit_weight": 0.001, "label_weight": 0.5},
+        grid=(
+            {"logit_weight": 0.1, "label_weight": 0.5},
+            {"logit_weight": 0.01, "label_weight": 0.5},
+            {"logit_weight": 0.001, "label_weight": 0.5},
+        ),
+        preset="cpu",
+        record="benchmarks/results/baseline_checks/tuning/chosen.json",
+        why="α 0.001 instead of 0.1: +12.8 points; DER++'s α suits softmax logits, MSKM's "
+        "logits are negative squared distances and α·MSE outweighed the task's own loss",
+    ),
+    rows=(
+        PaperRow("table3", 7, ((36.78, 0.89), (50.07, 0.61))),
+        PaperRow("order2", 13, ((39.81, 0.73), (51.68, 0.62))),
+        PaperRow("order3", 13, ((39.46, 0.77), (53.37, 0.73))),
+        PaperRow("memory_size", 2),
+    ),
+)
 
 
 class SemiDER(SemiSeq):
     """Semi-DER: MSKM + dark experience replay++ (Buzzega et al., NeurIPS 2020; the paper's
-    "DEGCL") through :class:`~avalanche_sets.baselines.plugins.DERPlugin`.
+    "DEGCL") through :class:`~avalanche_sets.baselines.plugins.DERPlugin` (its options:
+    ``mem_size``, ``replay_batch``, the logit weight ``logit_weight`` (α), the label weight
+    ``label_weight`` (β), ``seed``).
 
     Online reservoir memory of ``mem_size`` tasks with their query logits; loss
-    ``L_meta + alpha·MSE(logits, stored logits) + beta·CE(memory queries)``.
-
-    Args:
-        mem_size: memory in tasks (paper: 200). replay_batch: memory episodes per term.
-        alpha: logit-matching weight, tuned on the validation stream
-            (:mod:`~avalanche_sets.baselines.tuned`: DER++'s 0.1 suits softmax logits; MSKM's
-            are negative squared distances, and with 0.1 the logit term outweighed the task's
-            own loss). beta: memory label weight (0: plain DER).
-        seed: seed of the reservoir. Others: as :class:`SemiSeq`.
+    ``L_meta + α·MSE(logits, stored logits) + β·CE(memory queries)``. ``logit_weight`` is tuned
+    (:attr:`tuned_defaults`: DER++'s 0.1 suits softmax logits; MSKM's are negative squared
+    distances, and with 0.1 the logit term outweighed the task's own loss).
     """
 
-    def __init__(
-        self,
-        *,
-        mem_size: int = MEM_SIZE,
-        replay_batch: int = REPLAY_BATCH,
-        alpha: float = _DER["alpha"],
-        beta: float = _DER["beta"],
-        seed: int = 0,
-        **kwargs,
-    ) -> None:
-        plugin = DERPlugin(
-            mem_size=mem_size, replay_batch=replay_batch, alpha=alpha, beta=beta, seed=seed
-        )
-        super().__init__(cl_plugin=plugin, **kwargs)
+    plugin_class = DERPlugin
+    tuned_defaults = MappingProxyType(dict(SEMI_DER.tuned_options))
+
+
+JOINT = MethodSpec(
+    name="joint",
+    summary="MSKM trained on all domains' tasks shuffled into one stationary stream: the "
+    "upper bound",
+    family="joint",
+    strategy="JointTraining",
+    rows=(PaperRow("table3", 10, ((49.91, 0.79), (61.78, 0.75))),),
+)
 
 
 class JointTraining(SemiSeq):
@@ -317,6 +429,18 @@ class JointTraining(SemiSeq):
     def benchmark(bench, *, seed: int = 0):
         """The joint version of a SETS benchmark (see :func:`joint_benchmark`)."""
         return joint_benchmark(bench, seed=seed)
+
+
+JOINT_MATCHED = MethodSpec(
+    name="joint-matched",
+    summary="Joint at ORDER's work per iteration: B + R tasks of the mixture per step, as many "
+    "steps, on (B + R) / B times the training tasks (fresh episodes; the test episodes are "
+    "everyone's)",
+    family="joint",
+    strategy="ComputeMatchedJoint",
+    compute_matched=True,
+    rows=(PaperRow("table3", 11),),
+)
 
 
 class ComputeMatchedJoint(JointTraining):

@@ -31,6 +31,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from ..method_spec import MethodSpec, PaperRow
 from ..models.heads import prototypes
 from .meta import ANILModel, EpisodicBaseline, embedding_dim
 
@@ -201,6 +202,21 @@ class LSTModel(ANILModel):
         logits = super().forward(batch)
         self.swn_query_logits = [torch.cat(x) for x in self._swn_logits if x]
         return logits
+
+
+LST_METHOD = MethodSpec(
+    name="lst",
+    summary="learning to self-train (Li et al. 2019): MAML inner loop, pseudo-labels, "
+    "cherry-picking, meta-learned soft weights",
+    family="meta",
+    strategy="LST",
+    rows=(
+        PaperRow("table2", 4, ((34.81, 0.81), (46.09, 0.69))),
+        PaperRow("order2", 4, ((32.51, 0.71), (41.78, 0.85))),
+        PaperRow("order3", 4, ((31.61, 0.81), (41.31, 0.80))),
+        PaperRow("ood_sensitivity", 3),
+    ),
+)
 
 
 class LST(EpisodicBaseline):

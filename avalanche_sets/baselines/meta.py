@@ -36,6 +36,7 @@ from avalanche.core import SupervisedPlugin
 from torch import Tensor, nn
 
 from ..data.episodes import EpisodeBatch
+from ..method_spec import MethodSpec, PaperRow
 from ..models.backbone import autocast_bf16, cpu_backbone, embed_episodes
 from ..models.episodic import EpisodeState, PrototypicalModel
 from ..models.maml import MAMLLearner
@@ -214,6 +215,19 @@ class ProtoNetModel(PrototypicalModel):
         return super().encode(labeled_only)
 
 
+PROTONET = MethodSpec(
+    name="protonet",
+    summary="prototypical networks (Snell et al. 2017): the unlabeled images ignored",
+    family="meta",
+    strategy="ProtoNet",
+    rows=(
+        PaperRow("table2", 1, ((31.96, 0.93), (42.62, 0.73))),
+        PaperRow("order2", 1, ((27.91, 0.95), (39.12, 0.76))),
+        PaperRow("order3", 1, ((28.55, 1.03), (40.41, 0.97))),
+    ),
+)
+
+
 class ProtoNet(EpisodicBaseline):
     """Prototypical Networks (Snell, Swersky & Zemel, NeurIPS 2017), supervised only.
 
@@ -230,6 +244,22 @@ class ProtoNet(EpisodicBaseline):
     """
 
     model_class = ProtoNetModel
+
+
+MSKM_METHOD = MethodSpec(
+    name="mskm",
+    summary="masked soft k-means (Ren et al. 2018): every unlabeled image refines the "
+    "prototypes, OOD ones through learned soft masks",
+    family="meta",
+    strategy="MSKM",
+    rows=(
+        PaperRow("table2", 3, ((33.79, 1.05), (45.41, 0.58)), reference=True),
+        PaperRow("order2", 3, ((30.15, 0.89), (41.02, 0.75)), reference=True),
+        PaperRow("order3", 3, ((31.17, 0.96), (41.46, 0.69)), reference=True),
+        PaperRow("ablation_mi", 6),
+        PaperRow("ood_sensitivity", 1, reference=True),
+    ),
+)
 
 
 class MSKM(EpisodicBaseline):
@@ -420,6 +450,19 @@ class ANILModel(nn.Module):
             ]
         logits = torch.cat(logits)
         return logits if grad_outside else logits.detach()
+
+
+ANIL_METHOD = MethodSpec(
+    name="anil",
+    summary="ANIL (Raghu et al. 2020): MAML (MAMLLearner) adapting only the head on the support",
+    family="meta",
+    strategy="ANIL",
+    rows=(
+        PaperRow("table2", 2, ((30.58, 0.81), (42.24, 0.86))),
+        PaperRow("order2", 2, ((27.25, 0.82), (38.58, 0.65))),
+        PaperRow("order3", 2, ((28.24, 1.15), (39.97, 0.83))),
+    ),
+)
 
 
 class ANIL(EpisodicBaseline):

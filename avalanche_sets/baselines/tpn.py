@@ -27,6 +27,7 @@ from torch import Tensor, nn
 
 from ..data.episodes import EpisodeBatch
 from ..functional.distance import squared_euclidean
+from ..method_spec import MethodSpec, PaperRow
 from ..models.backbone import autocast_bf16, embed_episodes
 from .meta import EpisodicBaseline, embedding_dim
 
@@ -199,6 +200,21 @@ class TPNModel(nn.Module):
         self.last_graph = graph.detach()
         self.last_support_logits = f_star[:, :n_s].reshape(-1, n_way)
         return f_star[:, n_s : n_s + n_q].reshape(-1, n_way)
+
+
+TPN_METHOD = MethodSpec(
+    name="tpn",
+    summary="transductive propagation network (Liu et al. 2019): learned σ, kNN graph over "
+    "support, queries and unlabeled images, closed-form label propagation",
+    family="meta",
+    strategy="TPN",
+    rows=(
+        PaperRow("table2", 5, ((34.52, 0.83), (46.23, 0.60))),
+        PaperRow("order2", 5, ((31.81, 0.72), (42.81, 0.62))),
+        PaperRow("order3", 5, ((32.80, 0.71), (42.83, 0.71))),
+        PaperRow("ood_sensitivity", 2),
+    ),
+)
 
 
 class TPN(EpisodicBaseline):

@@ -4,12 +4,20 @@
 for and the strategy; the command line, the examples and the benchmark scripts all go through
 it, so a method means the same thing everywhere. The preset is a
 :class:`~avalanche_sets.presets.RunConfig` (checked when it was made); a dictionary of settings
-is checked once, on arrival. A continual baseline gets its tuned options from their one home,
-:mod:`avalanche_sets.baselines.tuned`, before the options it is handed.
+is checked once, on arrival.
 
-A method of your own is a **factory**, ``factory(preset, *, seed, evaluator, plugins,
-**options) -> strategy``, named wherever a built-in name goes (``--method``, ``run_experiment``,
-sweeps, tables) in one of two ways:
+A method is **declared** once, where it is implemented: a module-level
+``NAME = MethodSpec(...)`` (:mod:`avalanche_sets.method_spec`) beside its strategy class —
+its name, one line, its family, the options it fixes, its tuned options and the rows of the
+paper's tables it fills. The built-ins are the declarations in the package's modules
+(:func:`builtin_methods`, read without importing them, so the command line lists them without
+torch); a declaration of one's own is registered under an entry point (below) whose value is
+the ``MethodSpec``. Every reader — this registry, the command line, ``benchmarks/``, the
+documentation's methods page, the tests — takes the methods from :func:`method_specs`.
+
+A method of your own may instead be a **factory**, ``factory(preset, *, seed, evaluator,
+plugins, **options) -> strategy``, named wherever a built-in name goes (``--method``,
+``run_experiment``, sweeps, tables) in one of two ways:
 
 * ``"package.module:factory"``: imported from the Python path (the current folder included);
 * an entry point's name: an installed package declares ``my-method = "my_pkg.methods:build"``
@@ -17,9 +25,10 @@ sweeps, tables) in one of two ways:
 
 A strategy option's type and default have one home: the annotated signature that takes it
 (:func:`method_options`; the strategy class and those it inherits from, a baseline's model
-class, a factory's own parameters — and, for a factory with ``**options`` whose
-:data:`PASSES_OPTIONS_TO` attribute names a method, that method's). :func:`parse_options` types
-the command line's text by it and :func:`typed_options` checks Python values by it.
+class or its mechanism's plugin class, a factory's own parameters — and, for a factory with
+``**options`` whose :data:`PASSES_OPTIONS_TO` attribute names a method, that method's); a
+declaration's tuned options are the defaults it shows. :func:`parse_options` types the command
+line's text by it and :func:`typed_options` checks Python values by it.
 
 The factory must hand ``evaluator`` and ``plugins`` to the strategy it builds (checked); it
 usually calls :func:`build_strategy` on a built-in method with its own plugins added. It is
@@ -35,10 +44,13 @@ import inspect
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
+from ..method_spec import MethodSpec
 from ..presets import RunConfig
+from .builtins import _builtin_specs, builtin_methods
 from .options import (
     OptionSpec,
     OptionValueError,
@@ -51,14 +63,12 @@ if TYPE_CHECKING:  # torch loads only when a strategy is built (the CLI parses w
     from ..models.backbone import ConvBackbone
 
 __all__ = [
-    "METHODS",
-    "ORDER_VARIANTS",
-    "JOINT_METHODS",
     "ENTRY_POINT_GROUP",
     "MethodOptionError",
-    "ORDER_COMPONENT_OPTIONS",
+    "MethodSpec",
     "PASSES_OPTIONS_TO",
     "build_strategy",
+    "builtin_methods",
     "check_method",
     "installed_methods",
     "is_custom_method",
@@ -66,46 +76,40 @@ __all__ = [
     "method_folder_name",
     "method_names",
     "method_options",
+    "method_spec",
+    "method_specs",
     "make_backbone",
     "parse_options",
+    "tuned_options",
     "typed_options",
 ]
 
-# ORDER and its ablations (paper Tables 2-3 and the appendix ablation tables).
-ORDER_VARIANTS: dict[str, dict[str, Any]] = {
-    "order": {},
-    "order-mi-only": {"use_replay": False, "use_ot": False},
-    "order-ot-only": {"use_mi": False},
-    "order-ot-support-only": {"use_mi": False, "ot_unlabeled": False},
-    "order-no-ot": {"use_ot": False},
-    "order-mi-id-only": {"mi_terms": ("id",)},
-    "order-mi-ood-only": {"mi_terms": ("ood",)},
-    "order-ood-filter-only": {"use_mi": False, "use_replay": False, "use_ot": False},
-}
 
-# Baselines: name -> (module, class) in avalanche_sets.baselines.
-BASELINES: dict[str, tuple[str, str]] = {
-    "protonet": ("meta", "ProtoNet"),
-    "anil": ("meta", "ANIL"),
-    "mskm": ("meta", "MSKM"),
-    "tpn": ("tpn", "TPN"),
-    "lst": ("lst", "LST"),
-    "semi-seq": ("continual", "SemiSeq"),
-    "semi-er": ("continual", "SemiER"),
-    "semi-agem": ("continual", "SemiAGEM"),
-    "semi-gem": ("continual", "SemiGEM"),
-    "semi-mer": ("continual", "SemiMER"),
-    "semi-gpm": ("continual", "SemiGPM"),
-    "semi-der": ("continual", "SemiDER"),
-    "joint": ("continual", "JointTraining"),  # trained on joint_benchmark(bench)
-    # Joint with ORDER's B + R tasks per iteration, on (B + R) / B times the training tasks
-    "joint-matched": ("continual", "ComputeMatchedJoint"),
-}
+def method_specs() -> tuple[MethodSpec, ...]:
+    """Every declared method: the built-ins, then those installed packages declare."""
+    installed = [method_spec(n) for n in sorted(set(installed_methods()) - set(_builtin_specs()))]
+    return (*_builtin_specs().values(), *(s for s in installed if s is not None))
 
-#: Methods trained on the stationary mixture of the domains (``joint_benchmark``).
-JOINT_METHODS: tuple[str, ...] = ("joint", "joint-matched")
 
-METHODS: tuple[str, ...] = (*ORDER_VARIANTS, *BASELINES)
+def method_spec(name: str) -> MethodSpec | None:
+    """The declaration of method ``name``; ``None`` for a factory of one's own.
+
+    Raises:
+        ValueError: as :func:`method_factory` for a name that is no built-in method; an
+            installed declaration whose name is not its entry point's.
+    """
+    if name in _builtin_specs():
+        return _builtin_specs()[name]
+    target = _resolve(name)
+    if not isinstance(target, MethodSpec):
+        return None
+    if name in installed_methods() and target.name != name:
+        raise ValueError(
+            f"the entry point {name!r} ({installed_methods()[name]}) declares method "
+            f"{target.name!r}; fix: name the entry point {target.name!r}"
+        )
+    module = _target(name).partition(":")[0]
+    return target if target.module else replace(target, module=module)
 
 
 class MethodOptionError(TypeError, ValueError):
@@ -126,13 +130,21 @@ def installed_methods() -> dict[str, str]:
 
 def method_names() -> list[str]:
     """The built-in methods, then the installed ones (a ``module:factory`` is always valid)."""
-    return [*METHODS, *sorted(set(installed_methods()) - set(METHODS))]
+    builtin = builtin_methods()
+    return [*builtin, *sorted(set(installed_methods()) - set(builtin))]
 
 
 def is_custom_method(name: str) -> bool:
     """Whether ``name`` names a method of one's own (an installed entry point or a
     ``module:factory``) rather than a built-in method."""
-    return name not in METHODS
+    return name not in _builtin_specs()
+
+
+def tuned_options(name: str) -> dict[str, Any]:
+    """The options every run of method ``name`` gets unless told otherwise: its declaration's
+    tuned options (``{}`` for a method without, a factory of one's own among them)."""
+    spec = method_spec(name)
+    return spec.tuned_options if spec is not None else {}
 
 
 def method_folder_name(name: str) -> str:
@@ -141,21 +153,25 @@ def method_folder_name(name: str) -> str:
     return name.replace(":", ".")
 
 
-def method_factory(name: str) -> Callable[..., Any]:
-    """The factory of a method of one's own: an installed entry point's or a ``module:factory``.
+def _target(name: str) -> str:
+    """``module:attribute`` of a method of one's own: an installed entry point's value, or the
+    name itself."""
+    return installed_methods().get(name, name)
+
+
+def _resolve(name: str) -> Any:
+    """What a method of one's own names: its entry point's or ``module:attribute``'s object.
 
     The module is imported from the Python path; the current folder is searched last (as for
     ``python -m``), so a file next to where the command runs needs no installing.
 
     Raises:
         ValueError: ``name`` is neither (with the closest built-in name), the module or the
-            attribute is missing, the attribute is not callable, or an installed method takes
-            a built-in method's name.
+            attribute is missing, or it names a built-in method.
     """
-    installed = installed_methods()
-    if name in METHODS:
+    if name in _builtin_specs():
         raise ValueError(f"{name!r} is a built-in method, not a factory of one's own")
-    target = installed.get(name, name)
+    target = _target(name)
     module_name, colon, attr = target.partition(":")
     if not colon or not module_name or not attr:
         close = difflib.get_close_matches(str(name), method_names(), n=1, cutoff=0.5)
@@ -177,17 +193,30 @@ def method_factory(name: str) -> Callable[..., Any]:
             f"folder {os.getcwd()}; fix: run from the folder that holds {module_name}.py, add "
             "its folder to PYTHONPATH, or install its package"
         ) from None
-    factory: Any = module
+    found: Any = module
     for part in attr.split("."):
-        if not hasattr(factory, part):
+        if not hasattr(found, part):
             public = sorted(n for n in vars(module) if not n.startswith("_"))
             raise ValueError(
                 f"method {name!r}: module {module_name!r} has no attribute {attr!r}; it "
                 f"defines {public}"
             )
-        factory = getattr(factory, part)
-    if not callable(factory):
-        raise ValueError(f"method {name!r}: {target} is a {type(factory).__name__}, not callable")
+        found = getattr(found, part)
+    return found
+
+
+def method_factory(name: str) -> Callable[..., Any]:
+    """The factory of a method of one's own: an installed entry point's or a ``module:factory``.
+
+    Raises:
+        ValueError: as :func:`_resolve`; the attribute is not callable, or it is a method's
+            declaration (``MethodSpec``: built by :func:`build_strategy` as a built-in is).
+    """
+    factory = _resolve(name)
+    if isinstance(factory, MethodSpec) or not callable(factory):
+        raise ValueError(
+            f"method {name!r}: {_target(name)} is a {type(factory).__name__}, not callable"
+        )
     return factory
 
 
@@ -231,13 +260,16 @@ STRATEGY_PRESET_KEYS = (
 )
 
 
-def _strategy_class(name: str) -> type:
-    if name in ORDER_VARIANTS:
-        from ..order import OrderStrategy  # torch: the CLI parses without it
-
-        return OrderStrategy
-    module, cls_name = BASELINES[name]
-    return getattr(importlib.import_module(f"..baselines.{module}", __package__), cls_name)
+def _strategy_class(spec: MethodSpec) -> type:
+    """The strategy class a declaration names (its module imported: torch loads here)."""
+    module = importlib.import_module(spec.module)
+    cls = getattr(module, spec.strategy, None)
+    if not isinstance(cls, type):
+        raise ValueError(
+            f"method {spec.name!r}: its module {spec.module} defines no class "
+            f"{spec.strategy!r}; fix: name its strategy class in MethodSpec(strategy=...)"
+        )
+    return cls
 
 
 def _model_option_names(cls: type) -> tuple[str, ...]:
@@ -248,8 +280,9 @@ def _model_option_names(cls: type) -> tuple[str, ...]:
 
 def _class_options(cls: type) -> dict[str, OptionSpec]:
     """The keyword arguments ``cls`` or any class it inherits from accepts (as Avalanche
-    checks; the nearest class's declaration wins), and the options it hands its model (typed by
-    the model class's signature), each with its type and default."""
+    checks; the nearest class's declaration wins: a continual baseline's names its plugin's
+    options) and the options it hands its model (typed by the model class's signature), each
+    with its type and default (a class's tuned default where it has one)."""
     options: dict[str, OptionSpec] = {}
     for klass in cls.__mro__:
         init = klass.__dict__.get("__init__")
@@ -263,6 +296,10 @@ def _class_options(cls: type) -> dict[str, OptionSpec]:
         of_model = signature_options(cls.model_class.__init__)
         for key in model_names:
             options.setdefault(key, of_model.get(key, OptionSpec(key)))
+    if getattr(cls, "plugin_class", None) is not None:
+        options.pop("cl_plugin", None)  # the method builds it from its plugin's options
+    for key, value in getattr(cls, "tuned_defaults", {}).items():
+        options[key] = replace(options.get(key, OptionSpec(key)), default=value)
     return options
 
 
@@ -289,8 +326,9 @@ def method_options(name: str) -> tuple[dict[str, OptionSpec], bool]:
     Raises:
         ValueError: as :func:`method_factory`; a :data:`PASSES_OPTIONS_TO` that names no method.
     """
-    if not is_custom_method(name):
-        return _class_options(_strategy_class(name)), False
+    spec = method_spec(name)
+    if spec is not None:
+        return _class_options(_strategy_class(spec)), False
     factory = method_factory(name)
     try:
         params = inspect.signature(factory).parameters.values()
@@ -314,8 +352,9 @@ def method_options(name: str) -> tuple[dict[str, OptionSpec], bool]:
 
 
 def _method_what(name: str) -> str:
-    if not is_custom_method(name):
-        return _strategy_class(name).__name__
+    spec = method_spec(name)
+    if spec is not None:
+        return spec.strategy
     return getattr(method_factory(name), "__qualname__", name)
 
 
@@ -370,14 +409,6 @@ def parse_options(name: str, texts: Mapping[str, str]) -> dict[str, Any]:
     return typed_options(name, values)
 
 
-#: ORDER's options that act only while one of its components is on (``use_*``).
-ORDER_COMPONENT_OPTIONS: dict[str, tuple[str, ...]] = {
-    "use_mi": ("lam", "mi_terms"),
-    "use_ood_split": ("ood_k", "ood_rule", "ood_n_id"),
-    "use_replay": ("mem_size", "replay_batch"),
-    "use_ot": ("beta", "ot_solver", "ot_max_points", "ot_unlabeled"),
-}
-
 #: Preset settings only one evaluation stream reads: the size of the other stream.
 _STREAM_SETTINGS = {"n_val_episodes": "valid", "n_test_episodes": "test"}
 
@@ -411,49 +442,46 @@ def check_method(
             value of another type than the option's (:func:`typed_options`), or a factory of
             one's own that does not take a factory's arguments.
     """
-    if name in METHODS and name in installed_methods():
+    if name in _builtin_specs() and name in installed_methods():
         raise ValueError(
             f"an installed package registers a method named {name!r} (entry point "
             f"{installed_methods()[name]!r}), which is a built-in method's name; fix: rename "
             f"that entry point in its package's {ENTRY_POINT_GROUP!r} group"
         )
-    factory = method_factory(name) if is_custom_method(name) else None
+    spec = method_spec(name)
     config = _method_config(name, preset)
     unread = _unread_stream_settings(set(given), eval_stream)
-    if factory is not None:
-        _check_factory(name, factory)
+    if spec is None:
+        _check_factory(name, method_factory(name))
         typed_options(name, overrides or {})
         _refuse_unread(name, unread)
         return config
     overrides = typed_options(name, overrides or {})
-    cls = _strategy_class(name)
+    cls = _strategy_class(spec)
     accepted = _accepted_options(cls)
     for key in sorted(set(given) & set(_PRESET_OPTIONS) - accepted):
         unread[key] = f"{name} keeps no memory of tasks"
-    if "lr" in given and name == "semi-gpm":
-        unread["lr"] = (
-            "semi-gpm trains with its own SGD learning rate (GPM's update is orthogonal only "
-            "with it); set it with --strategy-set lr=..."
-        )
-    if name not in ORDER_VARIANTS:
-        _refuse_unread(name, unread)
-        return config
-    variant = ORDER_VARIANTS[name]
+    if "lr" in given and spec.own_lr is not None:
+        unread["lr"] = f"{name}: {spec.own_lr}"
     for key, value in overrides.items():
-        if key in variant and _normal(value) != _normal(variant[key]):
-            plain = [m for m, v in ORDER_VARIANTS.items() if _same(v, {**variant, key: value})]
+        if key in spec.fixed and _normal(value) != _normal(spec.fixed[key]):
+            asked = {**spec.fixed, key: value}
+            plain = [
+                other.name
+                for other in _builtin_specs().values()
+                if other.module == spec.module
+                and other.strategy == spec.strategy
+                and _settings(cls, other.fixed) == _settings(cls, asked)
+            ]
             fix = (
                 f"use method {plain[0]!r}" if plain else "drop the override or pick another method"
             )
             raise ValueError(
-                f"method {name!r} is ORDER with {key}={variant[key]!r}; the option "
-                f"{key}={value!r} contradicts it; fix: {fix}"
+                f"method {name!r} is {_strategy_label(spec)} with {key}={spec.fixed[key]!r}; the "
+                f"option {key}={value!r} contradicts it; fix: {fix}"
             )
-    defaults = inspect.signature(cls.__init__).parameters
-    settings = {k: p.default for k, p in defaults.items() if p.default is not p.empty}
-    settings.update(variant)
-    settings.update(overrides)
-    for switch, options in ORDER_COMPONENT_OPTIONS.items():
+    settings = {**_settings(cls, spec.fixed), **overrides}
+    for switch, options in getattr(cls, "component_options", {}).items():
         if settings.get(switch, True):
             continue
         for key in options:
@@ -547,12 +575,17 @@ def _normal(value: Any) -> Any:
     return tuple(value) if isinstance(value, (list, tuple)) else value
 
 
-def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    defaults = {"use_mi": True, "use_replay": True, "use_ot": True, "ot_unlabeled": True}
-    defaults["mi_terms"] = ("id", "ood")
-    full_a = {**defaults, **{k: _normal(v) for k, v in a.items()}}
-    full_b = {**defaults, **{k: _normal(v) for k, v in b.items()}}
-    return full_a == full_b
+def _settings(cls: type, fixed: Mapping[str, Any]) -> dict[str, Any]:
+    """The options a strategy of ``cls`` runs with: its constructor's defaults, then ``fixed``
+    (sequences as tuples, so two spellings of one setting compare equal)."""
+    params = inspect.signature(cls.__init__).parameters
+    settings = {k: p.default for k, p in params.items() if p.default is not p.empty}
+    return {k: _normal(v) for k, v in {**settings, **fixed}.items()}
+
+
+def _strategy_label(spec: MethodSpec) -> str:
+    """The method a declaration's fixed options modify (``ORDER`` for ORDER's ablations)."""
+    return "ORDER" if spec.family == "order" else spec.strategy
 
 
 #: Preset settings a strategy receives when its constructor takes them (read from its signature
@@ -579,9 +612,9 @@ def build_strategy(
     interim test episodes, as the command line does. ``plugins`` are added after the method's own plugins, so
     their callbacks run after them in every event. The model is initialised from
     ``torch.manual_seed(seed)``. A strategy whose constructor takes ``seed``, ``mem_size`` or
-    ``replay_batch`` receives the seed and the preset's values; a continual baseline receives
-    its tuned options (:func:`avalanche_sets.baselines.tuned.default_options`), which
-    ``overrides`` override. ``check=False`` skips :func:`check_method` when the caller has run
+    ``replay_batch`` receives the seed and the preset's values; a declared method receives
+    its tuned options (:func:`tuned_options`) and the options it fixes, which ``overrides``
+    override (an override that contradicts a fixed option is refused by :func:`check_method`). ``check=False`` skips :func:`check_method` when the caller has run
     it on these arguments already (a run checks its method once, before loading any data).
 
     A method of one's own (see the module's docstring) is built by its factory, called as
@@ -598,13 +631,13 @@ def build_strategy(
     import torch
     from avalanche.training.templates import BaseTemplate
 
-    from ..baselines.tuned import default_options
     from ..models.episodic import PrototypicalModel
     from ..training.template import silent_evaluator
 
     evaluator = evaluator if evaluator is not None else silent_evaluator()
     plugins = list(plugins or [])
-    if is_custom_method(name):
+    spec = method_spec(name)
+    if spec is None:
         torch.manual_seed(seed)
         strategy = method_factory(name)(
             config, seed=seed, evaluator=evaluator, plugins=plugins, **overrides
@@ -629,26 +662,26 @@ def build_strategy(
             )
         strategy.run_config = config
         return strategy
-    cls: Callable = _strategy_class(name)
+    cls: Callable = _strategy_class(spec)
     accepted = _accepted_options(cls)
     torch.manual_seed(seed)
     backbone = make_backbone(config)
     kwargs: dict[str, Any] = _common(config, evaluator, plugins or None)
-    if name in ORDER_VARIANTS:
+    if spec.family == "order":
         kwargs.update(model=PrototypicalModel(backbone, refine="soft_kmeans"), lr=config.lr)
-        kwargs.update(ORDER_VARIANTS[name])
-    elif "backbone" in accepted:  # the meta-learners build their own head on the backbone
+    elif spec.family == "meta":  # the meta-learners build their own head on the backbone
         kwargs["lr"] = config.lr
         if "model" not in overrides:  # a model handed over is used as it is
             kwargs["model_options"] = {"backbone": backbone}
     else:  # every continual baseline is MSKM + a mechanism (paper §5.3)
         kwargs["model"] = PrototypicalModel(backbone, refine="mskm")
-        if name != "semi-gpm":  # GPM's update is orthogonal only with its own SGD default
+        if spec.own_lr is None:
             kwargs["lr"] = config.lr
+    kwargs.update(spec.fixed)
     if "seed" in accepted:
         kwargs["seed"] = seed
     kwargs.update({k: getattr(config, k) for k in _PRESET_OPTIONS if k in accepted})
-    kwargs.update(default_options(name))
+    kwargs.update(spec.tuned_options)
     model_options = _model_option_names(cls)
     for key, value in overrides.items():  # a meta-learner's model options go to its model
         target = kwargs.setdefault("model_options", {}) if key in model_options else kwargs

@@ -17,6 +17,7 @@ from ..data.episodes import EpisodeBatch
 from ..defaults import MEM_SIZE, REPLAY_BATCH, check_mem_size
 from ..functional.ood import id_first
 from ..functional.reservoir import Reservoir
+from ..training.iteration import MetaBatchReplay
 
 __all__ = [
     "FeatureReservoirReplayPlugin",
@@ -186,7 +187,7 @@ class StoredTask(NamedTuple):
     task: MemoryTask
 
 
-class FeatureReservoirReplayPlugin(SupervisedPlugin):
+class FeatureReservoirReplayPlugin(MetaBatchReplay, SupervisedPlugin):
     """Reservoir memory of whole tasks, replayed with the full loss (paper Eq. 10, Alg. 2).
 
     * **Storage** (``after_training_iteration``): every training task of the meta-batch is

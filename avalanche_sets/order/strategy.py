@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 import torch
 
@@ -78,6 +79,16 @@ class OrderStrategy(EpisodicTemplate):
         train_mb_size: episodes per meta-batch (paper: 2). Other keyword arguments go to
             :class:`EpisodicTemplate` (``evaluator``, ``plugins``, ``device``, ...).
     """
+
+    #: The options that act only while one of its components is on (``use_*``): an option of a
+    #: component switched off is refused, not ignored
+    #: (:func:`~avalanche_sets.methods.check_method`).
+    component_options: ClassVar[dict[str, tuple[str, ...]]] = {
+        "use_mi": ("lam", "mi_terms"),
+        "use_ood_split": ("ood_k", "ood_rule", "ood_n_id"),
+        "use_replay": ("mem_size", "replay_batch"),
+        "use_ot": ("beta", "ot_solver", "ot_max_points", "ot_unlabeled"),
+    }
 
     def __init__(
         self,

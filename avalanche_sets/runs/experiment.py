@@ -32,11 +32,10 @@ from avalanche.training.plugins import EvaluationPlugin
 from .. import __version__, training
 from ..baselines.continual import ComputeMatchedJoint
 from ..baselines.joint import joint_benchmark
-from ..baselines.tuned import default_options
 from ..data import SETSBenchmark, sets_benchmark
 from ..data.content import PACKS_ENV, data_root
 from ..data.packs import NO_PACKS_HINT
-from ..methods import JOINT_METHODS, build_strategy, check_method, typed_options
+from ..methods import build_strategy, check_method, method_spec, tuned_options, typed_options
 from ..metrics import episode_metrics
 from ..presets import RunConfig, preset_settings
 from ..training.checkpoint import previous_checkpoint_path
@@ -84,7 +83,8 @@ __all__ = [
 
 def method_preset(method: str, preset: RunConfig | Mapping[str, Any] | str) -> RunConfig:
     """The config ``method``'s benchmark is built from: ``preset`` itself, except for the
-    compute-matched joint run, which needs ``(B + R) / B`` times the training tasks per domain
+    compute-matched runs (:attr:`~avalanche_sets.method_spec.MethodSpec.compute_matched`), which
+    need ``(B + R) / B`` times the training tasks per domain
     (:meth:`ComputeMatchedJoint.tasks_per_domain`). The run folder and its identity keep
     ``preset``: the method's name says the rest.
 
@@ -92,7 +92,8 @@ def method_preset(method: str, preset: RunConfig | Mapping[str, Any] | str) -> R
         ValueError: ``tasks_per_domain`` that the compute-matched run cannot scale.
     """
     config = RunConfig.of(preset)
-    if method != "joint-matched":
+    spec = method_spec(method)
+    if spec is None or not spec.compute_matched:
         return config
     tasks = ComputeMatchedJoint.tasks_per_domain(
         tasks_per_domain=config.tasks_per_domain,
@@ -124,7 +125,7 @@ def wandb_config(
     The method, the run's own ``seed``, every setting of :func:`resolved_preset` (the precision
     that runs, not ``"auto"``), the evaluation stream, ``strategy_options`` (the options the
     strategy is built with beyond its class defaults: a baseline's tuned defaults,
-    :func:`~avalanche_sets.baselines.tuned.default_options`, then ``strategy_overrides``) and
+    :func:`~avalanche_sets.methods.tuned_options`, then ``strategy_overrides``) and
     the added ``plugins`` (:func:`~.folder.plugin_description`).
     """
     config = {
@@ -132,7 +133,7 @@ def wandb_config(
         "seed": seed,
         **resolved_preset(preset),
         "eval_stream": eval_stream,
-        "strategy_options": {**default_options(method), **(strategy_overrides or {})},
+        "strategy_options": {**tuned_options(method), **(strategy_overrides or {})},
     }
     if plugins:
         config["plugins"] = list(plugins)
@@ -155,8 +156,8 @@ def build_benchmark(
     ``preset``: the run's :class:`~avalanche_sets.presets.RunConfig`, or a preset's name as the
     command line's ``--preset`` (``build_benchmark("quick", seed=0)``; a dictionary is checked
     once, on arrival). ``method``: the benchmark that method trains on in the command line's
-    run of it — the preset's stream, except for ``joint`` and ``joint-matched``, which train on
-    the stationary mixture of its domains (:func:`method_benchmark`).
+    run of it — the preset's stream, except for the methods of the ``joint`` family, which
+    train on the stationary mixture of its domains (:func:`method_benchmark`).
     """
     if method is not None:
         config = method_preset(method, preset)
@@ -195,7 +196,9 @@ def method_benchmark(method: str, benchmark: SETSBenchmark, *, seed: int) -> SET
     :func:`method_preset`): the stationary mixture of its domains for the joint methods
     (:func:`~avalanche_sets.baselines.joint.joint_benchmark`, shuffled by ``seed``), the
     benchmark itself for every other method."""
-    return joint_benchmark(benchmark, seed=seed) if method in JOINT_METHODS else benchmark
+    spec = method_spec(method)
+    joint = spec is not None and spec.family == "joint"
+    return joint_benchmark(benchmark, seed=seed) if joint else benchmark
 
 
 def evaluator(

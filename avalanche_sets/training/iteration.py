@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # types only: the template imports this module, not the other
     from ..functional.ood import OODSplit
     from ..models.episodic import EpisodeState
 
-__all__ = ["Iteration", "Replayed", "check_partners"]
+__all__ = ["Iteration", "MetaBatchReplay", "Replayed", "check_partners"]
 
 
 @dataclass(frozen=True)
@@ -116,13 +116,26 @@ class Iteration:
         return self.replayed
 
 
+class MetaBatchReplay:
+    """Trait of a plugin that appends tasks of its own memory to every training iteration's
+    meta-batch (:meth:`Iteration.replay`) and stores the iteration's current tasks in that
+    memory (ORDER's :class:`~avalanche_sets.order.FeatureReservoirReplayPlugin`).
+
+    A plugin that keeps a memory of tasks another way (a replay loader, its own training loop)
+    names this trait in its ``CONFLICTS`` (:func:`check_partners`): in one strategy, each would
+    store the other's replayed tasks as new ones. The trait lets it say so without importing
+    the plugin that has it.
+    """
+
+
 def check_partners(plugin, plugins: Iterable) -> None:
     """Raise ``ValueError`` unless every partner ``plugin.PARTNERS`` names is in ``plugins``
     and no plugin ``plugin.CONFLICTS`` names is.
 
     ``PARTNERS`` maps a partner class to what the plugin needs it for (a plugin that reads a
-    field of :class:`Iteration` another writes); ``CONFLICTS`` maps a class the plugin cannot
-    be combined with to why, and what to do instead. Partners are matched by class: a plugin
+    field of :class:`Iteration` another writes); ``CONFLICTS`` maps a class (or a trait:
+    :class:`MetaBatchReplay`) the plugin cannot be combined with to why, and what to do
+    instead. Partners are matched by class: a plugin
     that merely looks alike is not one.
     """
     plugins = list(plugins)
@@ -135,8 +148,9 @@ def check_partners(plugin, plugins: Iterable) -> None:
                 "use OrderStrategy, which adds ORDER's plugins together"
             )
     for other, why in getattr(plugin, "CONFLICTS", {}).items():
-        if any(isinstance(p, other) for p in plugins):
+        hit = next((p for p in plugins if isinstance(p, other) and p is not plugin), None)
+        if hit is not None:
             raise ValueError(
-                f"{type(plugin).__name__} cannot be used together with {other.__name__} "
+                f"{type(plugin).__name__} cannot be used together with {type(hit).__name__} "
                 f"(the plugins are {have}): {why}"
             )

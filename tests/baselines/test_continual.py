@@ -231,7 +231,7 @@ def test_defaults_and_constructors():
     with pytest.raises(ValueError):
         SemiER(model=make_model(), mem_size=0)
     with pytest.raises(ValueError):
-        SemiMER(model=make_model(), beta=0.0)
+        SemiMER(model=make_model(), within_batch_rate=0.0)
     with pytest.raises(ValueError):
         SemiGPM(model=make_model(), other_params="sometimes")
 
@@ -494,8 +494,8 @@ def test_der_adds_logit_and_label_terms_from_a_full_memory(bench):
     strategy = build(
         "der",
         mem_size=mem,
-        alpha=alpha,
-        beta=beta,
+        logit_weight=alpha,
+        label_weight=beta,
         plugins=[
             Hook("before_backward", before_backward),
             Hook("after_forward", lambda s: outputs.append((s.mb_x, s.mb_output.detach()))),
@@ -567,8 +567,8 @@ def test_mer_weights_are_the_reptile_interpolation_of_the_inner_steps(bench):
         mem_size=MEM,
         replay_batch=2,
         n_batches=2,
-        beta=beta,
-        gamma=gamma,
+        within_batch_rate=beta,
+        across_batch_rate=gamma,
         train_mb_size=MB,
         evaluator=EvaluationPlugin(),
         plugins=[

@@ -1,13 +1,13 @@
 """The continual baselines' validation-stream grid (benchmarks/baseline_tuning.py)."""
 
-import inspect
 import json
 
 import pytest
 
-from avalanche_sets.methods import _strategy_class, check_method
+from avalanche_sets.methods import check_method, method_options, method_spec, method_specs
 from avalanche_sets.presets import resolve_preset
 from benchmarks import baseline_tuning as bt
+from benchmarks._common import ROOT
 
 
 def test_every_grid_point_is_distinct_and_accepted_and_the_default_is_one_of_them():
@@ -16,8 +16,8 @@ def test_every_grid_point_is_distinct_and_accepted_and_the_default_is_one_of_the
         assert 2 <= len(grid) <= 4 and len({json.dumps(p, sort_keys=True) for p in grid}) == len(
             grid
         )
-        params = inspect.signature(_strategy_class(method).__init__).parameters
-        assert {k: params[k].default for k in grid[0]} in grid, method  # the chosen point
+        options, _ = method_options(method)  # the strategy's defaults
+        assert {k: options[k].default for k in grid[0]} in grid, method  # the chosen point
         for point in grid:
             check_method(method, preset, point)  # raises on an option the method lacks
 
@@ -88,22 +88,21 @@ def test_diagnosis_runs_are_reported_but_never_chosen():
 
 
 def test_tuned_table_mirrors_the_committed_grid_choice():
-    """The tuned values' one home (avalanche_sets.baselines.tuned) holds what the committed grid
-    chose (the measurement's record, which no code reads), and every value is an option its
-    strategy accepts."""
-    from avalanche_sets.baselines.tuned import TUNED, tuned_options
-
+    """The tuned values' one home (each method's declaration, ``MethodSpec.tuned``) holds what
+    the committed grid chose (the measurement's record, which no code reads), and every value
+    is an option its strategy accepts."""
     chosen = json.loads((bt.OUT / "chosen.json").read_text())
-    assert TUNED == chosen
+    tuned = {s.name: dict(s.tuned.options) for s in method_specs() if s.tuned is not None}
+    assert {"cpu": tuned} == chosen
     summary = json.loads((bt.OUT / "summary.json").read_text())
     assert {"cpu": bt.choose(summary["rows"])} == chosen  # the rule applied to the stored rows
     preset = resolve_preset("cpu", source="synthetic")
-    for method, options in TUNED["cpu"].items():
+    for method, options in tuned.items():
+        spec = method_spec(method)
+        assert spec.tuned.preset == "cpu" and ROOT / spec.tuned.record == bt.OUT / "chosen.json"
         check_method(method, preset, options)
-        assert tuned_options(method, "cpu") == options
-    assert tuned_options("semi-er", "cpu") == {}  # untuned: class defaults
-    with pytest.raises(ValueError, match="no tuned baseline options for preset 'paper'"):
-        tuned_options("semi-gpm", "paper")
+        assert spec.tuned_options == options
+    assert method_spec("semi-er").tuned_options == {}  # untuned: class defaults
 
 
 def test_a_flat_grid_keeps_the_class_default():

@@ -44,7 +44,7 @@ class DERPlugin(SupervisedPlugin):
     * **Loss** (:meth:`loss_term`, which the strategy's criterion adds): ``L = L_meta(current) +
       α·MSE(f(x_m), z_m) + β·CE(f(x_m'), y_m')`` — the MSE between the current query logits of a memory sample
       ``x_m`` and their stored logits ``z_m`` (DER), plus the meta-loss on the query labels of
-      an independent memory sample ``x_m'`` (the "++" term). ``beta=0`` gives plain DER.
+      an independent memory sample ``x_m'`` (the "++" term). ``label_weight=0`` gives plain DER.
       Each sample is ``replay_batch`` tasks forwarded as its own meta-batch through the
       full MSKM model (unlabeled/OOD included), like DER's separate buffer forward pass.
 
@@ -69,8 +69,8 @@ class DERPlugin(SupervisedPlugin):
     Args:
         mem_size: memory capacity in tasks (paper: 200).
         replay_batch: memory tasks per sample.
-        alpha: weight of the logit (MSE) term (DER++: 0.1 … 0.5).
-        beta: weight of the label (CE) term (DER++: 0.5 … 1).
+        logit_weight: α, the weight of the logit (MSE) term (DER++: 0.1 … 0.5).
+        label_weight: β, the weight of the label (CE) term (DER++: 0.5 … 1).
         seed: seed of the reservoir and of memory sampling.
     """
 
@@ -79,20 +79,23 @@ class DERPlugin(SupervisedPlugin):
         *,
         mem_size: int = MEM_SIZE,
         replay_batch: int = REPLAY_BATCH,
-        alpha: float = 0.1,
-        beta: float = 0.5,
+        logit_weight: float = 0.1,
+        label_weight: float = 0.5,
         seed: int = 0,
     ) -> None:
         super().__init__()
         check_mem_size(mem_size)
         if not isinstance(replay_batch, int) or replay_batch < 1:
             raise ValueError(f"replay_batch must be a positive integer, got {replay_batch!r}")
-        if not (alpha >= 0 and beta >= 0):
-            raise ValueError(f"alpha and beta must be >= 0, got {alpha!r}, {beta!r}")
+        if not (logit_weight >= 0 and label_weight >= 0):
+            raise ValueError(
+                "logit_weight and label_weight must be >= 0, got "
+                f"{logit_weight!r}, {label_weight!r}"
+            )
         self.mem_size = mem_size
         self.replay_batch = replay_batch
-        self.alpha = float(alpha)
-        self.beta = float(beta)
+        self.logit_weight = float(logit_weight)
+        self.label_weight = float(label_weight)
         self.reservoir: Reservoir[dict] = Reservoir(mem_size, seed=seed)
         self.last_logit_loss: Tensor | None = None
         self.last_label_loss: Tensor | None = None
@@ -107,21 +110,21 @@ class DERPlugin(SupervisedPlugin):
         return x, y, logits
 
     def loss_term(self, strategy) -> dict[str, Tensor] | None:
-        """The weighted terms ``{"der_logits": α·MSE, "der_labels": β·CE}`` (each only when
-        its weight is > 0), in that order; ``None`` while the memory is empty."""
+        """The weighted terms ``{"der_logits": α·MSE, "der_labels": β·CE}`` (α: ``logit_weight``,
+        β: ``label_weight``; each only when its weight is > 0), in that order; ``None`` while the memory is empty."""
         self.last_logit_loss = self.last_label_loss = None
         if len(self.reservoir) == 0:
             return None
         model, device = strategy.model, strategy.device
         terms = {}
-        if self.alpha > 0:
+        if self.logit_weight > 0:
             x, _, stored = self._sample(device)
             self.last_logit_loss = dark_logit_loss(model(x), stored)
-            terms["der_logits"] = self.alpha * self.last_logit_loss
-        if self.beta > 0:
+            terms["der_logits"] = self.logit_weight * self.last_logit_loss
+        if self.label_weight > 0:
             x, y, _ = self._sample(device)
             self.last_label_loss = strategy._criterion(model(x), y)
-            terms["der_labels"] = self.beta * self.last_label_loss
+            terms["der_labels"] = self.label_weight * self.last_label_loss
         return terms
 
     @torch.no_grad()

@@ -10,8 +10,8 @@ from avalanche.training.plugins import ReplayPlugin
 from avalanche.training.storage_policy import ExemplarsBuffer, ReservoirSamplingBuffer
 
 from ...data.episodes import collate_episodes
-from ...defaults import MEM_SIZE, check_mem_size
-from ...order.replay import FeatureReservoirReplayPlugin
+from ...defaults import MEM_SIZE, REPLAY_BATCH, check_mem_size
+from ...training.iteration import MetaBatchReplay
 from ._memory import load_storage_state_dict, seeded_torch, storage_state_dict
 
 __all__ = ["EpisodicReplayPlugin"]
@@ -25,7 +25,7 @@ class EpisodicReplayPlugin(ReplayPlugin):
     A SETS experience's dataset is an :class:`AvalancheDataset` of episodes, so Avalanche's
     storage policies store *tasks* (episodes) unchanged, and Avalanche's
     :class:`~avalanche.benchmarks.utils.data_loader.ReplayDataLoader` builds every meta-batch
-    from ``train_mb_size`` current episodes plus ``batch_size_mem`` memory episodes, collated
+    from ``train_mb_size`` current episodes plus ``replay_batch`` memory episodes, collated
     by the experience's episode collate function into **one** :class:`EpisodeBatch` (the loader
     takes ``collate_fn`` from the dataset; it is also passed explicitly here). The memory
     episodes therefore go through the same forward pass and MSKM loss as the current ones.
@@ -54,14 +54,15 @@ class EpisodicReplayPlugin(ReplayPlugin):
 
     Args:
         mem_size: memory capacity in tasks (paper: 200).
-        batch_size_mem: memory episodes per meta-batch (default: ``train_mb_size``).
+        replay_batch: memory episodes per meta-batch (Avalanche's ``batch_size_mem``; ``None``:
+            ``train_mb_size``).
         storage_policy: an Avalanche storage policy over episodes (default: reservoir).
         seed: seed of the replay order.
     """
 
     #: Plugins it cannot share a strategy with, and why (checked when the strategy is built).
     CONFLICTS = {
-        FeatureReservoirReplayPlugin: (
+        MetaBatchReplay: (
             "this plugin's loader puts its memory episodes into the meta-batch, where ORDER's "
             "replay would take them for current tasks and store them in its own memory again "
             "(and OrderStrategy replays its own memory already); fix: drop EpisodicReplayPlugin "
@@ -73,18 +74,16 @@ class EpisodicReplayPlugin(ReplayPlugin):
         self,
         *,
         mem_size: int = MEM_SIZE,
-        batch_size_mem: int | None = None,
+        replay_batch: int | None = REPLAY_BATCH,
         storage_policy: ExemplarsBuffer | None = None,
         seed: int = 0,
     ) -> None:
         check_mem_size(mem_size)
-        if batch_size_mem is not None and (
-            not isinstance(batch_size_mem, int) or batch_size_mem < 1
-        ):
-            raise ValueError(f"batch_size_mem must be a positive integer, got {batch_size_mem!r}")
+        if replay_batch is not None and (not isinstance(replay_batch, int) or replay_batch < 1):
+            raise ValueError(f"replay_batch must be a positive integer, got {replay_batch!r}")
         super().__init__(
             mem_size=mem_size,
-            batch_size_mem=batch_size_mem,
+            batch_size_mem=replay_batch,
             storage_policy=storage_policy or ReservoirSamplingBuffer(mem_size),
         )
         self.seed = int(seed)

@@ -12,7 +12,7 @@ from torch import Tensor
 from ...data.episodes import Episode
 from ...defaults import MEM_SIZE, REPLAY_BATCH, check_mem_size
 from ...functional.reservoir import Reservoir
-from ...order.replay import FeatureReservoirReplayPlugin
+from ...training.iteration import MetaBatchReplay
 from ._memory import episode_from_dict, episode_to_dict, learner_batch, stored_episodes
 
 __all__ = ["MERPlugin", "mer_update"]
@@ -99,14 +99,14 @@ class MERPlugin(SupervisedPlugin):
         mem_size: memory capacity in tasks (paper: 200).
         replay_batch: memory tasks per inner batch (MER's ``s − 1``).
         n_batches: inner batches per iteration (MER's ``k``).
-        beta: within-batch Reptile rate β.
-        gamma: across-batch Reptile rate γ.
+        within_batch_rate: β, the within-batch Reptile rate.
+        across_batch_rate: γ, the across-batch Reptile rate.
         seed: seed of the reservoir and of memory sampling.
     """
 
     #: Plugins it cannot share a strategy with, and why (checked when the strategy is built).
     CONFLICTS = {
-        FeatureReservoirReplayPlugin: (
+        MetaBatchReplay: (
             "MER's update runs in SemiMER's own training loop, which OrderStrategy does not run, "
             "so this plugin would only store tasks, ORDER's replayed ones among them, and never "
             "replay them; fix: use method semi-mer for MER, or keep your own data with ORDER's "
@@ -120,8 +120,8 @@ class MERPlugin(SupervisedPlugin):
         mem_size: int = MEM_SIZE,
         replay_batch: int = REPLAY_BATCH,
         n_batches: int = 1,
-        beta: float = 0.3,
-        gamma: float = 1.0,
+        within_batch_rate: float = 0.3,
+        across_batch_rate: float = 1.0,
         seed: int = 0,
     ) -> None:
         super().__init__()
@@ -130,14 +130,15 @@ class MERPlugin(SupervisedPlugin):
             raise ValueError(f"replay_batch must be a non-negative integer, got {replay_batch!r}")
         if not isinstance(n_batches, int) or n_batches < 1:
             raise ValueError(f"n_batches must be a positive integer, got {n_batches!r}")
-        for name, value in (("beta", beta), ("gamma", gamma)):
+        rates = (("within_batch_rate", within_batch_rate), ("across_batch_rate", across_batch_rate))
+        for name, value in rates:
             if not 0 < value <= 1:
                 raise ValueError(f"{name} must be in (0, 1], got {value!r}")
         self.mem_size = mem_size
         self.replay_batch = replay_batch
         self.n_batches = n_batches
-        self.beta = float(beta)
-        self.gamma = float(gamma)
+        self.within_batch_rate = float(within_batch_rate)
+        self.across_batch_rate = float(across_batch_rate)
         self.reservoir: Reservoir[Episode] = Reservoir(mem_size, seed=seed)
         self.last_batches: list[list[Episode]] = []
 
@@ -179,7 +180,9 @@ class MERPlugin(SupervisedPlugin):
                 outputs.append(strategy.mb_output.detach())
                 losses.append(strategy.loss.detach())
 
-        mer_update(params, batches(), step, beta=self.beta, gamma=self.gamma)
+        mer_update(
+            params, batches(), step, beta=self.within_batch_rate, gamma=self.across_batch_rate
+        )
         strategy.mbatch = original
         strategy.mb_output = torch.cat(outputs)
         strategy.loss = torch.stack(losses).mean()
