@@ -38,7 +38,7 @@ def time_methods(
 ) -> dict[str, list[float]]:
     """Per-iteration wall times (seconds) of each method, measured in interleaved rounds."""
     setting = {"root": str(SHARED_PACKS)} if source == "packs" else {"source": "synthetic"}
-    meta_batch = resolve_preset("cpu")["meta_batch"]
+    meta_batch = resolve_preset("cpu").meta_batch
     preset = resolve_preset(
         "cpu", n_shot=5, n_ood=n_ood, threads=1, tasks_per_domain=meta_batch * (warm + iters),
         **setting,

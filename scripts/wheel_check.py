@@ -188,15 +188,20 @@ def distribution_closure(roots: Sequence[str]) -> list[metadata.Distribution]:
 
 def link_distributions(dists: Iterable[metadata.Distribution], dest: Path, checkout: Path) -> int:
     """Link the top-level files and folders of ``dists`` (as their ``RECORD`` lists them) into
-    ``dest``; returns how many. Refuses a link into ``checkout`` or into the package."""
+    ``dest``; returns how many. Refuses a link into the package, or into ``checkout`` outside
+    this interpreter's environment (which may itself sit in the checkout, as ``.venv`` does)."""
     dest.mkdir(parents=True, exist_ok=True)
+    env = Path(sys.prefix).resolve()
     count = 0
     for dist in dists:
         site = Path(dist.locate_file("")).resolve()
         tops = {Path(f).parts[0] for f in dist.files or () if not str(f).startswith("..")}
         for top in sorted(tops - {"__pycache__"}):
             source = site / top
-            if top.split(".")[0] == PACKAGE or source.resolve().is_relative_to(checkout):
+            inside = source.resolve().is_relative_to(checkout)
+            if top.split(".")[0] == PACKAGE or (
+                inside and not source.resolve().is_relative_to(env)
+            ):
                 raise WheelCheckError(f"{dist.name} would link {source} into the environment")
             if source.exists() and not (dest / top).exists():
                 (dest / top).symlink_to(source)

@@ -10,7 +10,9 @@ from avalanche_sets.runs.report import aggregate_results, paired_difference, see
 def record(method, seed, episode_acc, n_shot=1):
     acc = np.asarray(episode_acc, dtype=float)
     return {
-        "method": method, "seed": seed, "seconds": 1.0, "preset": {"n_shot": n_shot},
+        "method": method, "seed": seed, "seconds": 1.0,
+        "preset": {"n_shot": n_shot, "precision": "fp32"},
+        "code": {"version": "0.1.0", "commit": "0" * 40, "dirty": False},
         "result": {
             "episode_acc": acc.tolist(), "mean_accuracy": float(acc.mean()),
             "mean_ci95": float(1.96 * acc.std(ddof=1) / math.sqrt(acc.size)),

@@ -56,9 +56,9 @@ def test_bad_arguments_exit_non_zero(argv, capsys):
 def test_presets_are_plain_data_and_checked():
     assert set(PRESETS) == {"quick", "cpu", "converged", "paper"}
     p = resolve_preset("paper")
-    assert (p["image_size"], p["n_blocks"], p["width"]) == (84, 5, 64)
-    assert p["tasks_per_domain"] == 12_000 and p["n_test_episodes"] == 600 and p["meta_batch"] == 2
-    assert len(p["seeds"]) == 5
+    assert (p.image_size, p.n_blocks, p.width) == (84, 5, 64)
+    assert p.tasks_per_domain == 12_000 and p.n_test_episodes == 600 and p.meta_batch == 2
+    assert len(p.seeds) == 5
     json.dumps(PRESETS)  # copyable, printable
     with pytest.raises(ValueError, match="unknown preset setting"):
         resolve_preset("quick", n_wya=1)
