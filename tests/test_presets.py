@@ -73,7 +73,9 @@ def test_a_dictionary_handed_over_is_checked_once_with_the_presets_messages():
         build_benchmark({**settings, "n_wya": 3}, seed=0)
     with pytest.raises(ValueError, match=r"lacks setting\(s\) \['source'\] that every run"):
         build_benchmark({k: v for k, v in settings.items() if k != "source"}, seed=0)
-    with pytest.raises(TypeError, match="must be a preset's name, a RunConfig or a dict of settings"):
+    with pytest.raises(
+        TypeError, match="must be a preset's name, a RunConfig or a dict of settings"
+    ):
         RunSpec("mskm", [("n_shot", 1)], 0, "runs")  # type: ignore[arg-type]
 
 
