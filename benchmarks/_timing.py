@@ -9,7 +9,7 @@ from collections import defaultdict
 
 from avalanche.core import SupervisedPlugin
 
-from avalanche_sets.training import keep_freed_memory
+from avalanche_sets.training import set_up_process
 
 #: The plugin methods :func:`instrument` times (those ORDER's plugins implement; ``loss_term``
 #: builds the MI and OT terms, called by the strategy's criterion).
@@ -113,8 +113,8 @@ class _StopAt(SupervisedPlugin):
 
 def train_range(strategy, exp, start: int, stop: int) -> None:
     """Train iterations [start, stop) of an experience (the template's resume machinery), in
-    a process set up as a run sets it up (:func:`keep_freed_memory`)."""
-    keep_freed_memory()
+    a process set up as a run sets it up (:func:`set_up_process`)."""
+    set_up_process(strategy.device)
     stopper = _StopAt(stop)
     strategy.plugins.append(stopper)
     try:

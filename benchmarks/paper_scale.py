@@ -140,7 +140,7 @@ def short_run(args) -> dict:
     from avalanche_sets.methods import build_strategy
     from avalanche_sets.runs.experiment import build_benchmark
     from avalanche_sets.training import save_checkpoint
-    from avalanche_sets.training.runner import episode_accuracies
+    from avalanche_sets.training.runner import episode_accuracies, set_up_process
 
     full = resolve_preset("paper", source="synthetic", device=args.device, **args.set)
     full_iterations = math.ceil(full.tasks_per_domain / full.meta_batch)
@@ -176,6 +176,7 @@ def short_run(args) -> dict:
             method, preset, seed=args.seed, evaluator=EvaluationPlugin(), plugins=[step]
         )
         strategy.plugins.insert(0, step.head())
+        set_up_process(strategy.device)  # as run_sets sets a run's process up
         rec["setup_s"] = clock() - t0
         n = len(bench.train_stream)
         for e, exp in enumerate(bench.train_stream):

@@ -15,7 +15,7 @@ from .iteration import Iteration, Replayed, check_partners
 from .loggers import ResumableCSVLogger, ResumableTensorboardLogger, RunTextLogger, WandBLogger
 from .loss_terms import LossTerms, RunEvaluator
 from .progress import DomainProgressLogger
-from .runner import RunResult, episode_accuracies, run_sets
+from .runner import RunResult, episode_accuracies, run_sets, set_up_process
 from .template import EpisodicTemplate, NonFiniteLossError, silent_evaluator
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "RunResult",
     "run_sets",
     "keep_freed_memory",
+    "set_up_process",
     "episode_accuracies",
     "silent_evaluator",
     "DomainProgressLogger",

@@ -13,8 +13,8 @@ runs with that preset's torch threads and interim test episodes, so a script com
 ``avalanche-sets run`` computes for the same method, preset and seed.
 
 A run makes the process-wide settings a training process wants, not a strategy's constructor:
-it keeps freed memory for the next step (:func:`~avalanche_sets.training.allocator.keep_freed_memory`)
-and sets torch's threads for its duration.
+:func:`set_up_process` (freed memory kept for the next step, cuDNN's autotuner on CUDA), and
+torch's threads for the run's duration.
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ from ..metrics import episode_accuracies as _per_episode
 from ..metrics import stats
 from .allocator import keep_freed_memory
 from .checkpoint import CheckpointPlugin, load_latest_checkpoint, save_checkpoint
+from .cuda_settings import use_cudnn_autotuner
 
-__all__ = ["RunResult", "run_sets", "episode_accuracies"]
+__all__ = ["RunResult", "run_sets", "set_up_process", "episode_accuracies"]
 
 
 @dataclass
@@ -158,6 +159,17 @@ def episode_accuracies(strategy, stream) -> list[np.ndarray]:
     return [np.asarray(per_exp[e.current_experience]) for e in stream]
 
 
+def set_up_process(device: str | torch.device | None) -> None:
+    """The process-wide settings a training run makes, once, as it starts (never a strategy's
+    constructor): freed memory kept for the next step
+    (:func:`~.allocator.keep_freed_memory`: numbers unchanged, peak memory kept until the
+    process exits; ``AVALANCHE_SETS_MALLOC=system`` opts out) and, when ``device`` is CUDA,
+    cuDNN's autotuner (:func:`~.cuda_settings.use_cudnn_autotuner`; off under deterministic
+    algorithms). A script that trains without :func:`run_sets` calls it itself."""
+    keep_freed_memory()
+    use_cudnn_autotuner(device)
+
+
 def run_sets(
     strategy,
     benchmark,
@@ -198,9 +210,8 @@ def run_sets(
             setting. The thread count changes the float summation order, hence the last
             digits of the numbers, and the speed: ``benchmarks/python_threads.py`` measures it.
 
-    The process keeps freed memory from here on (:func:`~.allocator.keep_freed_memory`:
-    numbers unchanged, peak memory kept until the process exits; ``AVALANCHE_SETS_MALLOC=system``
-    opts out), as every run does.
+    The process is set up as every run sets it up (:func:`set_up_process`): freed memory kept
+    from here on, cuDNN's autotuner on CUDA.
 
     Returns:
         the :class:`RunResult` with the accuracy matrix.
@@ -212,7 +223,7 @@ def run_sets(
             interim_episodes = config.interim_test_episodes
     if threads is not None and (not isinstance(threads, int) or threads < 1):
         raise ValueError(f"threads must be a positive number of torch threads, got {threads!r}")
-    keep_freed_memory()
+    set_up_process(strategy.device)
     stream = getattr(benchmark, f"{eval_stream}_stream")
     interim = stream if interim_episodes is None else _truncated(stream, interim_episodes)
     result = RunResult(domains=benchmark.domain_names)

@@ -32,9 +32,9 @@ What the template guarantees:
   iteration, just before the optimiser step: what ran before it in a refused iteration
   (batch-norm statistics, a plugin's own networks fitted in ``after_forward``, plugins'
   ``after_backward``) may already have seen the non-finite values.
-* Building a strategy changes nothing outside it: process-wide settings, such as the kept freed
-  memory of :func:`~avalanche_sets.training.allocator.keep_freed_memory`, are made by the run
-  (:func:`~avalanche_sets.training.run_sets`).
+* Building a strategy changes nothing outside it: process-wide settings (the kept freed memory,
+  cuDNN's autotuner) are made by the run (:func:`~avalanche_sets.training.runner.set_up_process`,
+  called by :func:`~avalanche_sets.training.run_sets`).
 * The train loader keeps the episode collate function (Avalanche's default loader drops it for
   experiences without task labels) and does not shuffle: episodes are already random, and a
   fixed order makes runs reproducible and resumable at any iteration (``start_iteration``).
@@ -55,7 +55,6 @@ from torch.nn import CrossEntropyLoss
 from torch.utils.data import DataLoader, Subset
 
 from ..data.episodes import EpisodeBatch, collate_episodes
-from .cuda_settings import use_cudnn_autotuner
 from .iteration import Iteration, check_partners
 
 __all__ = ["EpisodicTemplate", "EpisodicPlugin", "NonFiniteLossError", "silent_evaluator"]
@@ -179,7 +178,6 @@ class EpisodicTemplate(SupervisedTemplate):
             eval_every=eval_every,
             **kwargs,
         )
-        use_cudnn_autotuner(self.device)
         # Avalanche's first make_optimizer() call resets the optimiser's state (to record which
         # parameters it optimises). Doing it now, while the state is empty, keeps a state
         # restored from a checkpoint alive when train() calls make_optimizer() again.

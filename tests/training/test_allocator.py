@@ -41,3 +41,35 @@ def test_the_opt_out_leaves_malloc_alone(monkeypatch):
     assert not allocator.keep_freed_memory()
     monkeypatch.delenv("AVALANCHE_SETS_MALLOC")
     assert allocator.keep_freed_memory() and allocator.allocator_mode() == "kept"
+
+
+def test_the_cudnn_autotuner_is_the_runs_to_set(monkeypatch):
+    """Building a strategy never reaches the autotuner; run_sets sets it for the strategy's
+    device (a no-op on the CPU, so the call itself is what is checked)."""
+    from avalanche_sets.training import runner
+
+    calls = []
+    monkeypatch.setattr(runner, "use_cudnn_autotuner", calls.append)
+    strategy = _strategy()
+    assert calls == []
+    _one_iteration(strategy)
+    assert calls == [strategy.device]
+
+
+def test_only_the_run_makes_the_process_wide_settings():
+    """No module but the run's (runner.py) calls the process-wide setters: a constructor that
+    did would change the process for everything built after it."""
+    import re
+    from pathlib import Path
+
+    import avalanche_sets
+
+    package = Path(avalanche_sets.__file__).parent
+    home = {"training/runner.py", "training/allocator.py", "training/cuda_settings.py"}
+    callers = sorted(
+        p.relative_to(package).as_posix()
+        for p in package.rglob("*.py")
+        if p.relative_to(package).as_posix() not in home
+        and re.search(r"\b(use_cudnn_autotuner|keep_freed_memory)\(", p.read_text())
+    )
+    assert callers == []
