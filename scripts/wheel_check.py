@@ -69,7 +69,8 @@ TINY = [
     "--set", "n_query=2", "--set", "n_unlabeled=2", "--set", "n_ood=4", "--set", "width=4",
     "--set", "domains=['shapes','strokes']", "--set", "eval_mb_size=2",
 ]  # fmt: skip
-CLI_METHODS = ("order", "semi-er")
+#: ORDER, a continual baseline, and the two MAML meta-learners (the package's own MAML step).
+CLI_METHODS = ("order", "semi-er", "anil", "lst")
 #: Test files run against the installed package: the command line (every subcommand's help, bad
 #: input, a tiny run, a sweep and a table), the presets, a method of one's own (package.module:
 #: factory), and the lazy names of ``avalanche_sets.data`` read from the installed source.
