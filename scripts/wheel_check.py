@@ -199,9 +199,9 @@ def link_distributions(dists: Iterable[metadata.Distribution], dest: Path, check
         tops = {Path(f).parts[0] for f in dist.files or () if not str(f).startswith("..")}
         for top in sorted(tops - {"__pycache__"}):
             source = site / top
-            inside = source.resolve().is_relative_to(checkout)
+            real = source.resolve()
             if top.split(".")[0] == PACKAGE or (
-                inside and not source.resolve().is_relative_to(env)
+                real.is_relative_to(checkout) and not real.is_relative_to(env)
             ):
                 raise WheelCheckError(f"{dist.name} would link {source} into the environment")
             if source.exists() and not (dest / top).exists():

@@ -103,12 +103,13 @@ def method_spec(name: str) -> MethodSpec | None:
     target = _resolve(name)
     if not isinstance(target, MethodSpec):
         return None
-    if name in installed_methods() and target.name != name:
+    installed = installed_methods()
+    if name in installed and target.name != name:
         raise ValueError(
-            f"the entry point {name!r} ({installed_methods()[name]}) declares method "
+            f"the entry point {name!r} ({installed[name]}) declares method "
             f"{target.name!r}; fix: name the entry point {target.name!r}"
         )
-    module = _target(name).partition(":")[0]
+    module = installed.get(name, name).partition(":")[0]
     return target if target.module else replace(target, module=module)
 
 
@@ -510,21 +511,14 @@ def _method_config(name: str, preset: RunConfig | Mapping[str, Any] | str) -> Ru
     """The config of a run of ``name``: ``preset`` itself when it is a :class:`RunConfig`, the
     named preset for a name (``"quick"``), else the dictionary's settings checked once (naming
     first those a strategy needs)."""
-    if isinstance(preset, (RunConfig, str)):
-        return RunConfig.of(preset)
-    if not isinstance(preset, Mapping):
-        raise TypeError(
-            f"preset must be a preset's name, a RunConfig or a dict of settings, got "
-            f"{type(preset).__name__}; "
-            "fix: preset = avalanche_sets.presets.resolve_preset('quick')"
-        )
-    missing = [k for k in STRATEGY_PRESET_KEYS if k not in preset]
-    if missing:
-        raise ValueError(
-            f"the preset lacks setting(s) {missing} that method {name!r} needs; fix: start from "
-            "avalanche_sets.presets.resolve_preset(<name>, **overrides)"
-        )
-    return RunConfig.of(preset)
+    if isinstance(preset, Mapping):  # a RunConfig or a name is checked by RunConfig.of alone
+        missing = [k for k in STRATEGY_PRESET_KEYS if k not in preset]
+        if missing:
+            raise ValueError(
+                f"the preset lacks setting(s) {missing} that method {name!r} needs; fix: start "
+                "from avalanche_sets.presets.resolve_preset(<name>, **overrides)"
+            )
+    return RunConfig.of(preset)  # refuses what is neither a name, a config nor a mapping
 
 
 def _unread_stream_settings(given: set[str], eval_stream: str) -> dict[str, str]:
