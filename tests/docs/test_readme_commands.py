@@ -165,14 +165,13 @@ def test_a_path_an_earlier_command_makes_may_be_read():
 
 
 # ------------------------------------------------------------------------------- installing
-def pip_installs(text: str) -> set[str]:
-    """Every ``pip install ...`` a page gives: lines of its code blocks and inline code."""
-    found = set()
-    for code in re.findall(r"^```bash\n(.*?)^```", text, flags=re.S | re.M) + re.findall(
-        r"`(pip install [^`]+)`", text
-    ):
-        for m in re.finditer(r"pip install [^\n#`]*", code):
-            found.add(" ".join(m.group(0).split()))
+def pip_installs(text: str) -> tuple[set[str], set[str]]:
+    """Every ``pip install ...`` a page gives: in its code blocks, and in inline code."""
+    found: tuple[set[str], set[str]] = (set(), set())
+    blocks = re.findall(r"^```bash\n(.*?)^```", text, flags=re.S | re.M)
+    for where, codes in zip(found, (blocks, re.findall(r"`(pip install [^`]+)`", text))):
+        for code in codes:
+            where.update(" ".join(m.split()) for m in re.findall(r"pip install [^\n#`]*", code))
     return found
 
 
@@ -181,22 +180,28 @@ def _pin(command: str, name: str) -> str:
     return pin
 
 
+def _torch(commands: set[str]) -> set[str]:
+    return {c for c in commands if re.search(r"\btorch==", c)}
+
+
 def test_the_install_commands_name_the_cpu_wheels_and_the_pinned_releases():
-    readme = pip_installs(README.read_text(encoding="utf-8"))
-    guide = pip_installs(GETTING_STARTED.read_text(encoding="utf-8"))
-    torch_readme = {c for c in readme if re.search(r"\btorch==", c)}
-    torch_guide = {c for c in guide if re.search(r"\btorch==", c)}
-    assert torch_readme == torch_guide, "README and getting-started install torch differently"
-    cpu = [c for c in torch_readme if f"--index-url {CPU_INDEX}" in c]
-    gpu = [c for c in torch_readme if "--index-url" not in c]
-    assert len(cpu) == 1 and len(gpu) == 1, torch_readme
-    assert readme <= guide, f"README's pip commands the guide lacks: {readme - guide}"
+    readme_blocks, readme_inline = pip_installs(README.read_text(encoding="utf-8"))
+    guide_blocks, guide_inline = pip_installs(GETTING_STARTED.read_text(encoding="utf-8"))
+    # the block a reader copies: the same on both pages, PyTorch's CPU wheels
+    (copied,) = _torch(readme_blocks)
+    assert _torch(guide_blocks) == {copied}, "README and getting-started install torch differently"
+    assert f"--index-url {CPU_INDEX}" in copied, copied
+    # and both pages name the same two routes: CPU wheels, and PyPI's (CUDA) build for a GPU
+    routes = _torch(readme_blocks | readme_inline)
+    assert routes == _torch(guide_blocks | guide_inline)
+    assert len(routes) == 2 and [c for c in routes if "--index-url" not in c], routes
+    assert readme_blocks <= guide_blocks, f"README commands the guide lacks: {readme_blocks}"
 
     script = (ROOT / "scripts" / "install.sh").read_text()
     pins = dict(re.findall(r'^(TORCH|TORCHVISION)_PIN="\w+==([\w.]+)"', script, flags=re.M))
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     supported = {r.name: r.specifier for r in map(Requirement, deps)}
-    for command in torch_readme:
+    for command in routes:
         assert _pin(command, "torch") == pins["TORCH"], command
         assert _pin(command, "torchvision") == pins["TORCHVISION"], command
     assert supported["torch"].contains(pins["TORCH"]), (supported["torch"], pins)
