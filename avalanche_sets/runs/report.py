@@ -3,7 +3,8 @@
 * :func:`run_table` / :func:`write_run_report` — what one finished run folder shows
   (``table.md``: per-domain accuracy ± 95% CI, forgetting, BWT; ``accuracy_matrix.png``),
   always recomputed from the record's accuracy matrix;
-* :func:`find_results` / :func:`aggregate_results` / :func:`write_table` — run folders aggregated into one row per protocol
+* :func:`find_results` / :func:`aggregate_results` / :func:`write_table` — run folders
+  aggregated into one row per protocol
   (:mod:`.protocols`: runs that differ in anything but their seed are never averaged), with
   95% intervals over seeds, the paired Δ against a reference method (its interval over test
   episodes and its paired interval over seeds, which alone may call it resolved), a footer
@@ -344,9 +345,12 @@ def aggregate_results(
 
     ``vs``: a method; every row gets ``delta``, its :func:`paired_delta` against the row of
     ``vs`` in the same setting (the identity less :data:`~.protocols.ARM_FIELDS`, and the same
-    code unless ``pool_code``) as ``{"vs", "delta", "ci95", "per_seed"}``, ``{"vs",
-    "reference": True}`` for a row of ``vs`` itself, or None when no row of ``vs`` shares its
-    setting.
+    code unless ``pool_code``) as ``{"vs", "delta", "ci95", "per_seed", "seeds_ci95",
+    "resolved"}`` (:class:`PairedDelta`), ``{"vs", "reference": True}`` for a row of ``vs``
+    itself, or None when no row of ``vs`` shares its setting. Each row also holds
+    ``protocol_settings`` (its :func:`.protocols.protocol_settings`), ``data_sources`` and
+    ``numeric_paths`` (its runs' distinct :func:`.protocols.data_label` and
+    :func:`.protocols.numerics_label`): :func:`table_protocol` reads them.
 
     Raises:
         ValueError: a ``by`` key no record has, a ``vs`` method no record has (both with "did

@@ -19,12 +19,7 @@ import numpy as np
 
 from .report import _domains, _labels, fit_title, protocol_lines, row_label
 
-__all__ = ["write_row_plots", "caption_lines"]
-
-
-def caption_lines(rows: list[dict]) -> list[str]:
-    """The caption of a picture of ``rows``: :func:`~.report.protocol_lines`."""
-    return protocol_lines(rows)
+__all__ = ["write_row_plots"]
 
 
 def _caption(fig, lines: list[str], width: int) -> float:
@@ -102,8 +97,8 @@ def write_row_plots(rows: list[dict], out: str | Path) -> list[Path]:
     * ``<out>_final.png`` / ``.csv`` — the final accuracy on every domain per row (error bars:
       the 95% interval over seeds, or over test episodes for one seed).
 
-    Each picture carries :func:`caption_lines` under it and beside it as ``<out>_stream.md`` /
-    ``<out>_final.md`` (title, picture, caption). Long row names wrap
+    Each picture carries :func:`~.report.protocol_lines` under it and beside it as
+    ``<out>_stream.md`` / ``<out>_final.md`` (title, picture, caption). Long row names wrap
     (:func:`~.report.fit_title`). Returns the six paths: the pictures, their data, their
     captions.
     """
@@ -145,7 +140,7 @@ def write_row_plots(rows: list[dict], out: str | Path) -> list[Path]:
         ax.grid(alpha=0.3)
     handles = {h.get_label(): h for ax in axes.flat for h in ax.get_lines()
                if not h.get_label().startswith("_")}  # fmt: skip
-    caption = caption_lines(rows)
+    caption = protocol_lines(rows)
     foot = _caption(fig, caption, 13 * 5 * cols)
     fig.legend(list(handles.values()), list(handles), loc="lower center", fontsize=8,
                ncol=min(len(handles), 3), frameon=False, bbox_to_anchor=(0.5, foot))  # fmt: skip

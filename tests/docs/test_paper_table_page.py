@@ -45,5 +45,6 @@ def test_the_pages_commands_run_and_write_what_it_names(tmp_path, monkeypatch, c
     assert "[seeds ± " in out and "no seed-level claim can be made" in out
     assert "Protocol (every row): " in out and "tasks_per_domain 4" in out
     for name in ("paper.md", "paper.csv", "paper.json", "paper_stream.png", "paper_stream.csv",
-                 "paper_stream.md", "paper_final.png", "paper_final.csv", "paper_final.md"):  # fmt: skip
+                 "paper_stream.md", "paper_final.png", "paper_final.csv",
+                 "paper_final.md"):  # fmt: skip
         assert (tmp_path / "results" / name).is_file(), name

@@ -366,7 +366,8 @@ def test_a_table_of_one_setting_says_its_protocol_in_md_csv_pictures_and_stdout(
         for shot in (1, 5):  # n_shot differs between rows: a column, not the protocol
             for method in ("order", "mskm"):
                 write(tmp_path / "runs", f"{method}{shot}-{s}", method=method, seed=s,
-                      preset={**mem, "n_shot": shot}, content="sha256:" + "0123abcd" * 8)  # fmt: skip
+                      preset={**mem, "n_shot": shot},
+                      content="sha256:" + "0123abcd" * 8)  # fmt: skip
     out = tmp_path / "paper" / "table"
     code, text, _ = table(capsys, tmp_path / "runs", "--vs", "mskm", "--out", out)
     assert code == 0
@@ -429,8 +430,10 @@ def test_data_and_numerics_that_differ_between_runs_are_all_named():
              "codes": ["aaaaaaa"]}]  # fmt: skip
     lines = report.protocol_lines(rows)
     assert lines[0] == "Protocol (every row): n_way 5, n_shot 1."
-    assert lines[2] == ("Numerics (runs differ): device cpu, precision fp32, threads 1, cpu_bf16 "
-                        "False; device cpu, precision fp32, threads 2, cpu_bf16 False.")  # fmt: skip
+    assert lines[2] == (
+        "Numerics (runs differ): device cpu, precision fp32, threads 1, cpu_bf16 False; "
+        "device cpu, precision fp32, threads 2, cpu_bf16 False."
+    )
 
 
 # ---------------------------------------------------------------------- speed
