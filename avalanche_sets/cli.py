@@ -533,7 +533,7 @@ def _records(folders: list[str]) -> list[dict]:
 
 
 def _cmd_table(args) -> int:
-    from .runs.report import aggregate_results, write_row_plots, write_table
+    from .runs import aggregate_results, write_row_plots, write_table
 
     records = _records(args.folders)
     if not records:
@@ -543,7 +543,7 @@ def _cmd_table(args) -> int:
     print(write_table(rows, args.out))
     if args.out:
         out = Path(args.out)
-        written = [out.with_suffix(".md"), out.with_suffix(".csv"), *write_row_plots(rows, out)]
+        written = [*map(out.with_suffix, (".md", ".csv", ".json")), *write_row_plots(rows, out)]
         print("\nwrote " + ", ".join(map(str, written)))
     return 0
 

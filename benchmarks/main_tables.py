@@ -70,9 +70,11 @@ def converged_pairs_md() -> str | None:
     return (
         "# Paired differences between rows, converged regime\n\n"
         "Mean over the seeds both rows ran of each seed's paired per-episode difference (points; "
-        "± the episode-level 95% CI, `combine_paired`; per-seed values in brackets), from the "
-        "runs of `table2_converged` and `table3_converged`. Written by "
-        "`python -m benchmarks.main_tables`.\n\n"
+        "± the episode-level 95% CI, `combine_paired`; per-seed values in parentheses; in "
+        "square brackets the paired 95% Student-t interval over the seeds, "
+        "`paired_over_seeds`: ✓ resolved, i.e. 3 seeds or more and that interval excludes 0, "
+        "† fewer than 3 seeds), from the runs of `table2_converged` and `table3_converged`. "
+        "Written by `python -m benchmarks.main_tables`.\n\n"
         + pairs_md(list(records.values()), PROSE_PAIRS, shots)
     )
 

@@ -42,6 +42,9 @@ def test_the_pages_commands_run_and_write_what_it_names(tmp_path, monkeypatch, c
     text = PAGE.read_text()
     for name in re.findall(r"`(results/paper[\w.]*)`", text):
         assert (tmp_path / name).is_file(), name
-    for name in ("paper.md", "paper.csv", "paper_stream.png", "paper_stream.csv",
-                 "paper_final.png", "paper_final.csv"):  # fmt: skip
+    assert "[seeds ± " in out and "no seed-level claim can be made" in out
+    assert "Protocol (every row): " in out and "tasks_per_domain 4" in out
+    for name in ("paper.md", "paper.csv", "paper.json", "paper_stream.png", "paper_stream.csv",
+                 "paper_stream.md", "paper_final.png", "paper_final.csv",
+                 "paper_final.md"):  # fmt: skip
         assert (tmp_path / "results" / name).is_file(), name
