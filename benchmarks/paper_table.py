@@ -45,7 +45,9 @@ def page_commands(text: str) -> list[list[str]]:
 
 def caption_lines(md: str) -> list[str]:
     """The caption of a picture's markdown (``<out>_stream.md``): the lines after the picture."""
-    return [x.rstrip() for x in md.split(")\n\n", 1)[1].splitlines() if x.strip()]
+    lines = md.splitlines()
+    at = next(i for i, x in enumerate(lines) if x.startswith("!["))
+    return [x.rstrip() for x in lines[at + 1 :] if x.strip()]
 
 
 def figures_block(folder: Path) -> str:
@@ -84,8 +86,8 @@ def main() -> int:
     listed = "\n".join(f"    avalanche-sets {shlex.join(a)}" for a in commands)
     (folder / "README.md").write_text(
         header_md("The paper-table guide's pictures", prov)
-        + f"Made by the commands of [the guide]({os.path.relpath(PAGE, folder)}), run in a "
-        f"fresh folder:\n\n{listed}\n\n"
+        + f"Made by the commands of the paper-table guide (`{PAGE.relative_to(ROOT)}`), run in "
+        f"a fresh folder:\n\n{listed}\n\n"
         + "".join(f"- [{n}]({n})\n" for n in KEPT)
         + "\nThe guide shows them with their captions (its `paper-figures` block, written by "
         "this script); `tests/docs/test_paper_table_page.py` checks that the block is these "
