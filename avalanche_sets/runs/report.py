@@ -300,10 +300,12 @@ def _summary(recs: list[dict]) -> dict:
     else:
         half = _episode_ci(recs[0], "final_ci95", len(domains))
     row["per_domain_ci95"] = dict(zip(domains, map(float, half)))
+    row["per_domain_each"] = dict(zip(domains, finals.T.tolist()))  # per seed, seed_list order
     shapes = {m.shape for m in matrices}
     if len(shapes) == 1:
         stack = np.stack(matrices)
         row["matrix"] = stack.mean(axis=0).tolist()
+        row["matrix_each"] = stack.tolist()  # per seed, seed_list order; NaN: not evaluated
         row["matrix_ci95"] = (
             _over_seeds_each(stack).tolist() if len(recs) > 1
             else _episode_ci(recs[0], "ci95", stack.shape[1:])
@@ -340,8 +342,9 @@ def aggregate_results(
     its accuracy matrix by :mod:`avalanche_sets.metrics.stats` (the last domain excluded; NaN
     for a one-domain stream), with their Student-t half-widths over seeds
     (``forgetting_ci95``, ``bwt_ci95``; NaN for one seed). ``matrix`` / ``matrix_ci95``: the
-    accuracy matrix averaged over seeds and its half-widths (for
-    :func:`.row_plots.write_row_plots`).
+    accuracy matrix averaged over seeds and its half-widths; ``matrix_each`` /
+    ``per_domain_each``: each seed's matrix and final accuracies, in ``seed_list`` order (for
+    :func:`.row_plots.write_row_plots`, which draws each seed of a two-seed row).
 
     ``vs``: a method; every row gets ``delta``, its :func:`paired_delta` against the row of
     ``vs`` in the same setting (the identity less :data:`~.protocols.ARM_FIELDS`, and the same
@@ -431,8 +434,10 @@ _VALUE_FIELDS = (
     "bwt_ci95",
     "per_domain",
     "per_domain_ci95",
+    "per_domain_each",
     "matrix",
     "matrix_ci95",
+    "matrix_each",
     "seconds",
     "codes",
     "data_sources",
