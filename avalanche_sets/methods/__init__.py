@@ -626,9 +626,9 @@ def build_strategy(
     from avalanche.training.templates import BaseTemplate
 
     from ..models.episodic import PrototypicalModel
-    from ..training.template import silent_evaluator
+    from ..training.template import quiet_evaluator
 
-    evaluator = evaluator if evaluator is not None else silent_evaluator()
+    evaluator = evaluator if evaluator is not None else quiet_evaluator()
     plugins = list(plugins or [])
     spec = method_spec(name)
     if spec is None:

@@ -16,7 +16,7 @@ from .loggers import ResumableCSVLogger, ResumableTensorboardLogger, RunTextLogg
 from .loss_terms import LossTerms, RunEvaluator
 from .progress import DomainProgressLogger
 from .runner import RunResult, episode_accuracies, run_sets, set_up_process
-from .template import EpisodicTemplate, NonFiniteLossError, silent_evaluator
+from .template import EpisodicTemplate, NonFiniteLossError, quiet_evaluator, silent_evaluator
 
 __all__ = [
     "EpisodicTemplate",
@@ -37,6 +37,7 @@ __all__ = [
     "keep_freed_memory",
     "set_up_process",
     "episode_accuracies",
+    "quiet_evaluator",
     "silent_evaluator",
     "DomainProgressLogger",
     "ResumableCSVLogger",
