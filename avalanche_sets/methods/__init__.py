@@ -603,7 +603,9 @@ def build_strategy(
     the command line's ``--preset`` (``build_strategy("order", "quick")``; a dictionary of
     settings is checked once, on arrival). The strategy keeps it as ``strategy.run_config``:
     :func:`~avalanche_sets.training.run_sets` runs it with the preset's torch threads and
-    interim test episodes, as the command line does. ``plugins`` are added after the method's own plugins, so
+    interim test episodes, as the command line does. Without ``evaluator`` the strategy gets
+    :func:`~avalanche_sets.training.quiet_evaluator` (Avalanche's default metrics, which
+    ``eval`` returns, and no logger). ``plugins`` are added after the method's own plugins, so
     their callbacks run after them in every event. The model is initialised from
     ``torch.manual_seed(seed)``. A strategy whose constructor takes ``seed``, ``mem_size`` or
     ``replay_batch`` receives the seed and the preset's values; a declared method receives
