@@ -65,6 +65,7 @@ def test_the_site_builds_strictly_with_every_page(site):
     # the guide's code is the tested example's, included by the snippets extension
     guide = (site / "guide/custom-method/index.html").read_text()
     assert "PrototypeSpreadPlugin" in guide and "loss_term" in guide
+    assert "TaskReplayPlugin" in guide and "copy_episodes" in guide  # the replay example
     assert "--8&lt;--" not in guide and "8 &lt; --" not in guide
     # a result folder a page links to is part of the site, with the pictures it shows
     assert (site / "benchmarks/results/forgetting_converged/index.html").is_file()
