@@ -144,8 +144,14 @@ def worker(allocator: str, args, conn) -> None:
         cl, precision, comp = VARIANTS[variant]
         clock = IterationClock()
         over = {"replay_batch": b} if b else {}
-        s = build_strategy(method, preset.replace(precision=precision), seed=0, evaluator=silent_evaluator(), plugins=[clock],
-                           **over)  # fmt: skip
+        s = build_strategy(
+            method,
+            preset.replace(precision=precision),
+            seed=0,
+            evaluator=silent_evaluator(),
+            plugins=[clock],
+            **over,
+        )
         set_variant(s, cl, comp)
         s.plugins.insert(0, clock.head())  # the iteration starts before ORDER's replay plugin
         sink: dict = defaultdict(list)
