@@ -281,7 +281,9 @@ class WandBLogger(_Resumable, _AvalancheWandBLogger):
       again, and the rows the resumed process logs at steps the server has already (the
       killed process's rows after the checkpoint, the same rows again) are not sent.
 
-    Either way each step is in the W&B run once and none is dropped. Values W&B cannot take
+    Either way each step is in the W&B run once and none is dropped. A checkpoint whose W&B
+    state is the run's id alone (a logger that kept no rows) continues that run as online, in
+    offline mode too: the earlier folder keeps the rows before it. Values W&B cannot take
     back from a checkpoint — images, figures and charts (a checkpoint holds numbers and
     tensors only; the run's own metrics are all numbers) — are sent with their step's row but
     not logged again by a resumed run. A logger closed while an exception propagates (a run
@@ -357,7 +359,10 @@ class WandBLogger(_Resumable, _AvalancheWandBLogger):
         resumed = state is not None and bool(state.get("id"))
         if resumed:
             kwargs["id"] = state["id"]
-            offline = self._offline(kwargs)
+            # a checkpoint without rows (written by a logger that kept none) cannot log them
+            # again: the earlier folder keeps them and the run continues as on a server
+            replay = "history" in state
+            offline = replay and self._offline(kwargs)
             if not offline:  # the server's run, continued where its history ends
                 kwargs["resume"] = "allow"
         else:
@@ -370,11 +375,11 @@ class WandBLogger(_Resumable, _AvalancheWandBLogger):
         if not resumed:
             return
         removed = self._remove_earlier_folders() if offline else []
-        self._row_step = int(state["step"])
-        self._row = dict(state["row"])
-        for name in state["defined"]:
+        self._row_step = int(state.get("step", 0))
+        self._row = dict(state.get("row", {}))
+        for name in state.get("defined", []):
             self._define(name)
-        sent = [(int(step), row) for step, row in state["history"]]
+        sent = [(int(step), row) for step, row in state.get("history", [])]
         for step, row in sent:
             self._send(step, row)
         again = [step for step, _ in sent if step >= self._first]

@@ -153,3 +153,21 @@ def test_a_run_stopped_by_an_exception_sends_no_partial_step_and_fails():
         logger.close()
     assert server.finished == [1]
     assert max(server.runs["run1"]) < 8
+
+
+def test_a_checkpoint_holding_only_the_runs_id_continues_the_run():
+    """A checkpoint whose W&B state is the run's id alone (a logger that kept no rows) continues
+    that run (``resume="allow"``) at the server's step; what the server has stays."""
+    server = _Server()
+    killed = _logger(server)
+    events = _events()
+    _play(killed, events[:7])  # the server has steps 3 and 4
+    had = dict(server.runs["run1"])
+    assert sorted(had) == [3, 4]
+    resumed = _logger(server)
+    resumed.load_state_dict({"id": "run1"})
+    _play(resumed, events[3:])
+    resumed.close()
+    rows = server.runs["run1"]
+    assert {s: rows[s] for s in had} == had and max(rows) == 8
+    assert server.dropped == []  # the steps the server had are not sent again
