@@ -381,6 +381,7 @@ class WandBLogger(_Resumable, _AvalancheWandBLogger):
             self._define(name)
         sent = [(int(step), row) for step, row in state.get("history", [])]
         for step, row in sent:
+            self._history.append([step, row])  # the next checkpoint holds them too
             self._send(step, row)
         again = [step for step, _ in sent if step >= self._first]
         if self._log_file is not None:

@@ -140,6 +140,33 @@ def test_a_killed_online_run_continued_holds_each_step_once(
     assert log.getvalue().startswith("W&B run run1 (online) continued: ")
 
 
+@pytest.mark.parametrize("uploaded", [None, 0])
+def test_a_run_killed_twice_keeps_the_rows_before_the_first_resume(uninterrupted, uploaded):
+    """Killed, resumed, checkpointed again and killed again: the second checkpoint holds the
+    rows of both processes, so a server that has none of them (``uploaded=0``) gets them all."""
+    events = _events()
+    server = _Server()
+    first = _logger(server)
+    _play(first, events[:3])
+    state = first.state_dict()
+    _play(first, events[3:5])  # killed
+    second = _logger(server)
+    second.load_state_dict(state)
+    _play(second, events[3:9])
+    state = second.state_dict()
+    _play(second, events[9:10])  # killed
+    if uploaded is not None:
+        rows = server.runs["run1"]
+        for step in [s for s in rows if s > uploaded]:
+            del rows[step]
+    third = _logger(server)
+    third.load_state_dict(state)
+    _play(third, events[9:])
+    third.close()
+    assert server.dropped == []
+    assert server.runs["run1"] == uninterrupted
+
+
 def test_a_run_stopped_by_an_exception_sends_no_partial_step_and_fails():
     """Closed while an exception propagates, the logger does not send the step it was
     gathering (the resumed run sends it whole) and finishes the W&B run as failed."""
