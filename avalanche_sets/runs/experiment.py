@@ -257,6 +257,7 @@ def evaluator(
                 config=config,
                 mode=None if os.environ.get("WANDB_MODE") else "offline",
                 log_file=log_file,
+                own_folder=True,
             )
         )
     return RunEvaluator(

@@ -27,6 +27,7 @@ interval, where ``TextLogger`` would keep only each term's last value until the 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -294,6 +295,9 @@ class WandBLogger(_Resumable, _AvalancheWandBLogger):
         project_name, run_name, dir, config, params: as Avalanche's (``params`` goes to
             ``wandb.init`` last); ``save_code`` is off by default here.
         mode: ``wandb.init``'s ``mode``.
+        own_folder: ``<dir>/wandb/`` belongs to this run alone (a run folder's): a run that
+            starts from the beginning (no checkpoint) removes the offline-run folders that an
+            earlier attempt left there, as the CSV and TensorBoard loggers clear theirs.
         log_file: where a resumed run says what it did with the W&B run (the run's
             ``log.txt``); ``None``: nowhere.
 
@@ -312,6 +316,7 @@ class WandBLogger(_Resumable, _AvalancheWandBLogger):
         save_code: bool = False,
         params: dict | None = None,
         log_file=None,
+        own_folder: bool = False,
         **kwargs,
     ) -> None:
         self._run_id: str | None = None
@@ -322,6 +327,7 @@ class WandBLogger(_Resumable, _AvalancheWandBLogger):
         self._row_step = 0  # that step: the highest step logged at so far
         self._first = 0  # rows before this step are on W&B already (run.starting_step)
         self._log_file = log_file
+        self._own_folder = own_folder
         extra = {"mode": mode} if mode is not None else {}
         super().__init__(
             project_name=project_name,
@@ -373,8 +379,17 @@ class WandBLogger(_Resumable, _AvalancheWandBLogger):
         self._run_id = self._run.id
         self._first = int(self._run.starting_step or 0)
         if not resumed:
+            if self._own_folder and self._run.settings._offline:
+                removed = self._remove_earlier_folders("*")
+                if removed and self._log_file is not None:
+                    print(
+                        f"W&B run {self._run_id} (offline) starts from the beginning; "
+                        f"removed {', '.join(removed)}",
+                        file=self._log_file,
+                        flush=True,
+                    )
             return
-        removed = self._remove_earlier_folders() if offline else []
+        removed = self._remove_earlier_folders(self._run_id) if offline else []
         self._row_step = int(state.get("step", 0))
         self._row = dict(state.get("row", {}))
         for name in state.get("defined", []):
@@ -395,14 +410,12 @@ class WandBLogger(_Resumable, _AvalancheWandBLogger):
                 flush=True,
             )
 
-    def _remove_earlier_folders(self) -> list[str]:
-        """Removes the offline-run folders of this run's id that another process wrote
+    def _remove_earlier_folders(self, run_id: str) -> list[str]:
+        """Removes the offline-run folders of ``run_id`` (a pattern) that another process wrote
         (all but this process's own), and returns their names."""
-        import shutil
-
         own = Path(self._run.settings.sync_dir).resolve()
         removed = []
-        for folder in sorted(own.parent.glob(f"offline-run-*-{self._run_id}")):
+        for folder in sorted(own.parent.glob(f"offline-run-*-{run_id}")):
             if folder.is_dir() and folder.resolve() != own:
                 shutil.rmtree(folder)
                 removed.append(folder.name)

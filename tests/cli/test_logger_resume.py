@@ -141,6 +141,11 @@ def test_a_run_killed_mid_domain_and_resumed_logs_what_an_uninterrupted_run_logs
     # W&B: one offline run, the killed process's id, every step once, with its values
     runs, rows = _wandb(folder)
     assert [r.name.rsplit("-", 1)[1] for r in runs] == [run_id], runs
+    sync = subprocess.run(
+        [sys.executable, "-m", "wandb", "sync", "--dry-run", *map(str, runs)],
+        env=_env(tmp_path), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert "Would sync 1 run(s)" in sync.stdout + sync.stderr, sync.stdout + sync.stderr
     _, want_rows = _wandb(want)
     assert sorted(rows) == sorted(want_rows) == [*range(2, 2 * ITERATIONS + 1, 2)]
     for step, row in want_rows.items():

@@ -382,3 +382,28 @@ def test_loggers_a_finished_run_did_not_have_are_refused_with_the_fix(uninterrup
     with pytest.raises(ValueError, match=r"without the tensorboard logger.*tb/.*fix: .*--out"):
         _run(out, loggers=("csv", "tensorboard"))
     assert not (folder / "tb").exists()
+
+
+def test_a_run_started_over_clears_the_offline_runs_an_earlier_attempt_left(tmp_path):
+    """A run folder's ``wandb/`` is its own (``own_folder``, as ``run`` makes it): an attempt
+    that starts from the beginning (no checkpoint) removes the offline runs of earlier attempts,
+    so ``wandb sync`` uploads one run; a shared folder keeps every run."""
+    from avalanche.evaluation.metric_results import MetricValue
+
+    from avalanche_sets.training import WandBLogger
+
+    def attempt(**kwargs) -> str:
+        logger = WandBLogger(run_name="r", dir=tmp_path, mode="offline", **kwargs)
+        logger.log_metrics([MetricValue(None, "a", 1.0, 1)])
+        run_id = logger.state_dict()["id"]
+        logger.close()
+        return run_id
+
+    def ids() -> list[str]:
+        return sorted(p.name.rsplit("-", 1)[1] for p in (tmp_path / "wandb").glob("offline-run-*"))
+
+    attempt(own_folder=True)
+    second = attempt(own_folder=True)
+    assert ids() == [second]
+    third = attempt()
+    assert ids() == sorted([second, third])
