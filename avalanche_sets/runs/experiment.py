@@ -256,6 +256,8 @@ def evaluator(
                 dir=out,
                 config=config,
                 mode=None if os.environ.get("WANDB_MODE") else "offline",
+                log_file=log_file,
+                own_folder=True,
             )
         )
     return RunEvaluator(

@@ -27,10 +27,17 @@ interval, where ``TextLogger`` would keep only each term's last value until the 
 from __future__ import annotations
 
 import os
+import shutil
+import sys
 from pathlib import Path
 
+import numpy as np
+from avalanche.evaluation.metric_results import AlternativeValues, TensorImage
 from avalanche.logging import CSVLogger, TensorboardLogger, TextLogger
 from avalanche.logging import WandBLogger as _AvalancheWandBLogger
+from matplotlib.figure import Figure
+from PIL.Image import Image as PILImage
+from torch import Tensor
 
 from .loss_terms import LOSS_TERM_PREFIX
 
@@ -242,8 +249,8 @@ class WandBLogger(_Resumable, _AvalancheWandBLogger):
     Avalanche 0.6's logger calls ``wandb.util.generate_id`` (gone from ``wandb.util``) and
     checks values against ``wandb.viz.CustomChart`` (now ``wandb.plot.CustomChart``), so it
     fails with current wandb releases at construction and at the first value. This subclass uses
-    the current names and otherwise logs like Avalanche's: every metric value at its step
-    (``x_plot``, Avalanche's ``clock.train_iterations``).
+    the current names and logs every metric value at its step (``x_plot``, Avalanche's
+    ``clock.train_iterations``).
 
     W&B keeps one step counter per run and drops a value logged at a step below the run's
     current one, where TensorBoard plots each tag on its own axis. A metric whose ``x_plot`` is
@@ -254,16 +261,45 @@ class WandBLogger(_Resumable, _AvalancheWandBLogger):
     ``AccMatrix_AvgAcc_step``) that ``define_metric`` makes the metric's x-axis in W&B's charts.
     So the W&B run holds every value TensorBoard holds, each with TensorBoard's x.
 
-    The W&B run starts at the first logged value (``wandb.init`` with ``dir``: files in
-    ``<dir>/wandb/``). Its id is part of the run's checkpoint, so a resumed run continues the
-    same W&B run (``resume="allow"``) at the restored steps; W&B ignores values re-logged at
-    steps it has already seen. ``mode``: ``None`` lets wandb decide (``WANDB_MODE``, the
-    login); ``"offline"`` writes the run only locally (``wandb sync`` uploads it later).
+    **Whole steps.** The values of one step are gathered here and handed to W&B as one row
+    (``run.log(row, step=step, commit=True)``) when the first value of a later step comes, or
+    when the logger is closed at the run's end. W&B's history thus never holds part of a step:
+    a row it has is the row an uninterrupted run logs.
+
+    **Resume.** The W&B run starts at the first logged value (``wandb.init`` with ``dir``: files
+    in ``<dir>/wandb/``). The checkpoint (``state_dict``) holds the run's id, every row handed
+    to W&B so far and the row being gathered; a resumed process continues that run, same id:
+
+    - offline (``mode="offline"``, or wandb's own setting): a killed process's ``.wandb`` file
+      holds only what wandb had written when the process died (often nothing of a short run).
+      The resumed process removes the offline-run folders of that id, starts the run afresh in
+      one new folder with the same id and logs the checkpoint's rows into it again. The run's
+      ``<dir>/wandb/`` keeps one ``offline-run-*-<id>`` folder, whose history is an
+      uninterrupted run's, and ``wandb sync`` uploads it as one run.
+    - online: the process continues the server's run (``resume="allow"``). W&B says where the
+      server's history ends (``run.starting_step``); the checkpoint's rows from that step on
+      (what the killed process logged before the checkpoint but had not uploaded) are sent
+      again, and the rows the resumed process logs at steps the server has already (the
+      killed process's rows after the checkpoint, the same rows again) are not sent.
+
+    Either way each step is in the W&B run once and none is dropped. A checkpoint whose W&B
+    state is the run's id alone (a logger that kept no rows) continues that run as online, in
+    offline mode too: the earlier folder keeps the rows before it. Values W&B cannot take
+    back from a checkpoint — images, figures and charts (a checkpoint holds numbers and
+    tensors only; the run's own metrics are all numbers) — are sent with their step's row but
+    not logged again by a resumed run. A logger closed while an exception propagates (a run
+    stopped early) does not send the step it was gathering, which may be incomplete: the
+    resumed run sends it whole; the W&B run is finished with exit code 1 (failed).
 
     Args:
         project_name, run_name, dir, config, params: as Avalanche's (``params`` goes to
             ``wandb.init`` last); ``save_code`` is off by default here.
         mode: ``wandb.init``'s ``mode``.
+        own_folder: ``<dir>/wandb/`` belongs to this run alone (a run folder's): a run that
+            starts from the beginning (no checkpoint) removes the offline-run folders that an
+            earlier attempt left there, as the CSV and TensorBoard loggers clear theirs.
+        log_file: where a resumed run says what it did with the W&B run (the run's
+            ``log.txt``); ``None``: nowhere.
 
     Raises:
         ImportError: wandb is not installed (names the extra to install).
@@ -279,12 +315,19 @@ class WandBLogger(_Resumable, _AvalancheWandBLogger):
         mode: str | None = None,
         save_code: bool = False,
         params: dict | None = None,
+        log_file=None,
+        own_folder: bool = False,
         **kwargs,
     ) -> None:
         self._run_id: str | None = None
         self._clock = None  # the strategy's clock (W&B's step), from the first event
-        self._step = 0  # the highest step this process logged at
         self._defined: set[str] = set()  # metrics given their own x-axis (define_metric)
+        self._history: list[list] = []  # [step, row] of every row handed to W&B
+        self._row: dict = {}  # the values of the step being gathered
+        self._row_step = 0  # that step: the highest step logged at so far
+        self._first = 0  # rows before this step are on W&B already (run.starting_step)
+        self._log_file = log_file
+        self._own_folder = own_folder
         extra = {"mode": mode} if mode is not None else {}
         super().__init__(
             project_name=project_name,
@@ -313,20 +356,85 @@ class WandBLogger(_Resumable, _AvalancheWandBLogger):
         """Nothing yet: the W&B run starts at the first logged value (:meth:`_begin`), once a
         checkpoint had the chance to say which run it continues."""
 
+    def _offline(self, kwargs: dict) -> bool:
+        mode = kwargs.get("mode") or self.wandb.setup().settings.mode
+        return mode in ("offline", "dryrun")
+
     def _begin(self, state: dict | None) -> None:
         kwargs = dict(self.init_kwargs)
-        if state is not None and state.get("id"):
-            kwargs.update(id=state["id"], resume="allow")
+        resumed = state is not None and bool(state.get("id"))
+        if resumed:
+            kwargs["id"] = state["id"]
+            # a checkpoint without rows (written by a logger that kept none) cannot log them
+            # again: the earlier folder keeps them and the run continues as on a server
+            replay = "history" in state
+            offline = replay and self._offline(kwargs)
+            if not offline:  # the server's run, continued where its history ends
+                kwargs["resume"] = "allow"
         else:
             kwargs["id"] = kwargs.get("id") or os.environ.get("WANDB_RUN_ID") or self._generate_id()
         if kwargs.get("dir") is not None:
             Path(kwargs["dir"]).mkdir(parents=True, exist_ok=True)
         self._run = self.wandb.init(**kwargs)
         self._run_id = self._run.id
+        self._first = int(self._run.starting_step or 0)
+        if not resumed:
+            if self._own_folder and self._run.settings._offline:
+                removed = self._remove_earlier_folders("*")
+                if removed and self._log_file is not None:
+                    print(
+                        f"W&B run {self._run_id} (offline) starts from the beginning; "
+                        f"removed {', '.join(removed)}",
+                        file=self._log_file,
+                        flush=True,
+                    )
+            return
+        removed = self._remove_earlier_folders(self._run_id) if offline else []
+        self._row_step = int(state.get("step", 0))
+        self._row = dict(state.get("row", {}))
+        for name in state.get("defined", []):
+            self._define(name)
+        sent = [(int(step), row) for step, row in state.get("history", [])]
+        for step, row in sent:
+            self._history.append([step, row])  # the next checkpoint holds them too
+            self._send(step, row)
+        again = [step for step, _ in sent if step >= self._first]
+        if self._log_file is not None:
+            print(
+                f"W&B run {self._run_id} ({'offline' if offline else 'online'}) continued: "
+                f"{len(again)} of the checkpoint's {len(sent)} rows logged again"
+                + (f" (steps {again[0]}-{again[-1]})" if again else "")
+                + (f", W&B has steps before {self._first}" if self._first else "")
+                + (f"; removed {', '.join(removed)}" if removed else ""),
+                file=self._log_file,
+                flush=True,
+            )
+
+    def _remove_earlier_folders(self, run_id: str) -> list[str]:
+        """Removes the offline-run folders of ``run_id`` (a pattern) that another process wrote
+        (all but this process's own), and returns their names."""
+        own = Path(self._run.settings.sync_dir).resolve()
+        removed = []
+        for folder in sorted(own.parent.glob(f"offline-run-*-{run_id}")):
+            if folder.is_dir() and folder.resolve() != own:
+                shutil.rmtree(folder)
+                removed.append(folder.name)
+        return removed
 
     def state_dict(self) -> dict:
-        """The W&B run's id (``None`` before the first logged value)."""
-        return {"id": self._run_id}
+        """The W&B run's id (``None`` before the first logged value), every row handed to W&B
+        (``[step, {name: value}]``) and the row being gathered, as numbers and tensors."""
+
+        def kept(row: dict) -> dict:
+            return {k: v for k, v in row.items() if isinstance(v, (int, float, Tensor))}
+
+        return {
+            "id": self._run_id,
+            "history": [[step, row] for step, row in self._history],
+            "step": self._row_step,
+            "row": kept(self._row),
+            "defined": sorted(self._defined),
+        }
 
     def before_training(self, strategy, metric_values, **kwargs) -> None:
         self._clock = strategy.clock
@@ -336,48 +444,82 @@ class WandBLogger(_Resumable, _AvalancheWandBLogger):
         self._clock = strategy.clock
         super().before_eval(strategy, metric_values, **kwargs)
 
+    def _define(self, name: str) -> None:
+        self._run.define_metric(name, step_metric=f"{name.split('/', 1)[0]}_step")
+        self._defined.add(name)
+
+    def _put(self, values: dict, step: int) -> None:
+        """Adds ``values`` to the row of ``step`` (not below the current row's step); a later
+        step first hands the current row to W&B."""
+        step = max(int(step), self._row_step)
+        if step > self._row_step:
+            self._commit()
+            self._row_step = step
+        self._row.update(values)
+
+    def _commit(self) -> None:
+        if self._row:
+            step, row = self._row_step, self._row
+            self._row = {}
+            self._history.append(
+                [step, {k: v for k, v in row.items() if isinstance(v, (int, float, Tensor))}]
+            )
+            self._send(step, row)
+
+    def _send(self, step: int, row: dict) -> None:
+        if step < self._first:  # W&B has this step (the killed process sent it)
+            return
+        row = {
+            k: self.wandb.Histogram(np_histogram=np.histogram(v.view(-1).numpy()))
+            if isinstance(v, Tensor)
+            else v
+            for k, v in row.items()
+        }
+        self._run.log(row, step=step, commit=True)
+
     def log_single_metric(self, name, value, x_plot) -> None:
-        step = x_plot
+        if name.startswith("WeightCheckpoint"):  # a model artifact, as Avalanche's logger
+            return super().log_single_metric(name, value, x_plot)
+        if isinstance(value, AlternativeValues):
+            value = value.best_supported_value(
+                PILImage, Tensor, TensorImage, Figure, float, int, self._chart
+            )
+        if isinstance(value, PILImage):
+            value = self.wandb.Image(value)
+        elif isinstance(value, TensorImage):
+            value = self.wandb.Image(np.array(value))
+        elif not isinstance(value, (Tensor, Figure, float, int, self._chart)):
+            return  # a type W&B cannot show, skipped as by Avalanche's logger
         # W&B's current step: the clock's, or a step logged ahead of it (the loss terms are
         # logged at the count of iterations done, before the clock counts the last one)
-        now = self._step if self._clock is None else max(self._step, self._clock.train_iterations)
+        now = self._row_step
+        if self._clock is not None:
+            now = max(now, self._clock.train_iterations)
+        values = {name: value}
         if x_plot < now:  # W&B would drop it: at the current step, with its own x beside it
-            step = now
-            x_field = f"{name.split('/', 1)[0]}_step"
+            values[f"{name.split('/', 1)[0]}_step"] = x_plot
             if name not in self._defined:
-                self._run.define_metric(name, step_metric=x_field)
-                self._defined.add(name)
-            self._run.log({x_field: x_plot}, step=step)
-        # Avalanche's method with wandb.viz.CustomChart; it reads the chart type off
-        # self.wandb.viz, so it is handed a view of wandb that has one.
-        self._step = step
-        wandb, self.wandb = self.wandb, _WandbView(self.wandb, self._chart)
-        try:
-            super().log_single_metric(name, value, step)
-        finally:
-            self.wandb = wandb
+                self._define(name)
+        self._put(values, max(x_plot, now))
 
     def after_training_exp(self, strategy, metric_values, **kwargs) -> None:
         # the evaluator has logged metric_values already (Avalanche's logger logs them twice);
         # the experience counter and its step come from the clock, which a resumed run restores
-        self._run.log(
+        self._put(
             {"TrainingExperience": strategy.clock.train_exp_counter},
-            step=strategy.clock.train_iterations,
+            strategy.clock.train_iterations,
         )
 
     def close(self) -> None:
-        """Finish the W&B run (writes its summary; an offline run is then complete)."""
+        """Finish the W&B run (writes its summary; an offline run is then complete). While an
+        exception propagates (the run stopped early), the row being gathered is not sent and
+        the run is finished as failed."""
         run, self._run = getattr(self, "_run", None), None
-        if run is not None:
-            run.finish()
-
-
-class _WandbView:
-    """``wandb`` with ``viz.CustomChart`` (what Avalanche's logger reads) set to ``chart``."""
-
-    def __init__(self, wandb, chart) -> None:
-        self._wandb = wandb
-        self.viz = type("viz", (), {"CustomChart": chart})
-
-    def __getattr__(self, name):
-        return getattr(self._wandb, name)
+        if run is None:
+            return
+        stopped = sys.exc_info()[0] is not None
+        if not stopped:
+            self._run = run
+            self._commit()
+            self._run = None
+        run.finish(exit_code=1 if stopped else 0)

@@ -222,13 +222,22 @@ def test_a_resumed_run_logs_every_value_once_at_the_uninterrupted_runs_steps(
     assert [(r["training_exp"], r["epoch"]) for r in rows] == [("0", "0"), ("1", "0")]
     assert all(float(r["training_accuracy"]) > 0 for r in rows)
 
-    # W&B: the resumed process continues the same run, from the restored step on
-    logs = sorted((resumed / "wandb").glob("offline-run-*/run-*.wandb"))
-    assert len(logs) == 1 + times and len({p.name for p in logs}) == 1  # one run id
-    first, *later = (sorted(r["_step"] for r in history(p)) for p in logs)
-    assert first[0] == TERM_STEPS[0]
-    assert later[-1] == ([6, 2 * ITERATIONS] if where == "training" else [2 * ITERATIONS])
-    assert history(logs[-1])[-1]["TrainingExperience"] == 1  # the second domain, as counted
+    # W&B: one offline run (the stopped process's folder is replaced), each step once, with
+    # the uninterrupted run's keys and values
+    (log,) = (resumed / "wandb").glob("offline-run-*/run-*.wandb")
+    got_rows, (want_log,) = (
+        history(log),
+        (uninterrupted / "wandb").glob("offline-run-*/run-*.wandb"),
+    )
+    want_rows = history(want_log)
+    assert [r["_step"] for r in got_rows] == [r["_step"] for r in want_rows] == TERM_STEPS
+    for a, b in zip(got_rows, want_rows):
+        assert sorted(a) == sorted(b), a["_step"]
+        skip = ("_runtime", "_timestamp", *_NOT_REPRODUCED)
+        assert {k: v for k, v in a.items() if not k.startswith(skip)} == {
+            k: v for k, v in b.items() if not k.startswith(skip)
+        }, a["_step"]
+    assert got_rows[-1]["TrainingExperience"] == 1  # the second domain, as counted
 
 
 def test_a_logger_added_on_resume_logs_at_the_restored_steps(tmp_path, monkeypatch):
@@ -373,3 +382,28 @@ def test_loggers_a_finished_run_did_not_have_are_refused_with_the_fix(uninterrup
     with pytest.raises(ValueError, match=r"without the tensorboard logger.*tb/.*fix: .*--out"):
         _run(out, loggers=("csv", "tensorboard"))
     assert not (folder / "tb").exists()
+
+
+def test_a_run_started_over_clears_the_offline_runs_an_earlier_attempt_left(tmp_path):
+    """A run folder's ``wandb/`` is its own (``own_folder``, as ``run`` makes it): an attempt
+    that starts from the beginning (no checkpoint) removes the offline runs of earlier attempts,
+    so ``wandb sync`` uploads one run; a shared folder keeps every run."""
+    from avalanche.evaluation.metric_results import MetricValue
+
+    from avalanche_sets.training import WandBLogger
+
+    def attempt(**kwargs) -> str:
+        logger = WandBLogger(run_name="r", dir=tmp_path, mode="offline", **kwargs)
+        logger.log_metrics([MetricValue(None, "a", 1.0, 1)])
+        run_id = logger.state_dict()["id"]
+        logger.close()
+        return run_id
+
+    def ids() -> list[str]:
+        return sorted(p.name.rsplit("-", 1)[1] for p in (tmp_path / "wandb").glob("offline-run-*"))
+
+    attempt(own_folder=True)
+    second = attempt(own_folder=True)
+    assert ids() == [second]
+    third = attempt()
+    assert ids() == sorted([second, third])
