@@ -42,6 +42,7 @@ import importlib.util
 import json
 import os
 import platform
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -53,7 +54,7 @@ from ..defaults import FOLDER_SOURCES
 from ..files import atomic_write
 from ..methods import method_folder_name
 from ..presets import NAMING_PRESETS, PRESETS, RunConfig, preset_settings
-from .code import code_info
+from .code import NO_SOURCE, code_info
 
 __all__ = [
     "RESULT_FILE",
@@ -86,6 +87,8 @@ __all__ = [
     "run_folder",
     "run_identity",
     "record_identity",
+    "check_tag",
+    "tag_argument",
     "identity_differences",
     "NOT_RECORDED",
     "run_data",
@@ -355,8 +358,10 @@ def run_identity(
     strategy_overrides: dict | None = None,
     plugins: Sequence[str] = (),
     data: Any = _MISSING,
+    user_code: Mapping[str, str] | None = None,
+    tag: str = "",
 ) -> dict:
-    """Everything that decides what a run computes, except its seed and its code
+    """Everything that decides what a run computes, except its seed and the library's code
     (JSON-normalised).
 
     The numeric path enters with the preset: its device, its ``threads`` (another thread count
@@ -366,6 +371,11 @@ def run_identity(
     (:func:`run_data`'s ``content``; computed from ``preset`` when not given), not the folder's
     path: the same files anywhere are the same run, changed files another.
     ``plugins``: the :func:`plugin_description` of every plugin added to the method.
+    ``user_code``: the content hash of the code of one's own that defines the run
+    (:func:`~.code.user_code`: a method of one's own, plugins defined outside the package);
+    ``tag``: the name a user gave the run to keep it apart (:func:`check_tag`). Each is a key
+    of the identity only when non-empty, so the identity of a built-in run without a tag has
+    neither.
 
     Raises:
         ValueError: the preset's data folder does not exist (when ``data`` is not given).
@@ -381,6 +391,10 @@ def run_identity(
     }
     if plugins:  # a plain method's identity (and every record of one) has no such key
         ident["plugins"] = list(plugins)
+    if user_code:
+        ident["user_code"] = dict(user_code)
+    if tag:
+        ident["tag"] = tag
     return json.loads(json.dumps(ident, sort_keys=True, default=str))
 
 
@@ -398,16 +412,39 @@ def record_identity(record: dict) -> dict:
     return run_identity(
         record["method"], record["preset"], eval_stream=record.get("eval_stream", "test"),
         strategy_overrides=record.get("strategy_overrides"), plugins=record.get("plugins", ()),
-        data=content,
+        data=content, user_code=record.get("user_code"), tag=record.get("tag", ""),
     )  # fmt: skip
+
+
+def _short(fingerprint: str | None) -> str:
+    return (
+        "(none)"
+        if not fingerprint
+        else fingerprint
+        if fingerprint == NO_SOURCE
+        else fingerprint[:7]
+    )
+
+
+def _user_code_differences(have: Mapping[str, str], asked: Mapping[str, str]) -> list[str]:
+    """One ``"code of <name>: <a> there, <b> now"`` per source whose hash differs (short
+    hashes); code that has no source file (:data:`~.code.NO_SOURCE`) always differs."""
+    diff = []
+    for name in sorted(set(have) | set(asked)):
+        a, b = have.get(name), asked.get(name)
+        if a != b or b == NO_SOURCE:
+            diff.append(f"code of {name}: {_short(a)} there, {_short(b)} now")
+    return diff
 
 
 def identity_differences(have: dict, asked: dict) -> list[str]:
     """What differs between two :func:`run_identity` values, one ``"<what>: <a> there, <b>
     asked"`` per setting (empty: the same run). A ``data`` of :data:`NOT_RECORDED` in ``have``
-    (a record older than data identity) is no difference: nothing it recorded differs."""
-    diff = []
-    for part in ("method", "eval_stream", "strategy_overrides", "plugins", "data"):
+    (a record older than data identity) is no difference: nothing it recorded differs. User
+    code is compared by content hash (``code of <source>: <a> there, <b> now``); code without a
+    source file is never the same."""
+    diff = _user_code_differences(have.get("user_code") or {}, asked.get("user_code") or {})
+    for part in ("method", "eval_stream", "strategy_overrides", "plugins", "data", "tag"):
         a, b = have.get(part), asked.get(part)
         if a != b and not (part == "data" and a == NOT_RECORDED):
             diff.append(f"{'data content' if part == 'data' else part}: {a!r} there, {b!r} asked")
@@ -493,6 +530,38 @@ def run_dir_name(
     return name
 
 
+TAG_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}"
+"""What a run's tag may be: a letter or digit, then up to 63 letters, digits, ``.``, ``_``,
+``+`` or ``-`` (it becomes part of a folder's name)."""
+
+
+def check_tag(tag: str) -> str:
+    """``tag`` once it is a name a run may carry (:data:`TAG_PATTERN`); ``""`` is no tag.
+
+    Raises:
+        ValueError: names the tag and what a tag may hold.
+    """
+    if not isinstance(tag, str):
+        raise ValueError(f"a run's tag is a name (text), got {type(tag).__name__} {tag!r}")
+    if tag and not re.fullmatch(TAG_PATTERN, tag):
+        raise ValueError(
+            f"tag {tag!r} is not a name a run folder can carry; fix: start it with a letter or "
+            "digit and use only letters, digits, '.', '_', '+' and '-' (at most 64 characters)"
+        )
+    return tag
+
+
+def tag_argument(text: str) -> str:
+    """The command line's ``--tag`` type: :func:`check_tag` of a non-empty name, its error as
+    an argparse error."""
+    try:
+        if not text:
+            raise ValueError("--tag needs a name (an empty tag is no tag: leave --tag out)")
+        return check_tag(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def run_folder(
     out_root: str | Path,
     method: str,
@@ -504,34 +573,64 @@ def run_folder(
     plugins: Sequence[str] = (),
     tag: str = "",
 ) -> Path:
-    """The folder of one run under ``out_root``: :func:`run_dir_name` followed by ``tag``."""
+    """The folder of one run under ``out_root``: :func:`run_dir_name`, followed by
+    ``-tag_<tag>`` for a tagged run (:func:`check_tag`).
+
+    Raises:
+        ValueError: a tag that :func:`check_tag` refuses.
+    """
     where = {"eval_stream": eval_stream, "strategy_overrides": strategy_overrides}
     where["plugins"] = plugins
-    return Path(out_root) / (run_dir_name(method, preset, seed, **where) + tag)
+    named = run_dir_name(method, preset, seed, **where)
+    return Path(out_root) / (named + f"-tag_{tag}" if check_tag(tag) else named)
 
 
 def check_finished(folder: str | Path, asked: dict, seed: int) -> dict:
-    """The finished run in ``folder``, after checking it is the run that was asked for.
+    """The finished run in ``folder``, after checking it is the run that was asked for, made by
+    the same code.
 
     ``asked`` is the :func:`run_identity` of the asked run: the numeric path (device, threads,
-    precision) and the data's content included, so a run that would compute other numbers is
-    never reported finished. A record written before records held their data's content is taken
-    for the asked run when everything it recorded matches (:func:`identity_differences`).
+    precision), the data's content and the hash of the user's own code (``user_code``)
+    included, so a run that would compute other numbers is never reported finished. The
+    library's code is compared too: a record whose ``code.package`` hash
+    (:func:`~.code.package_fingerprint`) differs from this process's was made by other library
+    code. A record written before records held their data's content, or the package's hash,
+    is taken for the asked run when everything it recorded matches
+    (:func:`identity_differences`): nothing it recorded differs.
 
     Raises:
-        RunConflictError: the folder holds a run with other settings (each difference named).
+        RunConflictError: the folder holds a run with other settings or of other code (each
+            difference named, code by short hashes and commits) and the fix: ``--tag NAME``
+            to run beside it, another ``--out``, or deleting the folder.
     """
     folder = Path(folder)
     rec = read_record(folder)
     diff = [f"seed: {rec['seed']} there, {seed} asked"] if rec["seed"] != seed else []
     diff += identity_differences(record_identity(rec), asked)
+    code = code_info()
+    there = rec.get("code") or {}
+    if there.get("package") and there["package"] != code["package"]:
+        diff.append(
+            f"avalanche_sets package: {_short(there['package'])}{_commit(there)} there, "
+            f"{_short(code['package'])}{_commit(code)} now"
+        )
     if diff:
+        changed = any(d.startswith(("code of ", "avalanche_sets package")) for d in diff)
         raise RunConflictError(
-            f"run folder {folder} already holds a finished run with other settings "
-            f"({'; '.join(diff)}); it is not reused for this run. Fix: write to another "
-            "--out folder (or pass a distinguishing tag), or delete that folder to redo it"
+            f"run folder {folder} already holds a finished run "
+            f"{'of other code or settings' if changed else 'with other settings'} "
+            f"({'; '.join(diff)}); it is not reused for this run. Fix: run it beside that one "
+            "with --tag NAME (run_experiment(tag=...)), write to another --out folder, or "
+            "delete that folder to redo it"
         )
     return rec
+
+
+def _commit(code: Mapping[str, Any]) -> str:
+    """`` (commit 1a2b3c4[+dirty])`` of a record's ``code``, or nothing without a commit."""
+    if not code.get("commit"):
+        return ""
+    return f" (commit {code['commit'][:7]}{'+dirty' if code.get('dirty') else ''})"
 
 
 def portable_preset(preset: RunConfig | Mapping[str, Any]) -> dict[str, Any]:
