@@ -1,4 +1,5 @@
-"""Which code and which arithmetic made a run: the ``code`` and ``numerics`` of its record.
+"""Which code and which arithmetic made a run, and how: the ``code`` and ``numerics`` of its
+record, and the provenance of its ``run.json`` (:func:`provenance`: command, date, machine).
 
 A run's ``result.json`` names
 
@@ -27,16 +28,19 @@ A content hash (:func:`tree_fingerprint`) is the SHA-256 of a folder's files, so
 path relative to it, each as its path and its bytes (``__pycache__`` folders and ``*.pyc`` files
 left out: Python writes them; nothing else in the package is written while it runs).
 
-This module loads with the standard library alone; :func:`numerics_info` imports torch.
+This module loads with the standard library alone; :func:`numerics_info` and
+:func:`machine_info` import torch where they use it.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import functools
 import hashlib
 import importlib
 import importlib.metadata
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -59,6 +63,10 @@ __all__ = [
     "NO_SOURCE",
     "code_info",
     "numerics_info",
+    "machine_info",
+    "utc_now",
+    "command_line",
+    "provenance",
 ]
 
 _HEX40 = re.compile(r"[0-9a-f]{40}")
@@ -321,4 +329,58 @@ def numerics_info(*, device: str, precision: str) -> dict[str, Any]:
         "device": device.split(":")[0],
         "threads": torch.get_num_threads(),
         "cpu_bf16": bf16_supported("cpu"),
+    }
+
+
+def machine_info() -> dict[str, Any]:
+    """The machine a number was measured on: CPU model and cores, torch threads, GPU, versions."""
+    import torch  # see the module's docstring
+
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "platform": platform.platform(),
+    }
+
+
+def utc_now() -> str:
+    """The current UTC time, ISO 8601 to the second (the ``date`` of every record)."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def command_line() -> str:
+    """The command line of this process, with the program's name instead of its path."""
+    if not sys.argv:
+        return ""
+    prog = Path(sys.argv[0]).name
+    if prog == "__main__.py":  # python -m avalanche_sets
+        prog = f"python -m {Path(sys.argv[0]).parent.name}"
+    return " ".join([prog, *sys.argv[1:]])
+
+
+def provenance(*, command: str | None = None, **extra: Any) -> dict[str, Any]:
+    """How a result was made: ``{"command", "date", "machine", "code", **extra}``.
+
+    The one builder of provenance: a run's ``run.json`` and every benchmark script's summary
+    use it. ``command`` defaults to :func:`command_line`; ``code`` is
+    :func:`code_info` (version, commit, dirty, package, torch, avalanche).
+    """
+    return {
+        "command": command_line() if command is None else command,
+        "date": utc_now(),
+        "machine": machine_info(),
+        "code": code_info(),
+        **extra,
     }

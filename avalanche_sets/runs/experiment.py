@@ -47,7 +47,7 @@ from ..training.loggers import (
 )
 from ..training.loss_terms import DEFAULT_LOG_EVERY, LossTerms, RunEvaluator, check_log_every
 from ..training.progress import DomainProgressLogger
-from .code import code_info, numerics_info, user_code
+from .code import code_info, command_line, numerics_info, provenance, user_code, utc_now
 from .folder import (
     CHECKPOINT_FILE,
     LOG_FILE,
@@ -57,17 +57,14 @@ from .folder import (
     check_finished_loggers,
     check_loggers,
     check_tag,
-    command_line,
     is_finished,
     plugin_description,
     portable_preset,
-    provenance,
     read_record,
     run_data,
     run_folder,
     run_identity,
     run_precision,
-    utc_now,
     write_record,
 )
 from .report import write_run_report

@@ -10,7 +10,7 @@ folder holds
   (:func:`run_data`). It depends only on the code, the settings, the data and the seed, so two
   runs with the same seed on one checkout and machine write byte-identical files (CPU), and an
   interrupted-and-resumed run writes the same file as an uninterrupted one;
-* ``run.json`` (:data:`RUN_FILE`) — how it was computed (:func:`provenance`): wall time, date,
+* ``run.json`` (:data:`RUN_FILE`) — how it was computed (:func:`~.code.provenance`): wall time, date,
   machine, command, and any resumes (which checkpoint, which damaged ones were skipped). It
   differs from run to run by nature;
 * ``table.md`` and ``accuracy_matrix.png`` (:mod:`avalanche_sets.runs.report` writes them from
@@ -24,8 +24,8 @@ POSIX file system (on NFS it may not exclude processes on other hosts).
 
 Every file is written atomically (:func:`atomic_write`, the one implementation the whole
 package uses). This module loads with the standard library alone — the command line reads
-:data:`LOGGERS` from it to build its parser — so the two functions that need torch
-(:func:`run_precision` of ``"auto"``, :func:`machine_info`) import it where they use it.
+:data:`LOGGERS` from it to build its parser — so :func:`run_precision` of ``"auto"``, which
+needs torch, imports it where it uses it.
 
 The naming and identity functions take a run's :class:`~avalanche_sets.presets.RunConfig` or
 the settings a ``result.json`` recorded (any mapping of settings; both read through
@@ -36,14 +36,11 @@ it was made, and a record holds what a run computed with.
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import fcntl
 import importlib.util
 import json
 import os
-import platform
 import re
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -95,10 +92,6 @@ __all__ = [
     "plugin_description",
     "run_precision",
     "portable_preset",
-    "machine_info",
-    "command_line",
-    "utc_now",
-    "provenance",
 ]
 
 # ------------------------------------------------------------------------ the files
@@ -643,61 +636,6 @@ def portable_preset(preset: RunConfig | Mapping[str, Any]) -> dict[str, Any]:
     if root is not None and Path(root).is_absolute():
         settings["root"] = os.path.relpath(root, Path.cwd())
     return settings
-
-
-# ------------------------------------------------------------------------ provenance
-def machine_info() -> dict[str, Any]:
-    """The machine a number was measured on: CPU model and cores, torch threads, GPU, versions."""
-    import torch  # see the module's docstring
-
-    cpu = platform.processor() or ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-        "python": sys.version.split()[0],
-        "torch": torch.__version__,
-        "platform": platform.platform(),
-    }
-
-
-def utc_now() -> str:
-    """The current UTC time, ISO 8601 to the second (the ``date`` of every record)."""
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def command_line() -> str:
-    """The command line of this process, with the program's name instead of its path."""
-    if not sys.argv:
-        return ""
-    prog = Path(sys.argv[0]).name
-    if prog == "__main__.py":  # python -m avalanche_sets
-        prog = f"python -m {Path(sys.argv[0]).parent.name}"
-    return " ".join([prog, *sys.argv[1:]])
-
-
-def provenance(*, command: str | None = None, **extra: Any) -> dict[str, Any]:
-    """How a result was made: ``{"command", "date", "machine", "code", **extra}``.
-
-    The one builder of provenance: a run's ``run.json`` and every benchmark script's summary
-    use it. ``command`` defaults to :func:`command_line`; ``code`` is
-    :func:`~avalanche_sets.runs.code.code_info` (version, commit, dirty, torch, avalanche).
-    """
-    return {
-        "command": command_line() if command is None else command,
-        "date": utc_now(),
-        "machine": machine_info(),
-        "code": code_info(),
-        **extra,
-    }
 
 
 class RunLock:

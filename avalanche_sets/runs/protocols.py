@@ -39,9 +39,10 @@ __all__ = [
     "did_you_mean",
 ]
 
-ARM_FIELDS = ("method", "strategy_overrides", "plugins")
-"""The identity fields that say which method a run is (its options and added plugins); the
-rest is the setting two methods are compared in (``table --vs``)."""
+ARM_FIELDS = ("method", "strategy_overrides", "plugins", "user_code", "tag")
+"""The identity fields that say which method a run is (its options, added plugins, the hash of
+its code of one's own and its tag: a variant of a method, such as changed code run beside the
+old with ``--tag``); the rest is the setting two methods are compared in (``table --vs``)."""
 
 # identity fields whose settings a user names bare (``--set n_shot=5``, ``--strategy-set
 # gamma=0.5``); the settings of any other nested field are named with its prefix

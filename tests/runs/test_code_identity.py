@@ -239,6 +239,13 @@ def test_an_edited_method_module_is_not_finished_before_and_runs_beside_the_old_
     assert len(rows) == 2
     text = _table(tmp_path / "runs")
     assert old in text and new in text and "scale10" in text
+    # the code of one's own and the tag say which method a row is: each row pairs with the
+    # built-in reference run in the same setting (table --vs)
+    run_experiment("protonet", resolve_preset("quick", **TINY), seed=0,
+                   out_root=tmp_path / "runs", loggers=())  # fmt: skip
+    rows = aggregate_results(find_results([tmp_path / "runs"]), vs="protonet")
+    mine_rows = [r for r in rows if r["method"] != "protonet"]
+    assert len(mine_rows) == 2 and all(r["delta"] is not None for r in mine_rows)
 
 
 def test_a_plugin_of_ones_own_is_fingerprinted_and_an_edit_refuses_the_old_run(
