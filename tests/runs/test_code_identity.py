@@ -239,6 +239,7 @@ def test_an_edited_method_module_is_not_finished_before_and_runs_beside_the_old_
     assert len(rows) == 2
     text = _table(tmp_path / "runs")
     assert old in text and new in text and "scale10" in text
+    assert f"user_code.{mine}" in text and codes[""] not in text  # a short hash, as a commit's
     # the code of one's own and the tag say which method a row is: each row pairs with the
     # built-in reference run in the same setting (table --vs)
     run_experiment("protonet", resolve_preset("quick", **TINY), seed=0,
