@@ -106,6 +106,8 @@ def test_the_package_fingerprint_is_every_file_of_the_package_and_nothing_else(t
     assert before == code.package_fingerprint()  # this process's package: the same files
     (pkg / "runs" / "__pycache__").mkdir()
     (pkg / "runs" / "__pycache__" / "code.cpython-311.pyc").write_bytes(b"\0")
+    # the temporary file Python writes bytecode to before renaming it
+    (pkg / "runs" / "__pycache__" / "code.cpython-311.pyc.140234").write_bytes(b"\0")
     (pkg / "presets.cpython-311.pyc").write_bytes(b"\0")
     assert code.tree_fingerprint(pkg) == before  # bytecode Python writes: not the code
     notes = pkg / "data" / "notes.txt"
