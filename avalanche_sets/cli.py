@@ -25,6 +25,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .runs.figure_formats import add_figure_arguments, figure_formats
+
 if TYPE_CHECKING:
     from .presets import RunConfig
 
@@ -235,12 +237,7 @@ def build_parser(*, list_methods: bool = True) -> argparse.ArgumentParser:
         "refused. A footer says what every ± is.",
     )
     table.add_argument("folders", nargs="+", help="folders searched for result.json files")
-    table.add_argument(
-        "--out", metavar="OUT",
-        help="also write OUT.md, OUT.csv and the rows' pictures with their data: "
-        "OUT_stream.png/.csv (each domain's accuracy along the stream) and "
-        "OUT_final.png/.csv (final accuracy per domain)",
-    )  # fmt: skip
+    add_figure_arguments(table)  # --out, --formats
     table.add_argument(
         "--by", default="method", metavar="KEYS",
         help="comma-separated settings that label and order the rows (default: method), e.g. "
@@ -535,8 +532,9 @@ def _records(folders: list[str]) -> list[dict]:
 
 
 def _cmd_table(args) -> int:
-    from .runs.report import aggregate_results, write_row_plots, write_table
+    from .runs import aggregate_results, write_row_plots, write_table
 
+    formats = figure_formats(args)  # refused before any record is read
     records = _records(args.folders)
     if not records:
         return 2
@@ -544,8 +542,8 @@ def _cmd_table(args) -> int:
     rows = aggregate_results(records, by=by, pool_code=args.pool_code, vs=args.vs)
     print(write_table(rows, args.out))
     if args.out:
-        out = Path(args.out)
-        written = [out.with_suffix(".md"), out.with_suffix(".csv"), *write_row_plots(rows, out)]
+        pics = write_row_plots(rows, Path(args.out), formats=formats)
+        written = [*map(Path(args.out).with_suffix, (".md", ".csv", ".json")), *pics]
         print("\nwrote " + ", ".join(map(str, written)))
     return 0
 

@@ -15,9 +15,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from avalanche_sets.methods import method_spec, method_specs
-from avalanche_sets.metrics.stats import combine_paired
 from avalanche_sets.runs.folder import record_identity
-from avalanche_sets.runs.report import aggregate_results, delta_text, paired_difference
+from avalanche_sets.runs.report import aggregate_results, delta_text
 from avalanche_sets.runs.report import paired_delta as report_paired_delta
 from benchmarks.forgetting import seed_cell, summarise
 
@@ -157,9 +156,9 @@ def _cell(row: dict | None) -> str:
 def paired_delta(artefact: str, recs: list[dict], records: list[dict]):
     """Paired Δ of ``recs`` (one cell, any seeds) to the reference, or None if none is paired.
 
-    Returns ``(mean over seeds, ± sqrt(Σ c_s²)/k, {seed: Δ_s})`` for per-seed episode CIs c_s
-    (:func:`avalanche_sets.runs.report.paired_delta`, as ``avalanche-sets table --vs``): the ±
-    covers the test episodes drawn, not the training seeds (the per-seed Δ_s show those).
+    Returns :class:`avalanche_sets.runs.report.PairedDelta` (as ``avalanche-sets table --vs``):
+    the mean over seeds of each seed's paired difference, ± its interval over test episodes,
+    the per-seed values, and the paired interval over seeds that alone may call it resolved.
     """
     refs = [q for r in recs
             if (q := reference_of(artefact, r, records)) is not None and q is not r]  # fmt: skip
@@ -173,23 +172,22 @@ def _paired(artefact: str, recs: list[dict], records: list[dict]) -> str:
 
 def pairs_md(records: list[dict], pairs: Sequence[tuple[str, str]], shots: Sequence[int]) -> str:
     """Markdown: for every ``(a, b)`` and shot, the paired Δ ``a − b`` over the seeds both ran
-    (:func:`~avalanche_sets.metrics.stats.combine_paired` of each seed's paired difference on
-    the same test episodes, as the tables' Δ columns), with the per-seed values and the seeds."""
-    by = {(r["method"], int(r["preset"]["n_shot"]), r["seed"]): r for r in records}
+    (:func:`avalanche_sets.runs.report.paired_delta`, as the tables' Δ columns: its interval
+    over test episodes, the per-seed values and its paired interval over seeds), with the
+    seeds."""
     lines = ["| a − b | " + " | ".join(f"{k}-shot" for k in shots) + " |",
              "|---|" + "---:|" * len(shots)]  # fmt: skip
     for a, b in pairs:
         cells = []
         for k in shots:
-            each = {s: paired_difference(by[(a, k, s)], by[(b, k, s)])
-                    for (m, kk, s) in sorted(by) if m == a and kk == k and (b, k, s) in by}  # fmt: skip
-            if not each:
+            got = report_paired_delta(
+                *([r for r in records if r["method"] == m and int(r["preset"]["n_shot"]) == k]
+                  for m in (a, b))
+            )  # fmt: skip
+            if got is None:
                 cells.append("—")
                 continue
-            d, ci = combine_paired(list(each.values()))
-            cells.append(
-                f"{delta_text(d, ci, {s: v[0] for s, v in each.items()})}, seeds {list(each)}"
-            )
+            cells.append(f"{delta_text(*got)}, seeds {list(got.per_seed)}")
         lines.append(f"| {a} − {b} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -255,10 +253,14 @@ FOOTNOTE = (
     "t = 12.7 for 2, 4.3 for 3); \\* one seed: the ± is the 95% CI over all test episodes of "
     "all domains (it includes the spread between domains). The paired Δ compares two "
     "runs on the same test episodes (same seed): the mean over seeds of the mean "
-    "per-episode difference, the per-seed values in brackets, and ± the episode-level 95% "
-    "CI of that mean. That ± does not include the variation between training seeds; a Δ "
-    "whose interval excludes 0 *and* whose per-seed values agree in sign is one these runs "
-    "resolve. Forgetting (stream tables): each seed's average forgetting (Chaudhry et al. "
+    "per-episode difference, ± the episode-level 95% CI of that mean, the per-seed values in "
+    "parentheses, and in square brackets the paired 95% Student-t interval over the seeds "
+    "(t over the per-seed differences, k − 1 degrees of freedom: `stats.paired_over_seeds`). "
+    "The episode-level ± leaves out the variation between training seeds, so it resolves "
+    "nothing between methods; a Δ is *resolved* (✓) when at least 3 seeds were paired and "
+    "its interval over seeds excludes 0; † marks fewer than 3 seeds, from which no "
+    "seed-level claim can be made. Forgetting (stream tables): each seed's average "
+    "forgetting (Chaudhry et al. "
     "2018: per domain before the last, its best accuracy from its own turn on minus its final "
     "one, averaged), mean over seeds ± the Student-t 95% CI over seeds; n/a for Joint, which "
     "trains once on the mixture."

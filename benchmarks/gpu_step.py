@@ -53,6 +53,7 @@ import torch
 from avalanche_sets.methods import build_strategy
 from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs.experiment import build_benchmark
+from avalanche_sets.training import silent_evaluator
 from benchmarks._common import RESULTS, header_md, provenance, save_figure
 from benchmarks._gpu import (
     BUSY_COUNTS,
@@ -215,7 +216,7 @@ def measure(args, recorder: Recorder | None = None) -> list[dict]:
         preset, exp = benches[(n_ood, data)]
         torch.manual_seed(0)
         step = StepClock(clock)
-        s = build_strategy(method, preset, seed=0, plugins=[step])
+        s = build_strategy(method, preset, seed=0, evaluator=silent_evaluator(), plugins=[step])
         s.plugins.insert(0, step.head())  # the iteration starts before ORDER's replay
         if VARIANTS[variant] is not None:
             bb = s.model.backbone

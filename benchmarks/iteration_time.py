@@ -25,6 +25,7 @@ import torch
 from avalanche_sets.methods import build_strategy
 from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs.experiment import build_benchmark
+from avalanche_sets.training import silent_evaluator
 from benchmarks._common import header_md, out_dir, provenance, save_figure, write_json
 from benchmarks._timing import IterationClock, instrument, train_range
 
@@ -40,7 +41,9 @@ def run(n_ood: int, iters: int, replay_batch: int, warm: int) -> dict:
     for method in ("mskm", "order"):
         clock = IterationClock()
         over = {"replay_batch": replay_batch} if method == "order" else {}
-        s = build_strategy(method, preset, seed=0, plugins=[clock], **over)
+        s = build_strategy(
+            method, preset, seed=0, evaluator=silent_evaluator(), plugins=[clock], **over
+        )
         strategies[method] = (s, clock, defaultdict(list))
         for p in getattr(s, "order_plugins", []):
             instrument(p, strategies[method][2])

@@ -27,14 +27,21 @@ from benchmarks._common import RESULTS
 from benchmarks._paper import FOOTNOTE, comparison_md, pairs_md, share_of_joint_md
 from benchmarks.reproduce import ARTEFACTS
 
+#: the packs the sets-mini tables ran on, linked to what they are, where they come from, under
+#: which terms, and why a clone cannot rebuild them (docs/guide/data.md; a repository-relative
+#: link, which benchmarks.readme relinks for each page)
+SETS_MINI = (
+    "[sets-mini packs](docs/guide/data.md#the-sets-mini-packs-the-results-data) of "
+    "Tiny-ImageNet, GTSRB, icons and font glyphs (partly research-use only; not distributed)"
+)
+
 # results folder of Table 2/3 (``<table><suffix>``, as ``reproduce.py`` names it) -> (title
 # suffix, what the data is, the preset, README marker)
 SOURCES = [
-    ("", ("", "sets-mini packs", "cpu", "main-tables")),
+    ("", ("", SETS_MINI, "cpu", "main-tables")),
     ("_synthetic", (", synthetic benchmark", "the offline synthetic benchmark", "cpu",
                     "main-tables-synthetic")),
-    ("_converged", (", converged regime", "sets-mini packs", "converged",
-                    "main-tables-converged")),
+    ("_converged", (", converged regime", SETS_MINI, "converged", "main-tables-converged")),
 ]  # fmt: skip
 
 
@@ -63,9 +70,11 @@ def converged_pairs_md() -> str | None:
     return (
         "# Paired differences between rows, converged regime\n\n"
         "Mean over the seeds both rows ran of each seed's paired per-episode difference (points; "
-        "± the episode-level 95% CI, `combine_paired`; per-seed values in brackets), from the "
-        "runs of `table2_converged` and `table3_converged`. Written by "
-        "`python -m benchmarks.main_tables`.\n\n"
+        "± the episode-level 95% CI, `combine_paired`; per-seed values in parentheses; in "
+        "square brackets the paired 95% Student-t interval over the seeds, "
+        "`paired_over_seeds`: ✓ resolved, i.e. 3 seeds or more and that interval excludes 0, "
+        "† fewer than 3 seeds), from the runs of `table2_converged` and `table3_converged`. "
+        "Written by `python -m benchmarks.main_tables`.\n\n"
         + pairs_md(list(records.values()), PROSE_PAIRS, shots)
     )
 
@@ -99,7 +108,8 @@ def readme_blocks() -> dict[str, str]:
 def main() -> None:
     blocks = readme_blocks()
     text = "\n".join(blocks.values())
-    (RESULTS / "main_tables.md").write_text(text)
+    # main_tables.md lies in benchmarks/results/: the blocks' repository-relative links from there
+    (RESULTS / "main_tables.md").write_text(text.replace("](docs/", "](../../docs/"))
     pairs = converged_pairs_md()
     if pairs is not None:
         (RESULTS / "main_tables_pairs.md").write_text(pairs)

@@ -22,6 +22,7 @@ import torch
 from avalanche_sets.methods import build_strategy
 from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs.experiment import build_benchmark
+from avalanche_sets.training import silent_evaluator
 from benchmarks._common import SHARED_PACKS, header_md, out_dir, provenance, save_figure, write_json
 from benchmarks._timing import IterationClock, train_range
 
@@ -47,7 +48,9 @@ def time_methods(
     runs = {}
     for method in methods:
         clock = IterationClock()
-        strategy = build_strategy(method, preset, seed=0, plugins=[clock])
+        strategy = build_strategy(
+            method, preset, seed=0, evaluator=silent_evaluator(), plugins=[clock]
+        )
         # Warm-up: fills ORDER's memory (replay and OT active) and every allocator.
         train_range(strategy, exp, 0, warm)
         clock.t.clear()

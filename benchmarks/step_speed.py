@@ -52,7 +52,7 @@ import torch
 from avalanche_sets.methods import build_strategy
 from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs.experiment import build_benchmark
-from avalanche_sets.training import keep_freed_memory
+from avalanche_sets.training import keep_freed_memory, silent_evaluator
 from benchmarks._common import header_md, out_dir, provenance, save_figure, write_json
 from benchmarks._timing import IterationClock, instrument, train_range
 
@@ -144,8 +144,14 @@ def worker(allocator: str, args, conn) -> None:
         cl, precision, comp = VARIANTS[variant]
         clock = IterationClock()
         over = {"replay_batch": b} if b else {}
-        s = build_strategy(method, preset.replace(precision=precision), seed=0, plugins=[clock],
-                           **over)  # fmt: skip
+        s = build_strategy(
+            method,
+            preset.replace(precision=precision),
+            seed=0,
+            evaluator=silent_evaluator(),
+            plugins=[clock],
+            **over,
+        )
         set_variant(s, cl, comp)
         s.plugins.insert(0, clock.head())  # the iteration starts before ORDER's replay plugin
         sink: dict = defaultdict(list)

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from avalanche_sets.methods import build_strategy
-from avalanche_sets.training.template import EpisodicPlugin
+from avalanche_sets.training import EpisodicPlugin
 
 HERE = Path(__file__).resolve().parent
 

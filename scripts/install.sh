@@ -3,7 +3,9 @@
 #
 # Why a script and not just `pip install -e .`:
 #   * torch/torchvision are pinned to the releases that lie on this machine kind's disk, so pip
-#     takes them locally instead of downloading several GB of CUDA wheels;
+#     takes them locally instead of downloading several GB of CUDA wheels; elsewhere, on a
+#     CPU-only machine, TORCH_INDEX=https://download.pytorch.org/whl/cpu takes PyTorch's CPU
+#     wheels of the same releases (PyPI's Linux build carries CUDA: 3 GB, 5.5 GB installed);
 #   * the documentation's browser test needs Chromium, a system package (installed below).
 set -euo pipefail
 
@@ -11,6 +13,7 @@ VENV="${VENV:-.venv}"
 PY="${PYTHON:-python3.11}"
 TORCH_PIN="torch==2.14.1"
 TORCHVISION_PIN="torchvision==0.29.1"
+TORCH_INDEX="${TORCH_INDEX:-}"  # the index torch and torchvision come from (empty: pip's own)
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
@@ -24,8 +27,8 @@ pip() { "$VENV/bin/python" -m pip "$@"; }
 pip install --quiet --upgrade "pip>=23" "setuptools>=68" wheel
 
 if ! "$VENV/bin/python" -c "import torch, torchvision; assert torch.__version__.startswith('2.14.1')" >/dev/null 2>&1; then
-  echo "[install] torch + torchvision (local wheels where available)"
-  pip install --quiet "$TORCH_PIN" "$TORCHVISION_PIN"
+  echo "[install] torch + torchvision (${TORCH_INDEX:-local wheels where available})"
+  pip install --quiet ${TORCH_INDEX:+--index-url "$TORCH_INDEX"} "$TORCH_PIN" "$TORCHVISION_PIN"
 fi
 
 echo "[install] avalanche-sets and its dependencies (with the test, ray, docs and wandb extras)"

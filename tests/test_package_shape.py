@@ -27,6 +27,7 @@ TORCH_FREE = {
     "runs/folder.py",
     "runs/code.py",
     "runs/report.py",
+    "runs/row_plots.py",
 }
 
 

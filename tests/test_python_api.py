@@ -1,15 +1,18 @@
 """The Python API means what the command line means: the README's quick start computes the
 command line's number for the same method, preset and seed; a preset is named as on the command
-line; a run is as quiet as the command line and runs with its preset's threads."""
+line; a run is as quiet as the command line and runs with its preset's threads; a strategy
+built without an evaluator still returns Avalanche's default metrics from ``eval``."""
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 from avalanche.core import SupervisedPlugin
 
 import avalanche_sets
@@ -155,3 +158,65 @@ def test_an_explicit_evaluator_prints_more(capfd):
     run_sets(OrderStrategy(model=model, evaluator=default_evaluator()), bench)
     out = capfd.readouterr()
     assert "Top1_Acc_Stream" in out.out + out.err
+
+
+class _Queries(SupervisedPlugin):
+    """Counts, per evaluated experience, the correct query predictions, the queries and the
+    summed query cross-entropy, straight from the logits."""
+
+    def __init__(self):
+        super().__init__()
+        self.per_exp: dict[int, list[float]] = {}
+
+    def after_eval_iteration(self, strategy, **kwargs):
+        out, y = strategy.mb_output.float(), strategy.mb_y
+        seen = self.per_exp.setdefault(strategy.experience.current_experience, [0, 0, 0.0])
+        seen[0] += int((out.argmax(-1) == y).sum())
+        seen[1] += len(y)
+        seen[2] += float(F.cross_entropy(out, y, reduction="sum"))
+
+
+def readme_avalanche_loop() -> str:
+    """The README's "same loop in plain Avalanche style" (the quick start's second code block)."""
+    section = (ROOT / "README.md").read_text().split("## Quick start (Python)", 1)[1]
+    blocks = re.findall(r"```python\n(.*?)```", section.split("\n## ", 1)[0], re.S)
+    assert "strategy.eval(bench.test_stream)" in blocks[1], blocks[1]
+    return blocks[1]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda preset: OrderStrategy(seed=0), lambda preset: build_strategy("order", preset)],
+    ids=["OrderStrategy(seed=0)", "build_strategy"],
+)
+def test_without_an_evaluator_eval_returns_avalanches_metrics_and_nothing_is_printed(make, capfd):
+    torch.set_num_threads(1)
+    preset = resolve_preset("quick", **SMALL, threads=1)
+    bench = build_benchmark(preset, seed=0)
+    strategy = make(preset)
+    capfd.readouterr()
+    namespace = {"bench": bench, "strategy": strategy}
+    exec(compile(readme_avalanche_loop(), "README.md Avalanche loop", "exec"), namespace)
+    printed = capfd.readouterr()
+    results = namespace["results"]
+    stream = "eval_phase/test_stream"
+    # what the loop prints (the stream accuracy after each domain), and nothing else
+    assert printed.err == ""
+    lines = printed.out.splitlines()
+    assert len(lines) == 2 and float(lines[-1]) == results[f"Top1_Acc_Stream/{stream}"]
+    trained = strategy.evaluator.get_last_metrics()
+    assert 0 <= trained["Top1_Acc_Epoch/train_phase/train_stream"] <= 1
+    assert math.isfinite(trained["Loss_Epoch/train_phase/train_stream"])
+    # the values are the query predictions' accuracy and cross-entropy, recomputed here
+    queries = _Queries()
+    strategy.plugins.append(queries)
+    assert strategy.eval(bench.test_stream) == results  # the same episodes, the same values
+    for k, (correct, n, loss_sum) in queries.per_exp.items():
+        assert results[f"Top1_Acc_Exp/{stream}/Exp{k:03d}"] == pytest.approx(correct / n)
+        assert results[f"Loss_Exp/{stream}/Exp{k:03d}"] == pytest.approx(loss_sum / n, rel=1e-5)
+    correct, n, loss_sum = (sum(v[i] for v in queries.per_exp.values()) for i in range(3))
+    assert sorted(queries.per_exp) == [0, 1] and n == 2 * 3 * 5 * 2  # domains·episodes·N·Q
+    accuracy = results[f"Top1_Acc_Stream/{stream}"]
+    assert 0 < accuracy <= 1 and accuracy == pytest.approx(correct / n)
+    loss = results[f"Loss_Stream/{stream}"]
+    assert 0 < loss and loss == pytest.approx(loss_sum / n, rel=1e-5)

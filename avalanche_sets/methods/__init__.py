@@ -603,7 +603,9 @@ def build_strategy(
     the command line's ``--preset`` (``build_strategy("order", "quick")``; a dictionary of
     settings is checked once, on arrival). The strategy keeps it as ``strategy.run_config``:
     :func:`~avalanche_sets.training.run_sets` runs it with the preset's torch threads and
-    interim test episodes, as the command line does. ``plugins`` are added after the method's own plugins, so
+    interim test episodes, as the command line does. Without ``evaluator`` the strategy gets
+    :func:`~avalanche_sets.training.quiet_evaluator` (Avalanche's default metrics, which
+    ``eval`` returns, and no logger). ``plugins`` are added after the method's own plugins, so
     their callbacks run after them in every event. The model is initialised from
     ``torch.manual_seed(seed)``. A strategy whose constructor takes ``seed``, ``mem_size`` or
     ``replay_batch`` receives the seed and the preset's values; a declared method receives
@@ -626,9 +628,9 @@ def build_strategy(
     from avalanche.training.templates import BaseTemplate
 
     from ..models.episodic import PrototypicalModel
-    from ..training.template import silent_evaluator
+    from ..training.template import quiet_evaluator
 
-    evaluator = evaluator if evaluator is not None else silent_evaluator()
+    evaluator = evaluator if evaluator is not None else quiet_evaluator()
     plugins = list(plugins or [])
     spec = method_spec(name)
     if spec is None:

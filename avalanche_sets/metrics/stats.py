@@ -10,8 +10,16 @@ Confidence intervals (all two-sided 95%, returned as the half-width ``h`` of ``m
 * over **episodes** (:func:`ci95`, :func:`stratified_ci95`, :func:`paired_difference`): a
   *normal* interval, ``1.96 · s / √n`` — hundreds of test episodes make the t quantile
   indistinguishable from 1.96 (t₀.₉₇₅ with 99 degrees of freedom is 1.984);
-* over **seeds** (:func:`seed_ci95`): a *Student-t* interval, ``t₀.₉₇₅(k−1) · s / √k`` — with
-  k = 3 seeds ``t = 4.30``, so treating seeds as normal would understate the width twofold.
+* over **seeds** (:func:`seed_ci95`, :func:`paired_over_seeds`): a *Student-t* interval,
+  ``t₀.₉₇₅(k−1) · s / √k`` — with k = 3 seeds ``t = 4.30``, so treating seeds as normal would
+  understate the width twofold.
+
+A paired difference between two methods has both: the episode-level interval
+(:func:`combine_paired`) says how well the test episodes drawn pin down *these* trained models'
+difference; the seed-level one (:func:`paired_over_seeds`) says whether the difference would
+hold for other training seeds. Only the latter may call a difference between methods
+*resolved* (:func:`resolved_over_seeds`: at least :data:`MIN_SEEDS_TO_RESOLVE` seeds and an
+interval that excludes 0).
 
 ``s`` is always the sample standard deviation (``ddof = 1``); the spread of one value is
 unknown, so every CI of fewer than two values is NaN (never 0).
@@ -37,7 +45,8 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -55,6 +64,10 @@ __all__ = [
     "forgetting_record",
     "paired_difference",
     "combine_paired",
+    "MIN_SEEDS_TO_RESOLVE",
+    "SeedPaired",
+    "paired_over_seeds",
+    "resolved_over_seeds",
 ]
 
 #: Two-sided 95% normal quantile used for every confidence interval over episodes.
@@ -317,3 +330,58 @@ def combine_paired(pairs: Sequence[tuple[float, float]]) -> tuple[float, float]:
     d = sum(p[0] for p in pairs) / k
     ci = math.sqrt(sum(p[1] ** 2 for p in pairs)) / k
     return d, ci
+
+
+#: The fewest seeds whose paired interval may call a difference resolved: with 2 seeds the
+#: interval is t₀.₉₇₅(1) = 12.7 standard errors wide and its sample standard deviation rests on
+#: one degree of freedom, so no seed-level claim is made from fewer than 3.
+MIN_SEEDS_TO_RESOLVE = 3
+
+
+class SeedPaired(NamedTuple):
+    """A paired difference over training seeds (:func:`paired_over_seeds`)."""
+
+    delta: float
+    """Mean over the paired seeds of ``a[s] − b[s]``."""
+    ci95: float
+    """Student-t 95% half-width over those seeds (:func:`seed_ci95`; NaN for one seed)."""
+    seeds: tuple
+    """The seeds both sides have, sorted: ``k = len(seeds)``."""
+
+    @property
+    def resolved(self) -> bool:
+        """:func:`resolved_over_seeds` of this difference."""
+        return resolved_over_seeds(self.delta, self.ci95, len(self.seeds))
+
+
+def paired_over_seeds(a: Mapping[Hashable, float], b: Mapping[Hashable, float]) -> SeedPaired:
+    """The paired Student-t interval over training seeds of ``a − b``, paired by seed.
+
+    Args:
+        a, b: ``{seed: value}``, one number per training seed of each side (e.g. a run's mean
+            test accuracy). Values are paired by their seed, never by their position: a seed
+            only one side has is left out.
+
+    Returns:
+        :class:`SeedPaired` ``(mean_s d_s, t₀.₉₇₅(k−1) · sd(d) / √k, seeds)`` for the per-seed
+        differences ``d_s = a[s] − b[s]`` over the ``k`` seeds both have (``sd`` with
+        ``ddof = 1``; the half-width is NaN for ``k = 1``). Unlike :func:`combine_paired` it
+        includes the variation between training seeds.
+
+    Raises:
+        ValueError: no seed in common, or a NaN value.
+    """
+    seeds = sorted(set(a) & set(b))
+    if not seeds:
+        raise ValueError(
+            f"paired_over_seeds: no seed in common (a has {sorted(a)}, b has {sorted(b)})"
+        )
+    d = _vector([a[s] - b[s] for s in seeds], "paired_over_seeds")
+    return SeedPaired(float(d.mean()), float(seed_ci95(d)), tuple(seeds))
+
+
+def resolved_over_seeds(delta: float, ci95: float, k: int) -> bool:
+    """Whether a paired difference over ``k`` seeds is resolved: ``k ≥``
+    :data:`MIN_SEEDS_TO_RESOLVE` and its seed-level interval ``delta ± ci95`` excludes 0
+    (``|delta| > ci95``; an interval that ends at 0 does not exclude it)."""
+    return k >= MIN_SEEDS_TO_RESOLVE and math.isfinite(ci95) and abs(delta) > ci95

@@ -7,7 +7,8 @@
 * :mod:`~avalanche_sets.runs.sweep` — many runs (:func:`run_sweep`): in this process, a local
   process pool or Ray; the command line's ``sweep`` and ``benchmarks/reproduce.py`` use it;
 * :mod:`~avalanche_sets.runs.protocols` — which runs are one protocol (one row of a table);
-* :mod:`~avalanche_sets.runs.report` — tables and plots from run folders.
+* :mod:`~avalanche_sets.runs.report` — tables from run folders;
+* :mod:`~avalanche_sets.runs.row_plots` — pictures of a table's rows.
 
 The names below load on first use (PEP 562), as the package's own: the command line imports
 :mod:`.folder` (standard library only) before it needs torch.
@@ -38,7 +39,7 @@ _LAZY = {
     "write_table": ".report",
     "run_table": ".report",
     "write_heatmap": ".report",
-    "write_row_plots": ".report",
+    "write_row_plots": ".row_plots",
     "group_protocols": ".protocols",
 }
 

@@ -14,7 +14,9 @@ something; runs of two protocols are never averaged together.
 * :func:`protocol_settings` — a record's identity flattened to ``setting → value``, the names a
   table's columns and ``--by`` use (``n_shot``, ``gamma``, ``plugins``, ``numerics.threads``);
 * :func:`code_key` / :func:`code_label` — the code a record names;
-* :func:`check_setting_names` — a grouping key no record has, refused with "did you mean".
+* :func:`check_setting_names` — a grouping key no record has, refused with "did you mean";
+* :func:`data_label` / :func:`numerics_label` / :func:`shared_settings` — what a table says of
+  the protocol all its rows share (its footer, its ``.json`` companion, its plots' captions).
 
 Standard library only (with :mod:`.folder`): the ``table`` command reads thousands of records
 in well under a second.
@@ -37,6 +39,9 @@ __all__ = [
     "group_protocols",
     "check_setting_names",
     "did_you_mean",
+    "data_label",
+    "numerics_label",
+    "shared_settings",
 ]
 
 ARM_FIELDS = ("method", "strategy_overrides", "plugins", "user_code", "tag")
@@ -182,3 +187,47 @@ def check_setting_names(
                 f"{flag} {name!r}: no run record has this setting{did_you_mean(name, known)}; "
                 f"the records' settings are {', '.join(sorted(known))}"
             )
+
+
+# ------------------------------------------------------------------------ a table's protocol
+def data_label(record: dict) -> str:
+    """The data of a record as a table's footer names it: ``packs at ../shared/data/sets-mini,
+    content sha256:1a2b3c4d5e6f`` (the source, the folder as recorded, the content hash cut to
+    12 hex digits), ``… content not recorded`` for a record that names no hash, ``synthetic
+    (generated, no files)``, or ``not recorded`` for a record without ``data``."""
+    data = record.get("data")
+    if not isinstance(data, dict):
+        return "not recorded"
+    source, root, content = data.get("source", "?"), data.get("root"), data.get("content")
+    if root is None and content is None:
+        return f"{source} (generated, no files)"
+    if content:
+        kind, _, digest = str(content).rpartition(":")
+        content = f"content {kind + ':' if kind else ''}{digest[:12]}"
+    where = "" if root is None else f" at {root}"
+    return f"{source}{where}, {content or 'content not recorded'}"
+
+
+def numerics_label(record: dict) -> str:
+    """The numeric path of a record (its ``numerics``) as a table's footer names it: ``device
+    cpu, precision fp32, threads 1, cpu_bf16 False`` (``None``: not recorded), or ``not
+    recorded`` for a record without ``numerics``."""
+    num = record.get("numerics")
+    if not isinstance(num, dict):
+        return "not recorded"
+    return ", ".join(f"{k} {num.get(k)}" for k in ("device", "precision", "threads", "cpu_bf16"))
+
+
+def shared_settings(
+    settings: Sequence[dict[str, str]], *, skip: Iterable[str] = ()
+) -> dict[str, str]:
+    """The settings every one of ``settings`` (the :func:`protocol_settings` of a table's rows)
+    has with one value, in their first row's order, less the names in ``skip`` (those the
+    table shows as columns, or names on a footer line of their own); a setting some row lacks
+    or has with another value is not shared (the table shows it as a column)."""
+    skip = set(skip)
+    if not settings:
+        return {}
+    first, *rest = settings
+    return {k: v for k, v in first.items()
+            if k not in skip and all(s.get(k) == v for s in rest)}  # fmt: skip

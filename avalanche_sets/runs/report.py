@@ -3,11 +3,14 @@
 * :func:`run_table` / :func:`write_run_report` — what one finished run folder shows
   (``table.md``: per-domain accuracy ± 95% CI, forgetting, BWT; ``accuracy_matrix.png``),
   always recomputed from the record's accuracy matrix;
-* :func:`find_results` / :func:`aggregate_results` / :func:`write_table` /
-  :func:`write_row_plots` — run folders aggregated into one row per protocol
+* :func:`find_results` / :func:`aggregate_results` / :func:`write_table` — run folders
+  aggregated into one row per protocol
   (:mod:`.protocols`: runs that differ in anything but their seed are never averaged), with
-  95% intervals over seeds, the paired Δ against a reference method, a footer saying what every
-  ± is, and pictures of the rows (``avalanche-sets table``, ``benchmarks/reproduce.py``).
+  95% intervals over seeds, the paired Δ against a reference method (its interval over test
+  episodes and its paired interval over seeds, which alone may call it resolved), a footer
+  saying what every ± is and the protocol every row shares (settings, data, numeric path,
+  code: :func:`table_protocol`) (``avalanche-sets table``, ``benchmarks/reproduce.py``);
+  :mod:`.row_plots` draws the rows, captioned with that protocol.
 
 Every derived number comes from :mod:`avalanche_sets.metrics.stats`. Reading and tabling
 records needs numpy alone: torch (for :func:`run_table`) and matplotlib (for the pictures) load
@@ -17,10 +20,12 @@ in the functions that use them.
 from __future__ import annotations
 
 import csv
+import json
 import math
 import textwrap
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -30,10 +35,13 @@ from .protocols import (
     ARM_FIELDS,
     check_setting_names,
     code_label,
+    data_label,
     did_you_mean,
     group_protocols,
+    numerics_label,
     protocol_key,
     protocol_settings,
+    shared_settings,
 )
 
 __all__ = [
@@ -45,11 +53,13 @@ __all__ = [
     "aggregate_results",
     "write_table",
     "table_footer",
-    "write_row_plots",
+    "table_protocol",
+    "protocol_lines",
     "row_label",
     "fit_title",
     "seed_ci95",
     "paired_difference",
+    "PairedDelta",
     "paired_delta",
     "delta_text",
 ]
@@ -165,15 +175,35 @@ def paired_difference(a: dict, b: dict) -> tuple[float, float]:
     return stats.paired_difference(a["result"]["episode_acc"], b["result"]["episode_acc"])
 
 
-def paired_delta(
-    runs: Sequence[dict], references: Sequence[dict]
-) -> tuple[float, float, dict[int, float]] | None:
+class PairedDelta(NamedTuple):
+    """A paired Δ of one row against its reference (:func:`paired_delta`)."""
+
+    delta: float
+    """Mean over the paired seeds of each seed's mean per-episode difference."""
+    ci95: float
+    """Its 95% half-width over test episodes (:func:`.stats.combine_paired`): not over seeds."""
+    per_seed: dict[int, float]
+    """``{seed: Δ_s}``, by seed."""
+    seeds_ci95: float
+    """The paired Student-t 95% half-width over those seeds (:func:`.stats.paired_over_seeds`;
+    NaN for one seed)."""
+
+    @property
+    def resolved(self) -> bool:
+        """:func:`.stats.resolved_over_seeds`: 3 seeds or more, seed-level interval without 0."""
+        return stats.resolved_over_seeds(self.delta, self.seeds_ci95, len(self.per_seed))
+
+
+def paired_delta(runs: Sequence[dict], references: Sequence[dict]) -> PairedDelta | None:
     """The paired Δ of ``runs`` against ``references`` over the seeds both have; None if none.
 
-    Each seed both have gives :func:`paired_difference` on its test episodes; the seeds are
-    combined by :func:`.stats.combine_paired`: ``(mean over seeds of Δ_s, sqrt(Σ h_s²) / k,
-    {seed: Δ_s})``. The ± covers the test episodes drawn, not the training seeds (the per-seed
-    Δ_s show those).
+    Runs are paired by their seed, never by their position: a seed that one side lacks is left
+    out, whatever order either side lists its runs in. Each paired seed gives
+    :func:`paired_difference` on its test episodes (``Δ_s``); the seeds are combined two ways:
+    :func:`.stats.combine_paired` (mean of the Δ_s, ± over the test episodes drawn — it leaves
+    out the variation between training seeds) and :func:`.stats.paired_over_seeds` (the paired
+    Student-t interval over the seeds, of each run's mean accuracy over its episodes: the one
+    that may call the difference resolved, :attr:`PairedDelta.resolved`).
     """
     by_seed = {r["seed"]: r for r in references}
     pairs = {r["seed"]: paired_difference(r, by_seed[r["seed"]]) for r in runs
@@ -181,15 +211,33 @@ def paired_delta(
     if not pairs:
         return None
     d, ci = stats.combine_paired(list(pairs.values()))
-    return d, ci, {s: p[0] for s, p in sorted(pairs.items())}
-
-
-def delta_text(d: float, ci: float, each: dict) -> str:
-    """``+1.23 ± 0.45 (+1.0, +1.5)``: a paired Δ in points, the per-seed values in brackets."""
-    seeds = (
-        "" if len(each) == 1 else " (" + ", ".join(f"{100 * v:+.1f}" for v in each.values()) + ")"
+    over_seeds = stats.paired_over_seeds(
+        {r["seed"]: float(np.mean(r["result"]["episode_acc"])) for r in runs},
+        {r["seed"]: float(np.mean(r["result"]["episode_acc"])) for r in references},
     )
-    return f"{100 * d:+.2f} ± {100 * ci:.2f}{seeds}"
+    return PairedDelta(d, ci, {s: p[0] for s, p in sorted(pairs.items())}, over_seeds.ci95)
+
+
+#: A Δ's cell marks: resolved over seeds, and too few seeds for any seed-level claim.
+RESOLVED_MARK, FEW_SEEDS_MARK = "✓", "†"
+
+
+def delta_text(d: float, ci: float, each: dict, seeds_ci95: float) -> str:
+    """``+1.23 ± 0.45 (+1.0, +1.5, +1.2) [seeds ± 0.80 ✓]``: a paired Δ in points ± its
+    interval over test episodes, the per-seed values in parentheses, and in square brackets
+    its paired interval over seeds: ``✓`` when resolved (:func:`.stats.resolved_over_seeds`),
+    ``†`` with fewer than :data:`.stats.MIN_SEEDS_TO_RESOLVE` seeds (no seed-level claim)."""
+    k = len(each)
+    seeds = "" if k == 1 else " (" + ", ".join(f"{100 * v:+.1f}" for v in each.values()) + ")"
+    if k == 1:
+        over = f"[1 seed {FEW_SEEDS_MARK}]"
+    else:
+        mark = (
+            f" {FEW_SEEDS_MARK}" if k < stats.MIN_SEEDS_TO_RESOLVE
+            else f" {RESOLVED_MARK}" if stats.resolved_over_seeds(d, seeds_ci95, k) else ""
+        )  # fmt: skip
+        over = f"[seeds ± {100 * seeds_ci95:.2f}{mark}]"
+    return f"{100 * d:+.2f} ± {100 * ci:.2f}{seeds} {over}"
 
 
 def _matrix(rec: dict) -> np.ndarray:
@@ -252,16 +300,20 @@ def _summary(recs: list[dict]) -> dict:
     else:
         half = _episode_ci(recs[0], "final_ci95", len(domains))
     row["per_domain_ci95"] = dict(zip(domains, map(float, half)))
+    row["per_domain_each"] = dict(zip(domains, finals.T.tolist()))  # per seed, seed_list order
     shapes = {m.shape for m in matrices}
     if len(shapes) == 1:
         stack = np.stack(matrices)
         row["matrix"] = stack.mean(axis=0).tolist()
+        row["matrix_each"] = stack.tolist()  # per seed, seed_list order; NaN: not evaluated
         row["matrix_ci95"] = (
             _over_seeds_each(stack).tolist() if len(recs) > 1
             else _episode_ci(recs[0], "ci95", stack.shape[1:])
         )  # fmt: skip
     row["seconds"] = float(np.mean([r.get("seconds", math.nan) for r in recs]))
     row["codes"] = sorted({code_label(r) for r in recs})
+    row["data_sources"] = sorted({data_label(r) for r in recs})
+    row["numeric_paths"] = sorted({numerics_label(r) for r in recs})
     return row
 
 
@@ -290,13 +342,18 @@ def aggregate_results(
     its accuracy matrix by :mod:`avalanche_sets.metrics.stats` (the last domain excluded; NaN
     for a one-domain stream), with their Student-t half-widths over seeds
     (``forgetting_ci95``, ``bwt_ci95``; NaN for one seed). ``matrix`` / ``matrix_ci95``: the
-    accuracy matrix averaged over seeds and its half-widths (for :func:`write_row_plots`).
+    accuracy matrix averaged over seeds and its half-widths; ``matrix_each`` /
+    ``per_domain_each``: each seed's matrix and final accuracies, in ``seed_list`` order (for
+    :func:`.row_plots.write_row_plots`, which draws each seed of a two-seed row).
 
     ``vs``: a method; every row gets ``delta``, its :func:`paired_delta` against the row of
     ``vs`` in the same setting (the identity less :data:`~.protocols.ARM_FIELDS`, and the same
-    code unless ``pool_code``) as ``{"vs", "delta", "ci95", "per_seed"}``, ``{"vs",
-    "reference": True}`` for a row of ``vs`` itself, or None when no row of ``vs`` shares its
-    setting.
+    code unless ``pool_code``) as ``{"vs", "delta", "ci95", "per_seed", "seeds_ci95",
+    "resolved"}`` (:class:`PairedDelta`), ``{"vs", "reference": True}`` for a row of ``vs``
+    itself, or None when no row of ``vs`` shares its setting. Each row also holds
+    ``protocol_settings`` (its :func:`.protocols.protocol_settings`), ``data_sources`` and
+    ``numeric_paths`` (its runs' distinct :func:`.protocols.data_label` and
+    :func:`.protocols.numerics_label`): :func:`table_protocol` reads them.
 
     Raises:
         ValueError: a ``by`` key no record has, a ``vs`` method no record has (both with "did
@@ -325,7 +382,7 @@ def aggregate_results(
         row.update({k: setting[k] if k in setting else "—" for k in differing})
         if show_code:
             row["code"] = ", ".join(code)
-        row.update(_summary(group))
+        row.update(_summary(group), protocol_settings=setting)
         rows.append(row)
         arms.append((group, protocol_key(group[0], pool_code=pool_code, drop=ARM_FIELDS)))
     if vs is not None:
@@ -359,7 +416,8 @@ def _add_deltas(rows: list[dict], arms: list[tuple[list[dict], str]], vs: str) -
         else:
             got = paired_delta(group, refs[0][1])
             row["delta"] = None if got is None else {
-                "vs": vs, "delta": got[0], "ci95": got[1], "per_seed": got[2]
+                "vs": vs, "delta": got.delta, "ci95": got.ci95, "per_seed": got.per_seed,
+                "seeds_ci95": got.seeds_ci95, "resolved": got.resolved,
             }  # fmt: skip
 
 
@@ -376,10 +434,15 @@ _VALUE_FIELDS = (
     "bwt_ci95",
     "per_domain",
     "per_domain_ci95",
+    "per_domain_each",
     "matrix",
     "matrix_ci95",
+    "matrix_each",
     "seconds",
     "codes",
+    "data_sources",
+    "numeric_paths",
+    "protocol_settings",
     "delta",
 )
 
@@ -403,7 +466,7 @@ def _delta_cell(delta: dict | None) -> str:
         return "—"
     if delta.get("reference"):
         return "(reference)"
-    return delta_text(delta["delta"], delta["ci95"], delta["per_seed"])
+    return delta_text(delta["delta"], delta["ci95"], delta["per_seed"], delta["seeds_ci95"])
 
 
 def row_label(row: dict, labels: Sequence[str]) -> str:
@@ -413,10 +476,63 @@ def row_label(row: dict, labels: Sequence[str]) -> str:
     return ", ".join([str(row[first]), *(f"{k}={row[k]}" for k in rest if row[k] != "—")])
 
 
+def table_protocol(rows: list[dict]) -> dict:
+    """What every row of a table shares, and what tells them apart: ``settings`` (the
+    :func:`.protocols.shared_settings` of the rows, less those shown as columns and the data's
+    hash, which ``data`` names), ``columns`` (the settings the rows differ in or are labelled
+    by), ``data`` (:func:`.protocols.data_label` of every run), ``numerics``
+    (:func:`.protocols.numerics_label`) and ``code`` (:func:`.protocols.code_label`), each a
+    sorted list of the distinct values."""
+    labels = _labels(rows)
+
+    def every(field: str) -> list[str]:
+        return sorted({v for r in rows for v in r[field]})
+
+    return {
+        "settings": shared_settings([r["protocol_settings"] for r in rows],
+                                    skip=[*labels, "data"]),  # fmt: skip
+        "columns": labels, "data": every("data_sources"), "numerics": every("numeric_paths"),
+        "code": every("codes"),
+    }  # fmt: skip
+
+
+#: the settings a protocol line names first (the episode and the stream); the rest follow
+_FIRST = ("source", "n_way", "n_shot", "n_query", "n_unlabeled", "n_ood", "mem_size",
+          "tasks_per_domain")  # fmt: skip
+
+
+def protocol_lines(rows: list[dict]) -> list[str]:
+    """The protocol of :func:`table_protocol` in words, one line each for the shared settings,
+    the data, the numeric path and the code (the end of a table's footer, a picture's
+    caption)."""
+    p = table_protocol(rows)
+    first = sorted(p["settings"], key=lambda k: _FIRST.index(k) if k in _FIRST else len(_FIRST))
+    settings = ", ".join(f"{k} {p['settings'][k]}" for k in first) or "none"
+    differ = " (runs differ)"
+    lines = [
+        f"Protocol (every row): {settings}.",
+        f"Data{differ * (len(p['data']) > 1)}: {'; '.join(p['data'])}.",
+        f"Numerics{differ * (len(p['numerics']) > 1)}: {'; '.join(p['numerics'])}.",
+    ]
+    codes = p["code"]
+    if any(len(r["codes"]) > 1 for r in rows):
+        lines.append(
+            "Code: rows pool runs of different code (--pool-code): the code column names "
+            f"each row's versions ({', '.join(codes)})."
+        )
+    elif len(codes) > 1:
+        lines.append(f"Code: the rows were made by different code ({', '.join(codes)}; code "
+                     "column), never pooled.")  # fmt: skip
+    else:
+        lines.append(f"Code: every run was made by {codes[0]}.")
+    return lines
+
+
 def table_footer(rows: list[dict]) -> list[str]:
     """What every number of :func:`write_table` is: the ± of each column (over seeds, with
-    their count; over test episodes for one seed), the Δ and its pairing, forgetting and BWT,
-    and the code that made the rows."""
+    their count; over test episodes for one seed), the Δ, its pairing and its seed-level
+    interval (resolved or not), forgetting and BWT, the protocol every row shares
+    (:func:`protocol_lines`) and the code that made the rows."""
     ns = sorted({r["seeds"] for r in rows if r["ci_over"] == "seeds"})
     lines = []
     if ns:
@@ -434,39 +550,38 @@ def table_footer(rows: list[dict]) -> list[str]:
         each = {tuple(d["per_seed"]) for d in deltas}
         over = (
             f"seeds {', '.join(map(str, seeds))}" if len(each) == 1
-            else "the seeds both rows ran (per-seed values in brackets)"
+            else "the seeds both rows ran"
         )  # fmt: skip
         lines.append(
             f"Δ vs {vs} (points): the row's accuracy minus {vs}'s in the same setting (all but "
             f"the method, its options and plugins), paired per seed on the same test episodes over "
-            f"{over}: the mean of the per-seed differences (in brackets), ± the 95% interval "
-            "over test episodes (`stats.combine_paired`), not over seeds. — : no run of "
+            f"{over}: the mean of the per-seed differences (in parentheses), ± the 95% interval "
+            "over test episodes (`stats.combine_paired`), which leaves out the variation between "
+            "training seeds. [seeds ± h]: the paired 95% Student-t interval over the seeds both "
+            f"rows ran (`stats.paired_over_seeds`); {RESOLVED_MARK}: resolved, i.e. at least "
+            f"{stats.MIN_SEEDS_TO_RESOLVE} seeds and that interval excludes 0. — : no run of "
             f"{vs} in that setting."
         )
+        if any(len(d["per_seed"]) < stats.MIN_SEEDS_TO_RESOLVE for d in deltas):
+            lines.append(
+                f"{FEW_SEEDS_MARK} fewer than {stats.MIN_SEEDS_TO_RESOLVE} seeds paired: no "
+                "seed-level claim can be made (with 2 seeds t = 12.7), whatever the episode "
+                "interval says."
+            )
     lines.append(
         "Forgetting: per domain, its best accuracy from its own training on minus its final "
         "one; BWT: final minus just-trained accuracy; both averaged over the domains before the "
         "last (which has no later row), then over seeds."
     )
-    codes = sorted({c for r in rows for c in r["codes"]})
-    pooled = [c for r in rows if len(r["codes"]) > 1 for c in r["codes"]]
-    if pooled:
-        lines.append(
-            "Code: rows pool runs of different code (--pool-code): the code column names "
-            f"each row's versions ({', '.join(codes)})."
-        )
-    elif len(codes) > 1:
-        lines.append(f"Code: the rows were made by different code ({', '.join(codes)}; code "
-                     "column), never pooled.")  # fmt: skip
-    else:
-        lines.append(f"Code: every run was made by {codes[0]}.")
-    return lines
+    return lines + protocol_lines(rows)
 
 
 def write_table(rows: list[dict], out: str | Path | None = None) -> str:
     """Markdown table (accuracy % ± 95% CI, forgetting and BWT ± theirs, the Δ when the rows
-    have one, per-domain final accuracy, seeds) with :func:`table_footer`; also ``out``.md /
-    ``out``.csv when given."""
+    have one, per-domain final accuracy, seeds) with :func:`table_footer`; also, when ``out``
+    is given, ``out``.md (the same), ``out``.csv (one line per row, plain: any CSV reader takes
+    it as it is) and ``out``.json, the CSV's companion: ``{"csv", "protocol":
+    table_protocol(rows), "footer": table_footer(rows)}``."""
     if not rows:
         return ""
     keys, domains = _labels(rows), _domains(rows)
@@ -495,6 +610,9 @@ def write_table(rows: list[dict], out: str | Path | None = None) -> str:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.with_suffix(".md").write_text(text + "\n")
         _write_csv(rows, keys, domains, out.with_suffix(".csv"))
+        companion = {"csv": out.with_suffix(".csv").name, "protocol": table_protocol(rows),
+                     "footer": table_footer(rows)}  # fmt: skip
+        out.with_suffix(".json").write_text(json.dumps(companion, indent=2) + "\n")
     return text
 
 
@@ -502,144 +620,18 @@ def _write_csv(rows: list[dict], keys: list[str], domains: list[str], path: Path
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow([*keys, "accuracy", "ci95", "ci_over", "delta", "delta_ci95", "delta_seeds",
+                    "delta_per_seed", "delta_seeds_ci95", "delta_resolved",
                     "forgetting", "forgetting_ci95", "bwt", "bwt_ci95", *domains, "seeds",
                     "seed_list", "seconds", "codes"])  # fmt: skip
         for r in rows:
             dl = r.get("delta") or {}
+            each = dl.get("per_seed", {})
             w.writerow([
                 *(r[k] for k in keys), r["accuracy"], r["ci95"], r["ci_over"],
-                dl.get("delta", ""), dl.get("ci95", ""), " ".join(map(str, dl.get("per_seed", ()))),
+                dl.get("delta", ""), dl.get("ci95", ""), " ".join(map(str, each)),
+                " ".join(map(str, each.values())), dl.get("seeds_ci95", ""),
+                dl.get("resolved", ""),
                 r["forgetting"], r["forgetting_ci95"], r["bwt"], r["bwt_ci95"],
                 *(r["per_domain"].get(d, "") for d in domains), r["seeds"],
                 " ".join(map(str, r["seed_list"])), r["seconds"], " ".join(r["codes"]),
             ])  # fmt: skip
-
-
-# ------------------------------------------------------------------------ pictures of the rows
-def _stream_points(rows: list[dict], labels: list[str]) -> list[dict]:
-    """Each row's accuracy on each domain from its own training to the end of the stream."""
-    points = []
-    for r in rows:
-        if "matrix" not in r:  # the seeds' matrices differ in shape: no mean to draw
-            continue
-        m, h = np.asarray(r["matrix"]), np.asarray(r["matrix_ci95"])
-        doms = list(r["per_domain"])
-        one_row = m.shape[0] < len(doms)  # Joint: one row, every domain trained at once
-        for j, dom in enumerate(doms):
-            for i in [m.shape[0] - 1] if one_row else range(j, m.shape[0]):
-                points.append({
-                    "row": row_label(r, labels), "domain": dom,
-                    "trained_at": "" if one_row else j + 1,
-                    "after_domain": len(doms) if one_row else i + 1,
-                    "accuracy_pct": 100 * m[i, j], "ci95_pct": 100 * h[i, j],
-                    "seeds": r["seeds"],
-                })  # fmt: skip
-    return points
-
-
-def _final_points(rows: list[dict], labels: list[str]) -> list[dict]:
-    return [
-        {"row": row_label(r, labels), "domain": d, "accuracy_pct": 100 * v,
-         "ci95_pct": 100 * r["per_domain_ci95"][d], "ci_over": r["ci_over"],
-         "seeds": r["seeds"]}
-        for r in rows for d, v in r["per_domain"].items()
-    ]  # fmt: skip
-
-
-def _write_points(points: list[dict], path: Path) -> Path:
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(points[0]) if points else ["row"])
-        w.writeheader()
-        w.writerows(points)
-    return path
-
-
-def _seeds_note(rows: list[dict]) -> str:
-    sets = {tuple(r["seed_list"]) for r in rows}
-    if len(sets) == 1:
-        seeds = sets.pop()
-        return f"mean over seeds {', '.join(map(str, seeds))}" + (
-            ", band: 95% t-interval over seeds" if len(seeds) > 1 else ""
-        )
-    return "means over each row's seeds: the table's seeds column"
-
-
-def write_row_plots(rows: list[dict], out: str | Path) -> list[Path]:
-    """Pictures of a table's rows, each with the data it plots beside it as CSV:
-
-    * ``<out>_stream.png`` / ``.csv`` — one panel per domain: each row's accuracy on it from
-      its own training to the end of the stream (the mean over seeds, a band of the 95%
-      t-interval over seeds; a one-row matrix such as Joint's is a star at the end);
-    * ``<out>_final.png`` / ``.csv`` — the final accuracy on every domain per row (error bars:
-      the 95% interval over seeds, or over test episodes for one seed).
-
-    Long row names wrap (:func:`fit_title`). Returns the four paths.
-    """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg  # heavy: pictures only
-    from matplotlib.figure import Figure
-
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    labels, domains = _labels(rows), _domains(rows)
-    names = {row_label(r, labels): fit_title(row_label(r, labels), 40) for r in rows}
-    colors = {name: f"C{i % 10}" for i, name in enumerate(names)}
-    stream, final = _stream_points(rows, labels), _final_points(rows, labels)
-    paths = [_write_points(stream, out.with_name(out.name + "_stream.csv")),
-             _write_points(final, out.with_name(out.name + "_final.csv"))]  # fmt: skip
-
-    cols = min(len(domains), 3)
-    n_panels = (len(domains) + cols - 1) // cols
-    fig = Figure(figsize=(5 * cols, 3.8 * n_panels + 1.2))
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(n_panels, cols, squeeze=False)
-    for ax in axes.flat[len(domains) :]:
-        ax.axis("off")
-    for ax, dom in zip(axes.flat, domains):
-        for name in names:
-            pts = [p for p in stream if p["row"] == name and p["domain"] == dom]
-            if not pts:
-                continue
-            x = np.array([p["after_domain"] for p in pts])
-            y, e = (np.array([p[k] for p in pts]) for k in ("accuracy_pct", "ci95_pct"))
-            joint = pts[0]["trained_at"] == ""
-            style = {"marker": "*", "markersize": 12, "ls": ""} if joint else {"marker": "o"}
-            ax.plot(x, y, color=colors[name], label=names[name], **style)
-            ax.fill_between(x, y - e, y + e, color=colors[name], alpha=0.15, lw=0)
-        ax.set_title(fit_title(dom, 40), fontsize=10)
-        ax.set_xlabel("after training domain #")
-        ax.set_ylabel("test accuracy (%)")
-        ax.set_xticks(range(1, len(domains) + 1))
-        ax.set_ylim(max(ax.get_ylim()[0], 0), min(ax.get_ylim()[1], 100))
-        ax.grid(alpha=0.3)
-    handles = {h.get_label(): h for ax in axes.flat for h in ax.get_lines()
-               if not h.get_label().startswith("_")}  # fmt: skip
-    fig.legend(list(handles.values()), list(handles), loc="lower center", fontsize=8,
-               ncol=min(len(handles), 3), frameon=False)  # fmt: skip
-    legend_rows = (len(handles) + 2) // 3 * max(n.count("\n") + 1 for n in names.values())
-    fig.suptitle(fit_title(
-        "Each domain's accuracy from its own training to the end of the stream "
-        f"({_seeds_note(rows)}); a falling line is forgetting", 30 * cols))  # fmt: skip
-    fig.tight_layout(rect=(0, min(0.03 * legend_rows + 0.02, 0.4), 1, 1))
-    paths.insert(0, out.with_name(out.name + "_stream.png"))
-    fig.savefig(paths[0], dpi=110)
-
-    fig = Figure(figsize=(max(6.0, 0.9 * len(domains) * max(len(rows), 2) * 0.5 + 3), 5))
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    width = 0.8 / max(len(names), 1)
-    for k, name in enumerate(names):
-        pts = {p["domain"]: p for p in final if p["row"] == name}
-        xs = [j + (k - (len(names) - 1) / 2) * width for j, d in enumerate(domains) if d in pts]
-        ys = [pts[d]["accuracy_pct"] for d in domains if d in pts]
-        es = [np.nan_to_num(pts[d]["ci95_pct"]) for d in domains if d in pts]
-        ax.bar(xs, ys, width, yerr=es, capsize=2, color=colors[name], label=names[name])
-    ax.set_xticks(range(len(domains)), [fit_title(d, 16) for d in domains], fontsize=8)
-    ax.set_ylabel("final test accuracy (%)")
-    ax.grid(alpha=0.3, axis="y")
-    ax.legend(fontsize=7)
-    ax.set_title(fit_title(f"Final accuracy per domain after the whole stream ({_seeds_note(rows)})",
-                           int(11 * fig.get_figwidth())), fontsize=10)  # fmt: skip
-    fig.tight_layout()
-    paths.insert(1, out.with_name(out.name + "_final.png"))
-    fig.savefig(paths[1], dpi=110)
-    return paths

@@ -5,8 +5,9 @@ benchmark scripts): after each training domain it evaluates the test stream (the
 matrix row), and it can checkpoint every ``checkpoint_every`` iterations and at every domain
 end, so an interrupted run continues where it stopped with the same final numbers.
 
-It prints nothing: what a run shows is its strategy's evaluator's loggers (none by default,
-:func:`~avalanche_sets.training.template.silent_evaluator`), and the caller prints the
+It prints nothing: what a run shows is its strategy's evaluator's loggers (none by default:
+:func:`~avalanche_sets.training.template.quiet_evaluator` computes Avalanche's default metrics
+and prints nothing), and the caller prints the
 :class:`RunResult`, as the command line prints its table. A strategy built from a preset
 (:func:`~avalanche_sets.methods.build_strategy`, which keeps it as ``strategy.run_config``)
 runs with that preset's torch threads and interim test episodes, so a script computes what

@@ -48,6 +48,7 @@ from collections.abc import Sequence
 
 import torch
 from avalanche.core import SupervisedPlugin
+from avalanche.evaluation.metrics import accuracy_metrics, loss_metrics
 from avalanche.training.plugins import EvaluationPlugin
 from avalanche.training.templates import SupervisedTemplate
 from avalanche.training.utils import trigger_plugins
@@ -57,7 +58,13 @@ from torch.utils.data import DataLoader, Subset
 from ..data.episodes import EpisodeBatch, collate_episodes
 from .iteration import Iteration, check_partners
 
-__all__ = ["EpisodicTemplate", "EpisodicPlugin", "NonFiniteLossError", "silent_evaluator"]
+__all__ = [
+    "EpisodicTemplate",
+    "EpisodicPlugin",
+    "NonFiniteLossError",
+    "quiet_evaluator",
+    "silent_evaluator",
+]
 
 
 def silent_evaluator(*metrics) -> EvaluationPlugin:
@@ -76,6 +83,23 @@ def silent_evaluator(*metrics) -> EvaluationPlugin:
             category=UserWarning,
         )
         return EvaluationPlugin(*metrics, loggers=[])
+
+
+def quiet_evaluator() -> EvaluationPlugin:
+    """Avalanche's default metrics, printed nowhere: the default of every strategy here.
+
+    The metrics of Avalanche's ``default_evaluator()`` (accuracy and loss per training epoch,
+    per evaluated experience and per stream: ``Top1_Acc_Stream/eval_phase/test_stream``,
+    ``Loss_Exp/eval_phase/test_stream/Exp000``, ...), so ``strategy.eval(stream)`` returns them
+    as every Avalanche strategy's does, and no logger (:func:`silent_evaluator`), so training
+    and evaluating print nothing. Accuracy is over the episodes' query predictions
+    (``mb_output`` against ``mb_y``); the loss is ``strategy.loss``: the query loss in
+    evaluation, the loss the step minimises (the plugins' terms included) in training.
+    """
+    return silent_evaluator(
+        accuracy_metrics(epoch=True, experience=True, stream=True),
+        loss_metrics(epoch=True, experience=True, stream=True),
+    )
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -126,8 +150,9 @@ class EpisodicTemplate(SupervisedTemplate):
         eval_mb_size: episodes per evaluation batch.
         device: torch device.
         plugins: Avalanche plugins.
-        evaluator: an :class:`EvaluationPlugin`; default: one without metrics or loggers
-            (:func:`silent_evaluator`), so training and evaluating print nothing, as
+        evaluator: an :class:`EvaluationPlugin`; default: Avalanche's default metrics without
+            loggers (:func:`quiet_evaluator`), so ``eval`` returns accuracy and loss per
+            experience and stream while training and evaluating print nothing, as
             :func:`~avalanche_sets.methods.build_strategy` and the command line (which prints
             one table). Avalanche's metric printout is
             ``avalanche.training.plugins.evaluation.default_evaluator()``.
@@ -174,7 +199,7 @@ class EpisodicTemplate(SupervisedTemplate):
             eval_mb_size=eval_mb_size,
             device=device,
             plugins=plugins,
-            evaluator=evaluator if evaluator is not None else silent_evaluator(),
+            evaluator=evaluator if evaluator is not None else quiet_evaluator(),
             eval_every=eval_every,
             **kwargs,
         )

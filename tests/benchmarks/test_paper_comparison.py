@@ -37,7 +37,8 @@ def test_paired_delta_is_the_mean_per_episode_difference_over_seeds():
     # columns: method, ours 5-shot, Δ 5-shot, forgetting 5-shot, paper 5-shot (5-shot only)
     mean = np.mean([(base[s] + gain[s]).mean() for s in (0, 1)])
     assert cells[1].startswith(f"{100 * mean:.2f} ± ")
-    assert cells[2].startswith("+4.00 ± 0.00 (+2.0, +6.0)")
+    # per-seed Δ 0.02 and 0.06: over seeds t(0.975, 1 df) · sd / sqrt(2) = 12.706205 · 0.02
+    assert cells[2] == "+4.00 ± 0.00 (+2.0, +6.0) [seeds ± 25.41 †]"
     assert cells[3] == "n/a"  # one domain: nothing to forget
     assert cells[4] == "53.96 ± 0.71"  # the paper's ORDER, 5-shot
     assert _row(md, "mskm")[2] == "—"  # no Δ of the reference to itself
@@ -55,7 +56,8 @@ def test_pairs_md_pairs_each_seeds_episodes_and_only_the_seeds_both_rows_ran():
     md = _paper.pairs_md(recs, [("order", "semi-er"), ("joint", "order")], [5, 1])
     five, one = _row(md, "order − semi-er")[1:]
     # each seed's episodes differ by exactly its gain: Δ = mean gain, paired CI 0
-    assert five == "+3.00 ± 0.00 (+1.0, +5.0), seeds [0, 1]"
+    # over seeds: Δ_s 0.01 and 0.05, 12.706205 · (0.04 / sqrt(2)) / sqrt(2) = 0.2541; 2 seeds: †
+    assert five == "+3.00 ± 0.00 (+1.0, +5.0) [seeds ± 25.41 †], seeds [0, 1]"
     assert one == "—"  # 1-shot: no seed has both rows
     assert _row(md, "joint − order")[1:] == ["—", "—"]
 
@@ -105,12 +107,12 @@ def test_lambda_beta_cells_pair_with_the_default_and_memory_with_200():
     row = _row(md, "λ = 1e-4")
     header = [c.strip() for c in md.splitlines()[0].strip("|").split("|")]
     assert row[header.index("Δ vs lam = 1e-5, beta = 0.003, paired (5-shot, β = 0.01)")] == (
-        "-1.00 ± 0.00"
+        "-1.00 ± 0.00 [1 seed †]"
     )
     assert row[header.index("paper 5-shot, β = 0.01")] == "52.65 ± 0.79"
     mem = [_rec("order", 0, ep), _rec("order", 0, ep - 0.02, mem_size=50)]
     md = _paper.comparison_md("memory_size", mem)
-    assert _row(md, "order, memory 50")[2] == "-2.00 ± 0.00"
+    assert _row(md, "order, memory 50")[2] == "-2.00 ± 0.00 [1 seed †]"
     assert _row(md, "order, memory 50")[3] == "52.75 ± 0.77"
 
 
@@ -149,11 +151,13 @@ def test_main_tables_show_the_packs_and_the_synthetic_tables_each_from_its_own_r
     monkeypatch.setattr(sys, "argv", ["main_tables.py"])
     main_tables.main()
     md = (results / "main_tables.md").read_text()
-    md, converged = md.split("**Table 3, converged regime** (ours: sets-mini packs, `converged`")
+    # the packs' provenance link, as it resolves from benchmarks/results/
+    sets_mini = main_tables.SETS_MINI.replace("](docs/", "](../../docs/")
+    md, converged = md.split(f"**Table 3, converged regime** (ours: {sets_mini}, `converged`")
     share = converged.split("**ORDER as a percentage of Joint, converged regime**")[1]
     assert _row(share, "5")[2] == "75.0% (1 seed)"
     packs, synthetic = md.split("**Table 2, synthetic benchmark** (ours: the offline synthetic")
-    assert packs.startswith("**Table 2** (ours: sets-mini packs")
+    assert packs.startswith(f"**Table 2** (ours: {sets_mini}, `cpu` preset")
     assert _row(packs, "order")[1].startswith("55.00") and _row(packs, "order")[2].startswith(
         "+5.00"
     )

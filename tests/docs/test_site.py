@@ -65,6 +65,7 @@ def test_the_site_builds_strictly_with_every_page(site):
     # the guide's code is the tested example's, included by the snippets extension
     guide = (site / "guide/custom-method/index.html").read_text()
     assert "PrototypeSpreadPlugin" in guide and "loss_term" in guide
+    assert "TaskReplayPlugin" in guide and "copy_episodes" in guide  # the replay example
     assert "--8&lt;--" not in guide and "8 &lt; --" not in guide
     # a result folder a page links to is part of the site, with the pictures it shows
     assert (site / "benchmarks/results/forgetting_converged/index.html").is_file()
@@ -170,6 +171,7 @@ def _render(url: str, shot: Path) -> dict:
                     "width: i.naturalWidth}))",
                 ),
                 "title": page.title(),
+                "text": page.inner_text("article"),
             }
         finally:
             browser.close()
@@ -201,6 +203,21 @@ def test_the_results_page_renders_its_tables_and_pictures(site, served):
     assert any("forgetting (pts)" in t for t in tables), tables
     _assert_pictures_loaded(rendered, at_least=3)
     assert shot.stat().st_size > 50_000
+
+
+def test_the_paper_table_guide_shows_its_pictures_with_their_captions(site, served):
+    shot = _screenshot_dir(site) / "paper-table.png"
+    rendered = _render(served + "/guide/paper-table/", shot)
+    _assert_pictures_loaded(rendered, at_least=2)
+    shown = {i["src"].rsplit("/", 1)[-1] for i in rendered["images"]}
+    assert {"paper_stream.png", "paper_final.png"} <= shown, shown
+    text = rendered["text"]
+    for piece in ("Axis: test accuracy 0–100% on every panel (shared).",
+                  "Axis: final test accuracy 0–100%.",
+                  "Rows of 2 seeds — mskm (seeds 0, 1); order (seeds 0, 1): hollow markers",
+                  "white markers on the bar: each seed's value, no interval drawn",
+                  "Protocol (every row): source synthetic", "Code: every run was made by "):  # fmt: skip
+        assert piece in text, piece
 
 
 def test_a_missing_picture_is_caught(site, served, tmp_path):

@@ -123,6 +123,43 @@ def test_combine_paired_over_seeds():
         stats.combine_paired([])
 
 
+def test_paired_over_seeds_by_hand_pairs_by_seed_not_position():
+    # b lists its seeds in another order, lacks seed 3 and has a seed 4 that a lacks
+    a = {0: 0.60, 1: 0.55, 2: 0.70, 3: 0.50}
+    b = {2: 0.62, 0: 0.58, 1: 0.50, 4: 0.90}
+    got = stats.paired_over_seeds(a, b)
+    # by hand: d = (0.60 - 0.58, 0.55 - 0.50, 0.70 - 0.62) = (0.02, 0.05, 0.08) over seeds 0, 1, 2
+    # mean 0.05; deviations -0.03, 0, +0.03: sd = sqrt(2 * 0.0009 / 2) = 0.03
+    # t(0.975, 2 df) = 4.302653 (printed t tables: 4.303); half-width 4.302653 * 0.03 / sqrt(3)
+    assert got.seeds == (0, 1, 2)
+    assert got.delta == pytest.approx(0.05)
+    assert got.ci95 == pytest.approx(4.302653 * 0.03 / math.sqrt(3), rel=1e-6)
+    assert got.ci95 == pytest.approx(0.0745242, rel=1e-5)
+    assert not got.resolved  # 0.05 - 0.0745 < 0: the interval holds 0
+    # a narrower spread: d = (0.04, 0.05, 0.06), sd 0.01, half-width 0.0248 < 0.05: resolved
+    tight = stats.paired_over_seeds({0: 0.54, 1: 0.55, 2: 0.56}, {2: 0.5, 1: 0.5, 0: 0.5})
+    assert tight.ci95 == pytest.approx(4.302653 * 0.01 / math.sqrt(3), rel=1e-6)
+    assert tight.resolved and tight.delta == pytest.approx(0.05)
+    # the same sign on both seeds and a tiny spread: still no claim from 2 seeds
+    # d = (0.050, 0.051): sd = 0.001 / sqrt(2), t(0.975, 1 df) = 12.706205
+    two = stats.paired_over_seeds({0: 0.550, 1: 0.551}, {0: 0.5, 1: 0.5})
+    assert two.ci95 == pytest.approx(12.706205 * 0.001 / math.sqrt(2) / math.sqrt(2), rel=1e-6)
+    assert abs(two.delta) > two.ci95 and not two.resolved
+    one = stats.paired_over_seeds({0: 0.6}, {0: 0.5, 1: 0.4})
+    assert one.seeds == (0,) and math.isnan(one.ci95) and not one.resolved
+    with pytest.raises(ValueError, match="no seed in common"):
+        stats.paired_over_seeds({0: 0.5}, {1: 0.5})
+
+
+@pytest.mark.parametrize(
+    ("delta", "half", "k", "resolved"),
+    [(0.05, 0.04, 3, True), (-0.05, 0.04, 3, True), (0.05, 0.05, 3, False),
+     (0.05, 0.06, 5, False), (0.05, 0.001, 2, False), (0.05, math.nan, 3, False)],
+)  # fmt: skip
+def test_resolved_needs_three_seeds_and_an_interval_without_zero(delta, half, k, resolved):
+    assert stats.resolved_over_seeds(delta, half, k) is resolved
+
+
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 6, 7, 10, 11, 30, 31, 100, 1001])
 def test_the_t_quantile_is_scipys_without_scipy(n):
     # odd and even degrees of freedom take different closed forms

@@ -21,7 +21,7 @@ from scipy import stats as sps
 
 from avalanche_sets.cli import main
 from avalanche_sets.presets import PRESETS
-from avalanche_sets.runs import protocols
+from avalanche_sets.runs import protocols, report
 from avalanche_sets.runs.folder import record_identity, write_record
 from avalanche_sets.runs.report import aggregate_results, find_results
 
@@ -190,12 +190,71 @@ def test_vs_is_the_paired_delta_by_hand(tmp_path, capsys):
     assert got["per_seed"] == pytest.approx(dict(enumerate(deltas)))
     assert got["delta"] == pytest.approx(np.mean(deltas))
     assert got["ci95"] == pytest.approx(math.sqrt(sum(h * h for h in halves)) / 3)
+    # over seeds: mean ± t(0.975, 2 df) · sd / sqrt(3) of the three per-seed differences
+    seeds_half = 4.302653 * np.std(deltas, ddof=1) / math.sqrt(3)
+    assert got["seeds_ci95"] == pytest.approx(seeds_half, rel=1e-6)
+    assert got["resolved"] is bool(abs(np.mean(deltas)) > seeds_half)
     assert rows["mskm"]["delta"] == {"vs": "mskm", "reference": True}
     code, out, _ = table(capsys, tmp_path, "--vs", "mskm")
     assert code == 0
     line = next(x for x in out.splitlines() if x.startswith("| order |"))
     assert f"{100 * np.mean(deltas):+.2f} ± " in line
+    assert f"[seeds ± {100 * seeds_half:.2f}" in line
     assert "Δ vs mskm" in out and "paired per seed" in out and "seeds 0, 1, 2" in out
+    assert "paired 95% Student-t interval over the seeds" in out
+    assert "no seed-level claim" not in out  # every Δ has 3 seeds
+
+
+def _hand_delta(seeds):
+    """The paired Δ of order (shift 0.05) against mskm over ``seeds``, by hand: each seed's
+    mean per-episode difference, their mean, the episode-level and the seed-level ± (2 seeds:
+    t(0.975, 1 df) = 12.706205)."""
+    each, halves = {}, []
+    for s in seeds:
+        d = (episodes("order", s, 0.05) - episodes("mskm", s)).ravel()
+        each[s] = d.mean()
+        halves.append(1.96 * d.std(ddof=1) / math.sqrt(d.size))
+    values = list(each.values())
+    over_seeds = 12.706205 * abs(values[0] - values[1]) / math.sqrt(2) / math.sqrt(2)
+    return each, math.sqrt(sum(h * h for h in halves)) / len(seeds), over_seeds
+
+
+def test_vs_pairs_by_seed_when_the_reference_lacks_a_seed_and_lists_others_in_another_order(
+    tmp_path, capsys
+):
+    runs = [record("order", s, shift=0.05)[0] for s in (0, 1, 2)]
+    references = [record("mskm", s)[0] for s in (2, 0)]  # no seed 1, seed 2 first
+    each, episode_half, seeds_half = _hand_delta([0, 2])
+    got = report.paired_delta(runs, references)
+    assert got.per_seed == pytest.approx(each) and list(got.per_seed) == [0, 2]
+    assert got.delta == pytest.approx((each[0] + each[2]) / 2)
+    assert got.ci95 == pytest.approx(episode_half)
+    assert got.seeds_ci95 == pytest.approx(seeds_half, rel=1e-6)
+    assert not got.resolved  # two seeds: no seed-level claim, whatever the interval
+    # the same through the command: mskm ran seeds 2 and 0 only
+    for s in (0, 1, 2):
+        write(tmp_path, f"order{s}", method="order", seed=s, shift=0.05)
+    for s in (2, 0):
+        write(tmp_path, f"mskm{s}", method="mskm", seed=s)
+    row = next(r for r in aggregate_results(find_results([tmp_path]), vs="mskm")
+               if r["method"] == "order")  # fmt: skip
+    assert row["delta"]["per_seed"] == pytest.approx(each)
+    assert row["delta"]["seeds_ci95"] == pytest.approx(seeds_half, rel=1e-6)
+    code, out, _ = table(capsys, tmp_path, "--vs", "mskm")
+    line = next(x for x in out.splitlines() if x.startswith("| order |"))
+    assert f"[seeds ± {100 * seeds_half:.2f} †]" in line and "✓" not in line
+    assert "† fewer than 3 seeds paired: no seed-level claim can be made" in out
+
+
+@pytest.mark.parametrize(
+    ("each", "half", "cell"),
+    [({0: 0.03, 1: 0.04, 2: 0.05}, 0.02, "+4.00 ± 0.50 (+3.0, +4.0, +5.0) [seeds ± 2.00 ✓]"),
+     ({0: 0.03, 1: 0.04, 2: 0.05}, 0.04, "+4.00 ± 0.50 (+3.0, +4.0, +5.0) [seeds ± 4.00]"),
+     ({0: 0.03, 1: 0.05}, 0.001, "+4.00 ± 0.50 (+3.0, +5.0) [seeds ± 0.10 †]"),
+     ({0: 0.04}, math.nan, "+4.00 ± 0.50 [1 seed †]")],
+)  # fmt: skip
+def test_a_delta_cell_marks_resolved_and_too_few_seeds(each, half, cell):
+    assert report.delta_text(0.04, 0.005, each, half) == cell
 
 
 def test_forgetting_and_bwt_have_intervals_over_seeds_and_the_footer_says_what_pm_is(
@@ -287,6 +346,94 @@ def test_out_writes_the_table_and_the_pictures_with_their_data(tmp_path, capsys)
     assert float(point["accuracy_pct"]) == pytest.approx(100 * np.mean(finals))
     with open(out.parent / "table_final.csv") as f:
         assert len(list(csv.DictReader(f))) == 4
+
+
+def test_a_table_of_one_setting_says_its_protocol_in_md_csv_pictures_and_stdout(
+    tmp_path, capsys, monkeypatch
+):
+    from matplotlib.figure import Figure
+
+    drawn = {}
+    savefig = Figure.savefig
+
+    def keep_texts(fig, path, **kw):  # the text a picture carries, caption included
+        drawn[Path(path).name] = "\n".join(t.get_text() for t in fig.texts)
+        return savefig(fig, path, **kw)
+
+    monkeypatch.setattr(Figure, "savefig", keep_texts)
+    mem = {"mem_size": 20, "tasks_per_domain": 40}
+    for s in (0, 1):
+        for shot in (1, 5):  # n_shot differs between rows: a column, not the protocol
+            for method in ("order", "mskm"):
+                write(tmp_path / "runs", f"{method}{shot}-{s}", method=method, seed=s,
+                      preset={**mem, "n_shot": shot},
+                      content="sha256:" + "0123abcd" * 8)  # fmt: skip
+    out = tmp_path / "paper" / "table"
+    code, text, _ = table(capsys, tmp_path / "runs", "--vs", "mskm", "--out", out)
+    assert code == 0
+    want = [
+        "n_way 5, ",
+        "mem_size 20, tasks_per_domain 40, ",
+        "Data: synthetic, content sha256:0123abcd0123.",
+        "Numerics: device cpu, precision fp32, threads 1, cpu_bf16 False.",
+        f"Code: every run was made by {COMMIT_A[:7]}.",
+    ]
+    md = (out.parent / "table.md").read_text()
+    captions = {n: (out.parent / n).read_text() for n in ("table_stream.md", "table_final.md")}
+    for where, body in [("stdout", text), ("table.md", md), *captions.items(), *drawn.items()]:
+        protocol = next((x for x in body.splitlines() if x.startswith("Protocol (every row): ")),
+                        "")  # fmt: skip
+        assert "n_shot" not in protocol and "method" not in protocol, where
+        for piece in want:
+            assert piece in body.replace("\n", " "), (where, piece)
+    assert set(drawn) == {"table_stream.png", "table_final.png"}
+    assert "![" in captions["table_final.md"] and "(table_final.png)" in captions["table_final.md"]
+    # the CSV stays a plain table (header first); its companion holds the protocol
+    with open(out.parent / "table.csv") as f:
+        csv_rows = list(csv.DictReader(f))
+    assert len(csv_rows) == 4 and {r["n_shot"] for r in csv_rows} == {"1", "5"}
+    companion = json.loads((out.parent / "table.json").read_text())
+    assert companion["csv"] == "table.csv"
+    settings = companion["protocol"]["settings"]
+    assert settings["mem_size"] == "20" and settings["tasks_per_domain"] == "40"
+    assert "n_shot" not in settings and companion["protocol"]["columns"] == ["method", "n_shot"]
+    assert companion["protocol"]["data"] == ["synthetic, content sha256:0123abcd0123"]
+    assert companion["protocol"]["code"] == [COMMIT_A[:7]]
+    assert companion["footer"] == [x.rstrip() for x in md.split("\n\n", 1)[1].splitlines()]
+    order = next(r for r in csv_rows if r["method"] == "order" and r["n_shot"] == "1")
+    assert order["delta_seeds"] == "0 1" and order["delta_resolved"] == "False"
+    assert [float(v) for v in order["delta_per_seed"].split()] == pytest.approx(
+        [(episodes("order", s) - episodes("mskm", s)).mean() for s in (0, 1)]
+    )
+    assert float(order["delta_seeds_ci95"]) > 0
+
+
+def test_shared_settings_are_those_every_row_has_with_one_value():
+    rows = [{"n_way": "5", "mem_size": "20", "gamma": "0.1", "lr": "0.001"},
+            {"n_way": "5", "mem_size": "20", "gamma": "0.5", "lr": "0.001"},
+            {"n_way": "5", "mem_size": "20", "lr": "0.001"}]  # fmt: skip
+    assert protocols.shared_settings(rows) == {"n_way": "5", "mem_size": "20", "lr": "0.001"}
+    assert protocols.shared_settings(rows, skip=["lr"]) == {"n_way": "5", "mem_size": "20"}
+    assert protocols.shared_settings([]) == {}
+
+
+def test_data_and_numerics_that_differ_between_runs_are_all_named():
+    body, _ = record(content="sha256:" + "ab" * 32)
+    other = {**body, "numerics": {**body["numerics"], "threads": 2}}
+    assert protocols.data_label({**body, "data": {"source": "packs", "root": "../d",
+                                                  "content": None}}) == (
+        "packs at ../d, content not recorded")  # fmt: skip
+    assert protocols.data_label({"preset": {}}) == "not recorded"
+    rows = [{"protocol_settings": {"n_way": "5", "n_shot": "1"}, "method": "order",
+             "data_sources": [protocols.data_label(body)],
+             "numeric_paths": sorted({protocols.numerics_label(r) for r in (body, other)}),
+             "codes": ["aaaaaaa"]}]  # fmt: skip
+    lines = report.protocol_lines(rows)
+    assert lines[0] == "Protocol (every row): n_way 5, n_shot 1."
+    assert lines[2] == (
+        "Numerics (runs differ): device cpu, precision fp32, threads 1, cpu_bf16 False; "
+        "device cpu, precision fp32, threads 2, cpu_bf16 False."
+    )
 
 
 # ---------------------------------------------------------------------- speed

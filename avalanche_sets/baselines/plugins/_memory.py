@@ -1,5 +1,7 @@
 """Episode memories shared by the continual baselines: datasets of stored episodes, sampling,
-and checkpointable state of Avalanche's storage policies.
+and checkpointable state of Avalanche's storage policies. What a memory keeps of an episode
+(:func:`stored_episodes`, :func:`learner_batch`, :func:`episode_to_dict`,
+:func:`episode_from_dict`) is the public :mod:`avalanche_sets.training.episode_memory`.
 
 Avalanche's storage policies (:class:`~avalanche.training.storage_policy.ReservoirSamplingBuffer`,
 :class:`~avalanche.training.storage_policy.ExperienceBalancedBuffer`) keep their memory as an
@@ -12,8 +14,7 @@ episode at 84 px) and :func:`load_storage_state_dict` rebuilds the same buffer f
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, fields
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -25,7 +26,9 @@ from avalanche.training.storage_policy import (
 )
 from torch import Tensor
 
-from ...data.episodes import Episode, EpisodeBatch, EpisodeOracle, collate_episodes
+from ...data.episodes import Episode, collate_episodes
+from ...training.episode_memory import copy_episodes as stored_episodes
+from ...training.episode_memory import episode_from_dict, episode_to_dict, learner_batch
 
 __all__ = [
     "EpisodeListDataset",
@@ -66,37 +69,6 @@ def episodes_dataset(episodes: Sequence[Episode]) -> AvalancheDataset:
 def materialize(dataset) -> list[Episode]:
     """Every episode of a dataset, in order."""
     return [dataset[i] for i in range(len(dataset))]
-
-
-def episode_to_dict(episode: Episode) -> dict:
-    """A plain dict of tensors (nested for the oracle), for checkpoints."""
-    return asdict(episode)
-
-
-def episode_from_dict(d: dict) -> Episode:
-    d = dict(d)
-    oracle = d.pop("oracle", None)
-    return Episode(**d, oracle=None if oracle is None else EpisodeOracle(**oracle))
-
-
-def learner_batch(episodes: Sequence[Episode], device=None) -> tuple[EpisodeBatch, Tensor]:
-    """Collate episodes into what a learner may see: the batch without its oracle, query labels."""
-    batch, y, _ = collate_episodes(list(episodes))
-    batch = batch.without_oracle()
-    if device is not None:
-        batch, y = batch.to(device), y.to(device)
-    return batch, y
-
-
-def stored_episodes(batch: EpisodeBatch, rows: Iterable[int] | None = None) -> list[Episode]:
-    """Compact CPU copies of a meta-batch's episodes (those of ``rows``, default all), without
-    the oracle (what memories keep)."""
-    names = [f.name for f in fields(Episode) if f.name != "oracle"]
-    out = []
-    for b in range(len(batch)) if rows is None else rows:
-        ep = batch.episode(b)
-        out.append(Episode(**{n: getattr(ep, n).detach().cpu().clone() for n in names}))
-    return out
 
 
 def sample_episodes(dataset, k: int, rng: np.random.Generator) -> list[Episode]:

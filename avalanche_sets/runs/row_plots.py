@@ -1,0 +1,346 @@
+"""Pictures of a table's rows (``avalanche-sets table --out``) that a paper can print, each
+captioned with what every mark is and the protocol the rows share.
+
+:func:`write_row_plots` draws what :func:`~.report.aggregate_results` computed: each domain's
+accuracy along the stream and the final accuracy per domain. The rules that keep them
+readable and honest:
+
+* **one bounded axis**: accuracy runs 0–100% on every panel (shared); an interval that reaches
+  past what an accuracy can take is drawn to the bound, and the caption names each one clipped
+  with its unclipped range;
+* **an interval only where it says something**: a row of at least :data:`MIN_SEEDS_FOR_BAND`
+  seeds carries its 95% Student-t interval over seeds (a band, an error bar); a row of two seeds
+  carries each seed's value as a hollow marker instead (its t-interval, t₀.₉₇₅ = 12.7, would
+  cover the axis); a row of one seed carries the 95% interval over its test episodes (dotted
+  error bars). The caption says which rows are which;
+* **equal rows stay visible**: every row has its own colour, marker, dash pattern (the bars:
+  hatch) and a small horizontal offset, so two rows with the same values sit side by side.
+
+The data of each picture is beside it as CSV (the unclipped interval, the clipped one and each
+seed's value) and its caption (the marks, the seeds, :func:`~.report.protocol_lines`: the
+settings every row shares, the data, the numeric path, the code) both under the picture and
+beside it as markdown, so that a picture copied on its own still says what it shows.
+matplotlib loads in the function that draws.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import textwrap
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+
+from .figure_formats import check_formats
+from .report import _domains, _labels, fit_title, protocol_lines, row_label
+
+__all__ = ["MIN_SEEDS_FOR_BAND", "write_row_plots"]
+
+#: the fewest seeds whose Student-t interval is drawn (t₀.₉₇₅ is 4.3 for 3 seeds, 12.7 for 2)
+MIN_SEEDS_FOR_BAND = 3
+#: what an accuracy can take, in percent: the axis of every panel and the clip of an interval
+BOUNDS = (0.0, 100.0)
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
+DASHES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 2)), (0, (8, 3)))
+HATCHES = ("", "//", "..", "xx", "\\\\", "oo", "++", "--")
+_T2 = "t₀.₉₇₅ = 12.7 for 2 seeds"
+
+
+def _caption(fig, lines: list[str], width: int) -> float:
+    """Write ``lines`` (wrapped to ``width`` characters) at the foot of ``fig``, growing the
+    figure to hold them; returns the fraction of its height they take."""
+    text = "\n".join(w for line in lines for w in textwrap.wrap(line, width))
+    extra = 0.125 * (text.count("\n") + 1) + 0.1  # inches: 7-point lines
+    w, h = fig.get_size_inches()
+    fig.set_size_inches(w, h + extra)
+    fig.text(0.01, 0.01, text, fontsize=7, va="bottom", ha="left", family="monospace")
+    return extra / (h + extra)
+
+
+def _write_caption(png: Path, title: str, lines: list[str]) -> Path:
+    """``<png stem>.md`` beside the picture: its title, the picture, its caption."""
+    path = png.with_suffix(".md")
+    path.write_text(f"# {title}\n\n![{title}]({png.name})\n\n" + "".join(f"{x}  \n" for x in lines))
+    return path
+
+
+def _kind(row: dict) -> str:
+    """What a row's marks are: ``seeds`` (a t-interval over seeds), ``each`` (each seed's
+    value) or ``episodes`` (one seed: the interval over its test episodes)."""
+    n = row["seeds"]
+    return "seeds" if n >= MIN_SEEDS_FOR_BAND else "each" if n > 1 else "episodes"
+
+
+def _interval(y: float, half: float, kind: str) -> tuple[float, float]:
+    """The unclipped interval ``y ± half`` a row of ``kind`` draws; NaN where it draws none."""
+    if kind == "each" or not math.isfinite(half):
+        return math.nan, math.nan
+    return y - half, y + half
+
+
+def _point(r: dict, name: str, domain: str, y: float, half: float, each: list) -> dict:
+    lo, hi = _interval(100 * y, 100 * half, _kind(r))
+    return {
+        "row": name, "domain": domain, "accuracy_pct": 100 * y, "ci95_pct": 100 * half,
+        "interval": {"seeds": "t over seeds", "each": "none (each seed)",
+                     "episodes": "over test episodes"}[_kind(r)],
+        "low_pct": lo, "high_pct": hi,
+        "low_drawn_pct": min(max(lo, BOUNDS[0]), BOUNDS[1]),
+        "high_drawn_pct": min(max(hi, BOUNDS[0]), BOUNDS[1]),
+        "each_seed_pct": " ".join(f"{100 * v:.10g}" for v in each),
+        "seeds": " ".join(map(str, r["seed_list"])),
+    }  # fmt: skip
+
+
+def _stream_points(rows: list[dict], labels: list[str]) -> list[dict]:
+    """Each row's accuracy on each domain from its own training to the end of the stream."""
+    points = []
+    for r in rows:
+        if "matrix" not in r:  # the seeds' matrices differ in shape: no mean to draw
+            continue
+        m, h = np.asarray(r["matrix"]), np.asarray(r["matrix_ci95"])
+        each = np.asarray(r.get("matrix_each", [r["matrix"]]), dtype=np.float64)
+        doms = list(r["per_domain"])
+        one_row = m.shape[0] < len(doms)  # Joint: one row, every domain trained at once
+        for j, dom in enumerate(doms):
+            for i in [m.shape[0] - 1] if one_row else range(j, m.shape[0]):
+                p = _point(r, row_label(r, labels), dom, m[i, j], h[i, j], list(each[:, i, j]))
+                points.append({**p, "trained_at": "" if one_row else j + 1,
+                               "after_domain": len(doms) if one_row else i + 1})  # fmt: skip
+    return points
+
+
+def _final_points(rows: list[dict], labels: list[str]) -> list[dict]:
+    return [
+        {**_point(r, row_label(r, labels), d, v, r["per_domain_ci95"][d],
+                  r.get("per_domain_each", {}).get(d, [])), "ci_over": r["ci_over"]}
+        for r in rows for d, v in r["per_domain"].items()
+    ]  # fmt: skip
+
+
+def _write_points(points: list[dict], path: Path) -> Path:
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(points[0]) if points else ["row"])
+        w.writeheader()
+        w.writerows(points)
+    return path
+
+
+def _clipped(points: list[dict], where) -> str:
+    """The caption's line on the intervals drawn to a bound of :data:`BOUNDS`."""
+    cut = [p for p in points
+           if p["low_pct"] < BOUNDS[0] or p["high_pct"] > BOUNDS[1]]  # fmt: skip
+    if not cut:
+        return "No interval reaches past 0–100%: none is clipped."
+    named = [f"{p['row']}, {where(p)} ({p['low_pct']:.1f} to {p['high_pct']:.1f})" for p in cut]
+    more = f"; and {len(named) - 8} more (the CSV's low_pct/high_pct)" if len(named) > 8 else ""
+    return (
+        f"Clipped: {len(cut)} interval(s) reach past the 0–100% an accuracy can take and are "
+        f"drawn to that bound: {'; '.join(named[:8])}{more}."
+    )
+
+
+def _marks(rows: list[dict], names: dict[str, str], labels: list[str], bars: bool) -> list[str]:
+    """The caption's lines on what each row's marks are, one per kind of row present, each
+    naming its rows and their seeds."""
+    by_kind: dict[str, list[str]] = {}
+    for r in rows:
+        seeds = ", ".join(map(str, r["seed_list"]))
+        by_kind.setdefault(_kind(r), []).append(
+            f"{row_label(r, labels)} (seed{'s' * (r['seeds'] > 1)} {seeds})"
+        )
+    what = {
+        "seeds": ("solid error bars" if bars else "shaded band (edges in the row's dashes; "
+                  "a solid error bar on a single point)")
+        + ": the 95% Student-t interval over seeds",
+        "each": ("white markers on the bar" if bars else "hollow markers")
+        + f": each seed's value, no interval drawn (a 2-seed t-interval is too wide to read: {_T2})",
+        "episodes": "dotted error bars: the 95% interval over that run's test episodes (one seed: "
+        "not over seeds)",
+    }  # fmt: skip
+    head = {"seeds": f"Rows of {MIN_SEEDS_FOR_BAND}+ seeds", "each": "Rows of 2 seeds",
+            "episodes": "Rows of 1 seed"}  # fmt: skip
+    return [f"{head[k]} — {'; '.join(by_kind[k])}: {what[k]}." for k in head if k in by_kind]
+
+
+def _style(k: int) -> dict:
+    return {"color": f"C{k % 10}", "marker": MARKERS[k % len(MARKERS)],
+            "ls": DASHES[k % len(DASHES)]}  # fmt: skip
+
+
+def _save(fig, base: Path, formats: tuple[str, ...]) -> list[Path]:
+    """``fig`` as ``base.<format>`` for each format (no date inside: a re-made picture of the
+    same rows is the same file)."""
+    import matplotlib
+
+    paths = []
+    with matplotlib.rc_context({"svg.hashsalt": "avalanche-sets"}):
+        for fmt in formats:
+            path = base.with_name(f"{base.name}.{fmt}")
+            meta = {"png": {}, "pdf": {"CreationDate": None}, "svg": {"Date": None}}[fmt]
+            fig.savefig(path, dpi=150, metadata=meta)
+            paths.append(path)
+    return paths
+
+
+def _draw_stream(fig, rows, names, labels, domains, stream) -> None:
+    cols = min(len(domains), 3)
+    axes = fig.subplots((len(domains) + cols - 1) // cols, cols, squeeze=False, sharey=True)
+    for ax in axes.flat[len(domains) :]:
+        ax.axis("off")
+    step = min(0.08, 0.5 / max(len(names), 1))
+    for ax, dom in zip(axes.flat, domains):
+        for k, name in enumerate(names):
+            pts = [p for p in stream if p["row"] == name and p["domain"] == dom]
+            if not pts:
+                continue
+            st, kind = _style(k), _kind(rows[k])
+            x = np.array([p["after_domain"] for p in pts]) + (k - (len(names) - 1) / 2) * step
+            y, lo, hi = (np.array([p[c] for p in pts])
+                         for c in ("accuracy_pct", "low_drawn_pct", "high_drawn_pct"))  # fmt: skip
+            joint = pts[0]["trained_at"] == ""
+            ax.plot(x, y, color=st["color"], marker="*" if joint else st["marker"],
+                    ls="" if joint else st["ls"], ms=11 if joint else 5, lw=1.4,
+                    label=names[name], clip_on=False, zorder=3)  # fmt: skip
+            if kind == "seeds" and len(x) > 1:
+                ax.fill_between(x, lo, hi, color=st["color"], alpha=0.12, lw=0)
+                for edge in (lo, hi):
+                    ax.plot(x, edge, color=st["color"], ls=st["ls"], lw=0.6, alpha=0.7)
+            elif kind != "each" and np.isfinite(lo).any():  # one seed, or a single point
+                eb = ax.errorbar(x, y, yerr=[y - lo, hi - y], fmt="none", ecolor=st["color"],
+                                 capsize=2.5, lw=0.9)  # fmt: skip
+                eb[2][0].set_linestyle(":" if kind == "episodes" else "-")
+            else:
+                for v in zip(*(p["each_seed_pct"].split() for p in pts)):
+                    ax.plot(x, np.array(v, dtype=float), ls="", marker=st["marker"], ms=4,
+                            mfc="none", mec=st["color"], mew=0.8, clip_on=False, zorder=2)  # fmt: skip
+        ax.set_title(fit_title(dom, 40), fontsize=10)
+        ax.set_xlabel("after training domain #")
+        ax.set_ylabel("test accuracy (%)")
+        ax.set_xticks(range(1, len(domains) + 1))
+        ax.set_xlim(0.5, len(domains) + 0.5)
+        ax.set_ylim(*BOUNDS)
+        ax.set_yticks(range(0, 101, 20))
+        ax.grid(alpha=0.3)
+
+
+def _draw_final(ax, rows, names, domains, final) -> None:
+    width = 0.8 / max(len(names), 1)
+    for k, name in enumerate(names):
+        st, kind = _style(k), _kind(rows[k])
+        pts = {p["domain"]: p for p in final if p["row"] == name}
+        ds = [d for d in domains if d in pts]
+        xs = np.array([domains.index(d) + (k - (len(names) - 1) / 2) * width for d in ds])
+        ys, lo, hi = (np.array([pts[d][c] for d in ds])
+                      for c in ("accuracy_pct", "low_drawn_pct", "high_drawn_pct"))  # fmt: skip
+        ax.bar(xs, ys, width * 0.92, color=st["color"], alpha=0.8, edgecolor="black", lw=0.5,
+               hatch=HATCHES[k % len(HATCHES)], label=names[name])  # fmt: skip
+        if kind == "each":
+            each = [np.array(pts[d]["each_seed_pct"].split(), dtype=float) for d in ds]
+            for x, vs in zip(xs, each):
+                off = np.linspace(-width / 5, width / 5, len(vs))
+                ax.plot(x + off, vs, ls="", marker=st["marker"], ms=4.5, mfc="white",
+                        mec="black", mew=0.8, clip_on=False, zorder=3)  # fmt: skip
+        elif np.isfinite(lo).any():
+            eb = ax.errorbar(xs, ys, yerr=[ys - lo, hi - ys], fmt="none", ecolor="black",
+                             capsize=2.5, lw=0.9)  # fmt: skip
+            if kind == "episodes":
+                eb[2][0].set_linestyle(":")
+    ax.set_xticks(range(len(domains)), [fit_title(d, 16) for d in domains], fontsize=8)
+    ax.set_ylabel("final test accuracy (%)")
+    ax.set_ylim(*BOUNDS)
+    ax.set_yticks(range(0, 101, 20))
+    ax.grid(alpha=0.3, axis="y")
+
+
+def write_row_plots(
+    rows: list[dict], out: str | Path, *, formats: Iterable[str] = ("png",)
+) -> list[Path]:
+    """Pictures of a table's rows, each with the data it plots beside it as CSV:
+
+    * ``<out>_stream.png`` / ``.csv`` — one panel per domain: each row's accuracy on it from
+      its own training to the end of the stream (the mean over seeds; a one-row matrix such as
+      Joint's is a star at the end);
+    * ``<out>_final.png`` / ``.csv`` — the final accuracy on every domain per row (bars).
+
+    Both on an accuracy axis of 0–100% (every panel the same), intervals clipped to it; the
+    marks of a row depend on its seeds (module docstring): the Student-t interval over seeds
+    from :data:`MIN_SEEDS_FOR_BAND` seeds, each seed's value for two, the interval over test
+    episodes for one. Each picture carries its caption (the marks of each kind of row with its
+    rows and seeds, the axis, the intervals clipped, and :func:`~.report.protocol_lines`) under
+    it and beside it as ``<out>_stream.md`` / ``<out>_final.md`` (title, picture, caption).
+    Long row names wrap (:func:`~.report.fit_title`).
+
+    ``formats``: the files of each picture (:data:`.figure_formats.FORMATS`): PNG always, and
+    ``"pdf"`` / ``"svg"`` when named. Returns the pictures' PNGs, their data, their captions,
+    then any PDF/SVG copies.
+
+    Raises:
+        ValueError: an unknown format (before anything is drawn).
+    """
+    formats = check_formats(formats)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # heavy: pictures only
+    from matplotlib.figure import Figure
+
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    labels, domains = _labels(rows), _domains(rows)
+    names = {row_label(r, labels): fit_title(row_label(r, labels), 40) for r in rows}
+    stream, final = _stream_points(rows, labels), _final_points(rows, labels)
+    data = [_write_points(stream, out.with_name(out.name + "_stream.csv")),
+            _write_points(final, out.with_name(out.name + "_final.csv"))]  # fmt: skip
+    protocol = protocol_lines(rows)
+    titles = [
+        "Each domain's accuracy from its own training to the end of the stream (mean over "
+        "each row's seeds; marks: caption); a falling line is forgetting",
+        "Final accuracy per domain after the whole stream (mean over each row's seeds; marks: "
+        "caption)",
+    ]
+    joint = any(p["trained_at"] == "" for p in stream)
+    captions = [
+        ["Lines: each row's mean accuracy on the panel's domain after training domain #x, "
+         "each row in its own colour, marker and dashes, offset slightly along x so that equal "
+         "rows stay side by side." + (" Star: a row trained on every domain at once (a "
+         "one-row matrix, e.g. Joint), at the end of the stream." if joint else ""),
+         *_marks(rows, names, labels, bars=False),
+         "Axis: test accuracy 0–100% on every panel (shared). "
+         + _clipped(stream, lambda p: f"{p['domain']} after #{p['after_domain']}"),
+         *protocol],
+        ["Bars: each row's final accuracy on each domain, the mean over its seeds, each row in "
+         "its own colour and hatch.",
+         *_marks(rows, names, labels, bars=True),
+         "Axis: final test accuracy 0–100%. " + _clipped(final, lambda p: p["domain"]),
+         *protocol],
+    ]  # fmt: skip
+
+    cols = min(len(domains), 3)
+    n_panels = (len(domains) + cols - 1) // cols
+    fig = Figure(figsize=(5 * cols, 3.8 * n_panels + 1.2))
+    FigureCanvasAgg(fig)
+    _draw_stream(fig, rows, names, labels, domains, stream)
+    handles = {h.get_label(): h for ax in fig.axes for h in ax.get_lines()
+               if not h.get_label().startswith("_")}  # fmt: skip
+    foot = _caption(fig, captions[0], 13 * 5 * cols)
+    fig.legend(list(handles.values()), list(handles), loc="lower center", fontsize=8,
+               ncol=min(len(handles), 3), frameon=False, bbox_to_anchor=(0.5, foot))  # fmt: skip
+    legend_rows = (len(handles) + 2) // 3 * max(n.count("\n") + 1 for n in names.values())
+    fig.suptitle(fit_title(titles[0], 30 * cols))
+    legend = min(0.03 * legend_rows + 0.02, 0.4) * (1 - foot)
+    fig.tight_layout(rect=(0, foot + legend, 1, 1))
+    pictures = [_save(fig, out.with_name(out.name + "_stream"), formats)]
+
+    fig = Figure(figsize=(max(6.0, 0.9 * len(domains) * max(len(rows), 2) * 0.5 + 3), 5))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    _draw_final(ax, rows, names, domains, final)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.08), frameon=False,
+              ncol=min(len(names), 3))  # fmt: skip
+    ax.set_title(fit_title(titles[1], int(11 * fig.get_figwidth())), fontsize=10)
+    foot = _caption(fig, captions[1], int(13 * fig.get_figwidth()))
+    fig.tight_layout(rect=(0, foot, 1, 1))
+    pictures.append(_save(fig, out.with_name(out.name + "_final"), formats))
+    pngs = [p[0] for p in pictures]
+    written = [_write_caption(png, t, c) for png, t, c in zip(pngs, titles, captions)]
+    return [*pngs, *data, *written, *(p for pics in pictures for p in pics[1:])]
