@@ -140,7 +140,7 @@ def build_parser(*, list_methods: bool = True) -> argparse.ArgumentParser:
     # torch-free modules: the parser (and --help) must not wait for torch and Avalanche
     from .defaults import LOG_EVERY, SOURCES
     from .presets import preset_names
-    from .runs.folder import logger_argument
+    from .runs.folder import logger_argument, tag_argument
 
     if list_methods:
         from .methods import method_names
@@ -186,6 +186,12 @@ def build_parser(*, list_methods: bool = True) -> argparse.ArgumentParser:
             "gives it to one method of a sweep only",
         )
         sp.add_argument("--eval-stream", default="test", choices=["test", "valid"])
+        sp.add_argument(
+            "--tag", type=tag_argument, metavar="NAME",
+            help="keep these runs apart from the same runs untagged or otherwise tagged (part "
+            "of their identity, a table column, folder suffix -tag_NAME), e.g. to run changed "
+            "code beside the old runs",
+        )  # fmt: skip
         sp.add_argument(
             "--checkpoint-every", type=_positive_int, default=50, metavar="N",
             help="checkpoint every N iterations and at every domain end (default 50); a "
@@ -424,11 +430,11 @@ def _cmd_run(args) -> int:
 
     # the one check of the method, before any data is loaded
     check_method(args.method, preset, strategy_overrides, given=given, eval_stream=args.eval_stream)
-    for seed in seeds:  # loggers a finished run would not write, before any data is loaded
-        folder = run_folder(
-            args.out, args.method, preset, seed, eval_stream=args.eval_stream,
-            strategy_overrides=strategy_overrides,
-        )  # fmt: skip
+    where = dict(
+        eval_stream=args.eval_stream, strategy_overrides=strategy_overrides, tag=args.tag or ""
+    )
+    folders = {seed: run_folder(args.out, args.method, preset, seed, **where) for seed in seeds}
+    for folder in folders.values():  # loggers a finished run would not write, before any data
         if is_finished(folder):
             check_finished_loggers(folder, args.loggers)
     bench = build_benchmark(preset, seed=seeds[0])  # described here, run below: built once
@@ -443,18 +449,14 @@ def _cmd_run(args) -> int:
             out_root=args.out,
             loggers=tuple(args.loggers),
             verbose=args.verbose,
-            eval_stream=args.eval_stream,
-            strategy_overrides=strategy_overrides,
+            **where,
             checkpoint_every=args.checkpoint_every,
             log_every=args.log_every,
             benchmark=bench if seed == bench.seed else None,
             checked=True,
         )
         table = run_table(record).rstrip("\n")
-        folder = run_folder(
-            args.out, args.method, preset, seed, eval_stream=args.eval_stream,
-            strategy_overrides=strategy_overrides,
-        )  # fmt: skip
+        folder = folders[seed]
         print(
             f"\n{args.method}, seed {seed} ({record['seconds']:.0f} s, {record['status']}):\n{table}"
         )
@@ -501,7 +503,7 @@ def _cmd_sweep(args) -> int:
     specs = [
         RunSpec(m, p, s, args.out, eval_stream=args.eval_stream,
                 strategy_overrides=strategy_overrides[m], checkpoint_every=args.checkpoint_every,
-                verbose=args.verbose)
+                verbose=args.verbose, tag=args.tag or "")
         for m, p, s in grid
     ]  # fmt: skip
     check_specs(specs, given=given)  # every grid point, before the first run starts
@@ -612,35 +614,22 @@ def _cmd_prepare(args) -> int:
 
 
 def _prepare_stream(args) -> int:
-    import shlex
-
+    from .data import stream_folder as sf
     from .data.splits import parse_split
-    from .data.stream_folder import DEFAULT_STREAM_OOD, parse_stream_item, prepare_stream
     from .presets import run_target
 
-    domains = [parse_stream_item(t) for t in args.domains]
-    ood = [parse_stream_item(t) for t in (DEFAULT_STREAM_OOD if args.ood is None else args.ood)]
-    kinds = {i.kind for i in domains + ood}
-    if args.split is not None and "folder" not in kinds:
-        raise ValueError(
-            "--split sets the class split of image folders, and no item is one (packs and "
-            "synthetic domains keep their own split); fix: drop --split"
-        )
-    if args.seed is not None and not kinds & {"folder", "synthetic"}:
-        raise ValueError(
-            "--seed draws the class split of image folders and the synthetic domains, and no "
-            "item is either (packs keep their own split); fix: drop --seed"
-        )
+    domains = [sf.parse_stream_item(t) for t in args.domains]
+    ood = [
+        sf.parse_stream_item(t) for t in (sf.DEFAULT_STREAM_OOD if args.ood is None else args.ood)
+    ]
+    sf.check_split_and_seed(domains + ood, split=args.split, seed=args.seed)
     split = parse_split(args.split or "0.6,0.2,0.2")
     seed = 0 if args.seed is None else args.seed
-    command = shlex.join(
-        ["avalanche-sets", "prepare", "stream", "--out", args.out, "--domains", *args.domains,
-         "--ood", *(i.text for i in ood), "--size", str(args.size), "--n-way", str(args.n_way)]
-        + (["--seed", str(args.seed)] if args.seed is not None else [])
-        + (["--split", args.split] if args.split is not None else [])
-        + ["--skip-unreadable"] * args.skip_unreadable
+    command = sf.prepare_command(
+        args.out, args.domains, ood, image_size=args.size, n_way=args.n_way, seed=args.seed,
+        split=args.split, skip_unreadable=args.skip_unreadable,
     )  # fmt: skip
-    out = prepare_stream(
+    out = sf.prepare_stream(
         args.out, domains, ood, image_size=args.size, split=split, seed=seed,
         n_way=args.n_way, target=run_target(), command=command, skip_unreadable=args.skip_unreadable,
     )  # fmt: skip

@@ -34,8 +34,8 @@ def command_line() -> str:
 
 def provenance(seeds=None) -> dict:
     """``command``, ``date``, ``machine`` and ``seeds`` of a result file
-    (:func:`avalanche_sets.runs.folder.provenance`, with the script's command line)."""
-    from avalanche_sets.runs.folder import provenance as _provenance
+    (:func:`avalanche_sets.runs.code.provenance`, with the script's command line)."""
+    from avalanche_sets.runs.code import provenance as _provenance
 
     return _provenance(command=command_line(), seeds=seeds)
 

@@ -72,6 +72,8 @@ __all__ = [
     "DEFAULT_STREAM_OOD",
     "MANIFEST",
     "parse_stream_item",
+    "check_split_and_seed",
+    "prepare_command",
     "prepare_stream",
     "read_stream_manifest",
     "run_command",
@@ -397,6 +399,45 @@ def prepare_stream(
     (out / "README.md").write_text(_readme(manifest))
     read_stream_manifest(out)  # what was written reads back
     return out
+
+
+def check_split_and_seed(
+    items: Sequence[StreamItem], *, split: str | None, seed: int | None
+) -> None:
+    """Refuse a class split or a seed that no item reads (``None``: not given): the split is
+    that of image folders, the seed that of image folders and the synthetic domains; packs keep
+    their own.
+
+    Raises:
+        ValueError: names the option and the fix (drop it).
+    """
+    kinds = {i.kind for i in items}
+    if split is not None and "folder" not in kinds:
+        raise ValueError(
+            "--split sets the class split of image folders, and no item is one (packs and "
+            "synthetic domains keep their own split); fix: drop --split"
+        )
+    if seed is not None and not kinds & {"folder", "synthetic"}:
+        raise ValueError(
+            "--seed draws the class split of image folders and the synthetic domains, and no "
+            "item is either (packs keep their own split); fix: drop --seed"
+        )
+
+
+def prepare_command(
+    out: str, domains: Sequence[str], ood: Sequence[StreamItem], *, image_size: int,
+    n_way: int, seed: int | None, split: str | None, skip_unreadable: bool,
+) -> str:  # fmt: skip
+    """The ``avalanche-sets prepare stream`` command that writes this stream folder (the
+    manifest records it): ``domains`` as given, ``ood`` as resolved, ``seed`` and ``split``
+    where given."""
+    return shlex.join(
+        ["avalanche-sets", "prepare", "stream", "--out", out, "--domains", *domains,
+         "--ood", *(i.text for i in ood), "--size", str(image_size), "--n-way", str(n_way)]
+        + (["--seed", str(seed)] if seed is not None else [])
+        + (["--split", split] if split is not None else [])
+        + ["--skip-unreadable"] * skip_unreadable
+    )  # fmt: skip
 
 
 def run_command(

@@ -26,7 +26,7 @@ _LAZY = {
     "run_dir_name": ".folder",
     "run_identity": ".folder",
     "record_identity": ".folder",
-    "provenance": ".folder",
+    "provenance": ".code",
     "build_benchmark": ".experiment",
     "method_benchmark": ".experiment",
     "run_experiment": ".experiment",

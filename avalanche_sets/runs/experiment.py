@@ -47,25 +47,24 @@ from ..training.loggers import (
 )
 from ..training.loss_terms import DEFAULT_LOG_EVERY, LossTerms, RunEvaluator, check_log_every
 from ..training.progress import DomainProgressLogger
-from .code import code_info, numerics_info
+from .code import code_info, command_line, numerics_info, provenance, user_code, utc_now
 from .folder import (
     CHECKPOINT_FILE,
     LOG_FILE,
+    RunConflictError,
     RunLock,
     check_finished,
     check_finished_loggers,
     check_loggers,
-    command_line,
+    check_tag,
     is_finished,
     plugin_description,
     portable_preset,
-    provenance,
     read_record,
     run_data,
     run_folder,
     run_identity,
     run_precision,
-    utc_now,
     write_record,
 )
 from .report import write_run_report
@@ -323,6 +322,15 @@ def run_experiment(
     (:func:`~.folder.plugin_description`: class and public settings) and of its folder's name
     (``mskm+MyPlugin/...``). Pass new plugin objects to every run: a plugin keeps state.
 
+    The code of one's own that defines the run — a method of one's own, a plugin whose class
+    is defined outside the package — is part of its identity by the content hash of its source
+    (:func:`~.code.user_code`, recorded as ``user_code``), and the library's own files by theirs
+    (``code.package``): a finished run made by other code is refused, never reported finished
+    (:func:`~.folder.check_finished`), and so is a resume from a checkpoint written by other
+    code. ``tag``: a name that keeps this run apart from the same run untagged
+    (:func:`~.folder.check_tag`; part of its identity, recorded as ``tag``, and its folder's
+    ``-tag_<tag>``): run changed code beside the old run's record.
+
     ``benchmark``: the :func:`build_benchmark` of this ``preset`` and ``seed`` when the caller
     has built it already (the command line, which describes it first), so it is not built
     twice; episodes are generated on access from their seed, so it is the same benchmark.
@@ -339,6 +347,7 @@ def run_experiment(
     """
     loggers = check_loggers(loggers)  # before any data is loaded
     check_log_every(log_every)
+    check_tag(tag)
     if checked:
         preset = RunConfig.of(preset)
     else:  # before any data is loaded
@@ -356,7 +365,9 @@ def run_experiment(
     where["plugins"] = added
     out = run_folder(out_root, method, preset, seed, tag=tag, **where)
     data = run_data(preset)  # the data's content hash, once per run (before any data loads)
-    asked = run_identity(method, preset, **where, data=data["content"])
+    own = user_code(method, plugins)  # the code of one's own, as its files are now
+    asked = run_identity(method, preset, **where, data=data["content"], user_code=own, tag=tag)
+    code_now = {"package": code_info()["package"], "user_code": own}
 
     def finished_before() -> dict:
         record = check_finished(out, asked, seed)
@@ -400,6 +411,7 @@ def run_experiment(
             return clock["before"] + time.perf_counter() - clock["start"]
 
         def on_resume(restored: dict) -> None:
+            _check_checkpoint_code(restored, code_now)
             clock["before"] = float(restored["extra"].get("seconds", 0.0))
             pos = restored["position"]
             resumes.append(
@@ -427,7 +439,7 @@ def run_experiment(
                 checkpoint_every=checkpoint_every,
                 eval_stream=eval_stream,
                 interim_episodes=preset.interim_test_episodes,
-                checkpoint_extra=lambda: {"seconds": elapsed()},
+                checkpoint_extra=lambda: {"seconds": elapsed(), "code": code_now},
                 on_resume=on_resume,
             )
         finally:  # also when the run stops early: bars, files and the W&B run are closed
@@ -444,6 +456,8 @@ def run_experiment(
             "eval_stream": eval_stream,
             "strategy_overrides": strategy_overrides or {},
             **({"plugins": added} if added else {}),
+            **({"user_code": own} if own else {}),
+            **({"tag": tag} if tag else {}),
             "code": code_info(),
             "numerics": numerics_info(device=preset.device, precision=run_precision(preset)),
             "data": data,
@@ -464,3 +478,33 @@ def run_experiment(
         # Safe to remove while held: a process waiting on it re-checks result.json first.
         lock.remove()
         return {**read_record(out), "status": "ran"}
+
+
+def _check_checkpoint_code(restored: Mapping[str, Any], now: Mapping[str, Any]) -> None:
+    """Refuse to resume from a checkpoint written by other code: its ``extra["code"]`` (the
+    library's :func:`~.code.package_fingerprint` and the run's :func:`~.code.user_code`) must
+    be this process's. A checkpoint that stored none (written before checkpoints did) is
+    resumed, as a record without it is reused.
+
+    Raises:
+        RunConflictError: names the checkpoint, what changed (short hashes) and the fix.
+    """
+    then = restored["extra"].get("code")
+    if then is None or dict(then) == dict(now):
+        return
+    changed = []
+    if then.get("package") != now["package"]:
+        changed.append(
+            f"avalanche_sets package {str(then.get('package'))[:7]} then, {now['package'][:7]} now"
+        )
+    for name in sorted(set(then.get("user_code") or {}) | set(now["user_code"])):
+        a, b = (then.get("user_code") or {}).get(name), now["user_code"].get(name)
+        if a != b:
+            changed.append(f"code of {name} {str(a)[:7]} then, {str(b)[:7]} now")
+    path = Path(restored["path"])
+    raise RunConflictError(
+        f"the checkpoint {path} was written by other code ({'; '.join(changed)}): resuming "
+        "it would mix two versions of the code in one run. Fix: delete "
+        f"{path.parent / CHECKPOINT_FILE} (and {previous_checkpoint_path(path.parent / CHECKPOINT_FILE).name}) "
+        "to start the run over, or restore the code that wrote it"
+    )

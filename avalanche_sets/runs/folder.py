@@ -10,7 +10,7 @@ folder holds
   (:func:`run_data`). It depends only on the code, the settings, the data and the seed, so two
   runs with the same seed on one checkout and machine write byte-identical files (CPU), and an
   interrupted-and-resumed run writes the same file as an uninterrupted one;
-* ``run.json`` (:data:`RUN_FILE`) — how it was computed (:func:`provenance`): wall time, date,
+* ``run.json`` (:data:`RUN_FILE`) — how it was computed (:func:`~.code.provenance`): wall time, date,
   machine, command, and any resumes (which checkpoint, which damaged ones were skipped). It
   differs from run to run by nature;
 * ``table.md`` and ``accuracy_matrix.png`` (:mod:`avalanche_sets.runs.report` writes them from
@@ -24,8 +24,8 @@ POSIX file system (on NFS it may not exclude processes on other hosts).
 
 Every file is written atomically (:func:`atomic_write`, the one implementation the whole
 package uses). This module loads with the standard library alone — the command line reads
-:data:`LOGGERS` from it to build its parser — so the two functions that need torch
-(:func:`run_precision` of ``"auto"``, :func:`machine_info`) import it where they use it.
+:data:`LOGGERS` from it to build its parser — so :func:`run_precision` of ``"auto"``, which
+needs torch, imports it where it uses it.
 
 The naming and identity functions take a run's :class:`~avalanche_sets.presets.RunConfig` or
 the settings a ``result.json`` recorded (any mapping of settings; both read through
@@ -36,13 +36,11 @@ it was made, and a record holds what a run computed with.
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import fcntl
 import importlib.util
 import json
 import os
-import platform
-import sys
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -53,7 +51,7 @@ from ..defaults import FOLDER_SOURCES
 from ..files import atomic_write
 from ..methods import method_folder_name
 from ..presets import NAMING_PRESETS, PRESETS, RunConfig, preset_settings
-from .code import code_info
+from .code import NO_SOURCE, code_info
 
 __all__ = [
     "RESULT_FILE",
@@ -86,16 +84,14 @@ __all__ = [
     "run_folder",
     "run_identity",
     "record_identity",
+    "check_tag",
+    "tag_argument",
     "identity_differences",
     "NOT_RECORDED",
     "run_data",
     "plugin_description",
     "run_precision",
     "portable_preset",
-    "machine_info",
-    "command_line",
-    "utc_now",
-    "provenance",
 ]
 
 # ------------------------------------------------------------------------ the files
@@ -355,8 +351,10 @@ def run_identity(
     strategy_overrides: dict | None = None,
     plugins: Sequence[str] = (),
     data: Any = _MISSING,
+    user_code: Mapping[str, str] | None = None,
+    tag: str = "",
 ) -> dict:
-    """Everything that decides what a run computes, except its seed and its code
+    """Everything that decides what a run computes, except its seed and the library's code
     (JSON-normalised).
 
     The numeric path enters with the preset: its device, its ``threads`` (another thread count
@@ -366,6 +364,11 @@ def run_identity(
     (:func:`run_data`'s ``content``; computed from ``preset`` when not given), not the folder's
     path: the same files anywhere are the same run, changed files another.
     ``plugins``: the :func:`plugin_description` of every plugin added to the method.
+    ``user_code``: the content hash of the code of one's own that defines the run
+    (:func:`~.code.user_code`: a method of one's own, plugins defined outside the package);
+    ``tag``: the name a user gave the run to keep it apart (:func:`check_tag`). Each is a key
+    of the identity only when non-empty, so the identity of a built-in run without a tag has
+    neither.
 
     Raises:
         ValueError: the preset's data folder does not exist (when ``data`` is not given).
@@ -381,6 +384,10 @@ def run_identity(
     }
     if plugins:  # a plain method's identity (and every record of one) has no such key
         ident["plugins"] = list(plugins)
+    if user_code:
+        ident["user_code"] = dict(user_code)
+    if tag:
+        ident["tag"] = tag
     return json.loads(json.dumps(ident, sort_keys=True, default=str))
 
 
@@ -398,16 +405,39 @@ def record_identity(record: dict) -> dict:
     return run_identity(
         record["method"], record["preset"], eval_stream=record.get("eval_stream", "test"),
         strategy_overrides=record.get("strategy_overrides"), plugins=record.get("plugins", ()),
-        data=content,
+        data=content, user_code=record.get("user_code"), tag=record.get("tag", ""),
     )  # fmt: skip
+
+
+def _short(fingerprint: str | None) -> str:
+    return (
+        "(none)"
+        if not fingerprint
+        else fingerprint
+        if fingerprint == NO_SOURCE
+        else fingerprint[:7]
+    )
+
+
+def _user_code_differences(have: Mapping[str, str], asked: Mapping[str, str]) -> list[str]:
+    """One ``"code of <name>: <a> there, <b> now"`` per source whose hash differs (short
+    hashes); code that has no source file (:data:`~.code.NO_SOURCE`) always differs."""
+    diff = []
+    for name in sorted(set(have) | set(asked)):
+        a, b = have.get(name), asked.get(name)
+        if a != b or b == NO_SOURCE:
+            diff.append(f"code of {name}: {_short(a)} there, {_short(b)} now")
+    return diff
 
 
 def identity_differences(have: dict, asked: dict) -> list[str]:
     """What differs between two :func:`run_identity` values, one ``"<what>: <a> there, <b>
     asked"`` per setting (empty: the same run). A ``data`` of :data:`NOT_RECORDED` in ``have``
-    (a record older than data identity) is no difference: nothing it recorded differs."""
-    diff = []
-    for part in ("method", "eval_stream", "strategy_overrides", "plugins", "data"):
+    (a record older than data identity) is no difference: nothing it recorded differs. User
+    code is compared by content hash (``code of <source>: <a> there, <b> now``); code without a
+    source file is never the same."""
+    diff = _user_code_differences(have.get("user_code") or {}, asked.get("user_code") or {})
+    for part in ("method", "eval_stream", "strategy_overrides", "plugins", "data", "tag"):
         a, b = have.get(part), asked.get(part)
         if a != b and not (part == "data" and a == NOT_RECORDED):
             diff.append(f"{'data content' if part == 'data' else part}: {a!r} there, {b!r} asked")
@@ -493,6 +523,38 @@ def run_dir_name(
     return name
 
 
+TAG_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}"
+"""What a run's tag may be: a letter or digit, then up to 63 letters, digits, ``.``, ``_``,
+``+`` or ``-`` (it becomes part of a folder's name)."""
+
+
+def check_tag(tag: str) -> str:
+    """``tag`` once it is a name a run may carry (:data:`TAG_PATTERN`); ``""`` is no tag.
+
+    Raises:
+        ValueError: names the tag and what a tag may hold.
+    """
+    if not isinstance(tag, str):
+        raise ValueError(f"a run's tag is a name (text), got {type(tag).__name__} {tag!r}")
+    if tag and not re.fullmatch(TAG_PATTERN, tag):
+        raise ValueError(
+            f"tag {tag!r} is not a name a run folder can carry; fix: start it with a letter or "
+            "digit and use only letters, digits, '.', '_', '+' and '-' (at most 64 characters)"
+        )
+    return tag
+
+
+def tag_argument(text: str) -> str:
+    """The command line's ``--tag`` type: :func:`check_tag` of a non-empty name, its error as
+    an argparse error."""
+    try:
+        if not text:
+            raise ValueError("--tag needs a name (an empty tag is no tag: leave --tag out)")
+        return check_tag(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def run_folder(
     out_root: str | Path,
     method: str,
@@ -504,34 +566,64 @@ def run_folder(
     plugins: Sequence[str] = (),
     tag: str = "",
 ) -> Path:
-    """The folder of one run under ``out_root``: :func:`run_dir_name` followed by ``tag``."""
+    """The folder of one run under ``out_root``: :func:`run_dir_name`, followed by
+    ``-tag_<tag>`` for a tagged run (:func:`check_tag`).
+
+    Raises:
+        ValueError: a tag that :func:`check_tag` refuses.
+    """
     where = {"eval_stream": eval_stream, "strategy_overrides": strategy_overrides}
     where["plugins"] = plugins
-    return Path(out_root) / (run_dir_name(method, preset, seed, **where) + tag)
+    named = run_dir_name(method, preset, seed, **where)
+    return Path(out_root) / (named + f"-tag_{tag}" if check_tag(tag) else named)
 
 
 def check_finished(folder: str | Path, asked: dict, seed: int) -> dict:
-    """The finished run in ``folder``, after checking it is the run that was asked for.
+    """The finished run in ``folder``, after checking it is the run that was asked for, made by
+    the same code.
 
     ``asked`` is the :func:`run_identity` of the asked run: the numeric path (device, threads,
-    precision) and the data's content included, so a run that would compute other numbers is
-    never reported finished. A record written before records held their data's content is taken
-    for the asked run when everything it recorded matches (:func:`identity_differences`).
+    precision), the data's content and the hash of the user's own code (``user_code``)
+    included, so a run that would compute other numbers is never reported finished. The
+    library's code is compared too: a record whose ``code.package`` hash
+    (:func:`~.code.package_fingerprint`) differs from this process's was made by other library
+    code. A record written before records held their data's content, or the package's hash,
+    is taken for the asked run when everything it recorded matches
+    (:func:`identity_differences`): nothing it recorded differs.
 
     Raises:
-        RunConflictError: the folder holds a run with other settings (each difference named).
+        RunConflictError: the folder holds a run with other settings or of other code (each
+            difference named, code by short hashes and commits) and the fix: ``--tag NAME``
+            to run beside it, another ``--out``, or deleting the folder.
     """
     folder = Path(folder)
     rec = read_record(folder)
     diff = [f"seed: {rec['seed']} there, {seed} asked"] if rec["seed"] != seed else []
     diff += identity_differences(record_identity(rec), asked)
+    code = code_info()
+    there = rec.get("code") or {}
+    if there.get("package") and there["package"] != code["package"]:
+        diff.append(
+            f"avalanche_sets package: {_short(there['package'])}{_commit(there)} there, "
+            f"{_short(code['package'])}{_commit(code)} now"
+        )
     if diff:
+        changed = any(d.startswith(("code of ", "avalanche_sets package")) for d in diff)
         raise RunConflictError(
-            f"run folder {folder} already holds a finished run with other settings "
-            f"({'; '.join(diff)}); it is not reused for this run. Fix: write to another "
-            "--out folder (or pass a distinguishing tag), or delete that folder to redo it"
+            f"run folder {folder} already holds a finished run "
+            f"{'of other code or settings' if changed else 'with other settings'} "
+            f"({'; '.join(diff)}); it is not reused for this run. Fix: run it beside that one "
+            "with --tag NAME (run_experiment(tag=...)), write to another --out folder, or "
+            "delete that folder to redo it"
         )
     return rec
+
+
+def _commit(code: Mapping[str, Any]) -> str:
+    """`` (commit 1a2b3c4[+dirty])`` of a record's ``code``, or nothing without a commit."""
+    if not code.get("commit"):
+        return ""
+    return f" (commit {code['commit'][:7]}{'+dirty' if code.get('dirty') else ''})"
 
 
 def portable_preset(preset: RunConfig | Mapping[str, Any]) -> dict[str, Any]:
@@ -544,61 +636,6 @@ def portable_preset(preset: RunConfig | Mapping[str, Any]) -> dict[str, Any]:
     if root is not None and Path(root).is_absolute():
         settings["root"] = os.path.relpath(root, Path.cwd())
     return settings
-
-
-# ------------------------------------------------------------------------ provenance
-def machine_info() -> dict[str, Any]:
-    """The machine a number was measured on: CPU model and cores, torch threads, GPU, versions."""
-    import torch  # see the module's docstring
-
-    cpu = platform.processor() or ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-        "python": sys.version.split()[0],
-        "torch": torch.__version__,
-        "platform": platform.platform(),
-    }
-
-
-def utc_now() -> str:
-    """The current UTC time, ISO 8601 to the second (the ``date`` of every record)."""
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def command_line() -> str:
-    """The command line of this process, with the program's name instead of its path."""
-    if not sys.argv:
-        return ""
-    prog = Path(sys.argv[0]).name
-    if prog == "__main__.py":  # python -m avalanche_sets
-        prog = f"python -m {Path(sys.argv[0]).parent.name}"
-    return " ".join([prog, *sys.argv[1:]])
-
-
-def provenance(*, command: str | None = None, **extra: Any) -> dict[str, Any]:
-    """How a result was made: ``{"command", "date", "machine", "code", **extra}``.
-
-    The one builder of provenance: a run's ``run.json`` and every benchmark script's summary
-    use it. ``command`` defaults to :func:`command_line`; ``code`` is
-    :func:`~avalanche_sets.runs.code.code_info` (version, commit, dirty, torch, avalanche).
-    """
-    return {
-        "command": command_line() if command is None else command,
-        "date": utc_now(),
-        "machine": machine_info(),
-        "code": code_info(),
-        **extra,
-    }
 
 
 class RunLock:

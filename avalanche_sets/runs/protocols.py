@@ -2,8 +2,10 @@
 
 A *protocol* is everything that decides what a run computes except its seed — the record's
 :func:`~avalanche_sets.runs.folder.record_identity` (method, every preset setting, every
-strategy option, extra plugins, evaluation stream, and whatever else that function counts) —
-plus the code that ran it (``record["code"]``: its commit and whether the tree was dirty).
+strategy option, extra plugins, evaluation stream, the hash of the user's own code, the tag,
+and whatever else that function counts) — plus the library code that ran it
+(``record["code"]``: the content hash of its package's files where the record has one, its
+commit and whether the tree was dirty otherwise).
 Runs of one protocol differ only in their seed, so their mean and its interval over seeds mean
 something; runs of two protocols are never averaged together.
 
@@ -42,9 +44,10 @@ __all__ = [
     "shared_settings",
 ]
 
-ARM_FIELDS = ("method", "strategy_overrides", "plugins")
-"""The identity fields that say which method a run is (its options and added plugins); the
-rest is the setting two methods are compared in (``table --vs``)."""
+ARM_FIELDS = ("method", "strategy_overrides", "plugins", "user_code", "tag")
+"""The identity fields that say which method a run is (its options, added plugins, the hash of
+its code of one's own and its tag: a variant of a method, such as changed code run beside the
+old with ``--tag``); the rest is the setting two methods are compared in (``table --vs``)."""
 
 # identity fields whose settings a user names bare (``--set n_shot=5``, ``--strategy-set
 # gamma=0.5``); the settings of any other nested field are named with its prefix
@@ -52,9 +55,13 @@ _BARE = ("preset", "strategy_overrides")
 
 
 def code_key(record: dict) -> tuple:
-    """What tells the code of two records apart: ``(commit, dirty)``, the package version
-    where the package did not run from a git checkout."""
+    """What tells the library code of two records apart: the content hash of the package's
+    files (``code.package``: two installs of different files, with or without git, differ;
+    two dirty trees of one commit with different changes differ), else ``(commit, dirty)`` (a
+    record made before records held the hash), else the package version (neither)."""
     code = record["code"]
+    if code.get("package"):
+        return ("package", code["package"])
     if code.get("commit"):
         return (code["commit"], bool(code.get("dirty")))
     return ("version", code.get("version"))
@@ -63,12 +70,19 @@ def code_key(record: dict) -> tuple:
 def code_label(record: dict) -> str:
     """The code of a record as a table shows it: ``1a2b3c4`` (short commit), ``1a2b3c4+dirty``
     (uncommitted changes), ``… (recovered)`` (the commit was recovered from the repository's
-    history), ``0.1.0 (no git)`` (not a git checkout)."""
+    history), ``0.1.0 (no git)`` (not a git checkout); with the package's content hash where
+    the record has one (:func:`code_key`): ``1a2b3c4+dirty (pkg 3fa2b1c)``, ``0.1.0 (no git,
+    pkg 3fa2b1c)``."""
     code = record["code"]
+    pkg = code.get("package")
     if not code.get("commit"):
-        return f"{code.get('version', '?')} (no git)"
+        return f"{code.get('version', '?')} (no git{f', pkg {pkg[:7]}' if pkg else ''})"
     label = code["commit"][:7] + ("+dirty" if code.get("dirty") else "")
-    return label + (" (recovered)" if code.get("recovered") else "")
+    notes = [
+        *(["recovered"] if code.get("recovered") else []),
+        *([f"pkg {pkg[:7]}"] if pkg else []),
+    ]
+    return label + (f" ({', '.join(notes)})" if notes else "")
 
 
 def _text(value) -> str:
@@ -86,6 +100,8 @@ def protocol_settings(record: dict) -> dict[str, str]:
     settings of any other nested field are ``field.setting``; the data's content hash is
     ``data`` and the thread count ``threads`` (a preset setting); a name that is both a preset
     setting and a strategy option is spelled ``preset.X`` and ``strategy_overrides.X``. Lists read ``a+b`` (``plugins``).
+    The hash of a user's own code is ``user_code.<source>``, shown by its first 7 hex digits
+    (rows stay apart by the whole hash); a run's tag is ``tag``.
     """
     flat: dict[tuple[str, ...], str] = {}
     for field, value in record_identity(record).items():
@@ -97,6 +113,8 @@ def protocol_settings(record: dict) -> dict[str, str]:
     bare = [path[-1] for path in flat if path[0] in _BARE]
     out = {}
     for path, value in flat.items():
+        if path[0] == "user_code":
+            value = value[:7] if len(value) == 64 else value  # a short hash, as a commit's
         short = path[-1] if path[0] in _BARE and bare.count(path[-1]) == 1 else ".".join(path)
         out[short] = value
     return out

@@ -406,7 +406,7 @@ def _add_deltas(rows: list[dict], arms: list[tuple[list[dict], str]], vs: str) -
         if len(refs) > 1:
             raise ValueError(
                 f"--vs {vs}: {len(refs)} rows of {vs} share one setting (they differ in their "
-                "strategy options or plugins), so the reference of a row is ambiguous; fix: "
+                "strategy options, plugins, code of one's own or tag), so the reference of a row is ambiguous; fix: "
                 f"table the run folders of one {vs} configuration only"
             )
         if group[0]["method"] == vs:

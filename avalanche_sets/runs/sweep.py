@@ -24,7 +24,7 @@ from tqdm import tqdm
 from ..methods import check_method
 from ..presets import RunConfig
 from .experiment import run_experiment
-from .folder import RunLockedError, is_finished, run_folder
+from .folder import RunLockedError, check_tag, is_finished, run_folder
 
 __all__ = ["RunSpec", "RunOutcome", "check_specs", "run_one", "run_sweep"]
 
@@ -34,7 +34,8 @@ class RunSpec:
     """One run of a sweep: the arguments of :func:`~.experiment.run_experiment`.
 
     ``preset``: the run's :class:`~avalanche_sets.presets.RunConfig`; a dictionary of settings
-    is checked once, when the spec is made, and held as its config.
+    is checked once, when the spec is made, and held as its config. ``tag``: the run's tag
+    (:func:`~.folder.check_tag`, checked when the spec is made; ``""``: none).
     """
 
     method: str
@@ -45,23 +46,25 @@ class RunSpec:
     strategy_overrides: dict = field(default_factory=dict)
     checkpoint_every: int | None = 50
     verbose: bool = False
+    tag: str = ""
 
     def __post_init__(self) -> None:
         preset: RunConfig | Mapping[str, Any] = self.preset
         object.__setattr__(self, "preset", RunConfig.of(preset))
+        check_tag(self.tag)
 
     @property
     def folder(self) -> Path:
         """The run's folder (:func:`~.folder.run_folder`)."""
         return run_folder(
             self.out_root, self.method, self.preset, self.seed, eval_stream=self.eval_stream,
-            strategy_overrides=self.strategy_overrides,
+            strategy_overrides=self.strategy_overrides, tag=self.tag,
         )  # fmt: skip
 
     @property
     def label(self) -> str:
         over = f" {self.strategy_overrides}" if self.strategy_overrides else ""
-        return f"{self.method} seed {self.seed}{over}"
+        return f"{self.method} seed {self.seed}{over}" + (f" tag {self.tag}" if self.tag else "")
 
 
 @dataclass
@@ -117,7 +120,7 @@ def run_one(
             spec.method, spec.preset, seed=spec.seed, out_root=spec.out_root, loggers=(),
             verbose=spec.verbose, eval_stream=spec.eval_stream,
             strategy_overrides=spec.strategy_overrides, checkpoint_every=spec.checkpoint_every,
-            wait=wait, checked=checked,
+            wait=wait, checked=checked, tag=spec.tag,
         )  # fmt: skip
     except RunLockedError:
         return RunOutcome(spec, "locked")

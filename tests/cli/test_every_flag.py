@@ -270,6 +270,7 @@ RUN_FLAG_CASES: dict[str, list[tuple[list[str], list[str], str]]] = {
     "--verbose": [(BASE, [*BASE, "-v"], "loggers")],
     "--loggers": [(BASE, [*BASE, "--loggers", "csv"], "loggers")],
     "--log-every": [(BASE, [*BASE, "--log-every", "7"], "log_every")],
+    "--tag": [(BASE, [*BASE, "--tag", "b"], "folder")],  # bad tags: tests/cli/test_tag.py
 }
 
 

@@ -104,13 +104,18 @@ def test_an_installed_package_claims_no_commit(monkeypatch, tmp_path):
     _git(tmp_path, "init", "-q")
     site = tmp_path / ".venv" / "lib" / "site-packages"
     (site / "avalanche_sets" / "runs").mkdir(parents=True)
+    (site / "avalanche_sets" / "runs" / "code.py").write_text("# installed\n")
     monkeypatch.setattr(code, "__file__", str(site / "avalanche_sets" / "runs" / "code.py"))
     code.code_info.cache_clear()
+    code.package_fingerprint.cache_clear()
     try:
         info = code.code_info()
     finally:
         code.code_info.cache_clear()
+        code.package_fingerprint.cache_clear()
     assert info["commit"] is None and info["dirty"] is None and info["version"] == __version__
+    # but the installed files are named by their content
+    assert info["package"] == code.tree_fingerprint(site / "avalanche_sets")
 
 
 def _expected_code() -> tuple[str | None, bool | None]:
@@ -129,6 +134,7 @@ def test_a_real_run_records_its_code_numerics_and_data(tmp_path):
     assert rec["code"] == {
         "version": __version__, "commit": commit, "dirty": dirty, "recovered": False,
         "torch": torch.__version__.split("+")[0], "avalanche": code._version("avalanche-lib"),
+        "package": code.tree_fingerprint(REPO / "avalanche_sets"),
     }  # fmt: skip
     assert rec["numerics"] == {
         "precision": rec["preset"]["precision"], "device": "cpu", "threads": preset.threads,
