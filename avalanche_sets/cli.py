@@ -633,14 +633,7 @@ def _prepare_stream(args) -> int:
         args.out, domains, ood, image_size=args.size, split=split, seed=seed,
         n_way=args.n_way, target=run_target(), command=command, skip_unreadable=args.skip_unreadable,
     )  # fmt: skip
-    manifest = json.loads((out / "manifest.json").read_text())
-    for e in manifest["packs"]:
-        sp = "/".join(str(v) for v in e["split"].values())
-        print(f"wrote {out / e['pack']}: {e['role']} {e['name']!r} from {e['item']}, "
-              f"{e['classes']} classes ({sp} train/val/test), {e['images']} images")  # fmt: skip
-        if e.get("skipped"):
-            print(f"  skipped {len(e['skipped'])} unreadable file(s): {', '.join(e['skipped'])}")
-    print(f"manifest: {out / 'manifest.json'}\nrun on it: {manifest['run_command']}")
+    print("\n".join(sf.report(out)))
     return 0
 
 

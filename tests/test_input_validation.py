@@ -568,8 +568,7 @@ WARN_CASES = [
     WarnCase("warn-folder-class-without-images", _folder_with_empty_class, UserWarning,
              r"left out 1 class\(es\) with fewer than 1 images: 'emu' \(0\)"),
     WarnCase("warn-folder-non-image-file", _folder_with_text_file, UserWarning,
-             r"ignored 1 file\(s\) whose names do not end in an image extension .*: "
-             r"cat/notes\.txt"),
+             r"ignored 1 file\(s\) that are not images of a class folder .*: cat/notes\.txt"),
     WarnCase("warn-small-classes-dropped", lambda t: _bench_drop(), UserWarning,
              r"1 of 4 train classes of domain 'd0' are too small .*they are left out"),
     WarnCase("warn-paper-class-in-no-split", _paper_split_leaves_out, PaperSplitWarning,
