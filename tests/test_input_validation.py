@@ -228,7 +228,10 @@ class Case:
     message: str  # regex searched in str(exception)
 
 
-FIX_DROP = r"fix: lower n_shot/n_query/n_unlabeled, or pass small_classes='drop'"
+FIX_DROP = (
+    r"fix: lower n_shot/n_query/n_unlabeled, or leave these classes out with --set "
+    r"small_classes=drop \(small_classes='drop' in Python"
+)
 
 CASES = [
     # --- domain packs (.npz): load_pack, load_packs, sets_benchmark("packs")
@@ -291,7 +294,7 @@ CASES = [
          r"class\(es\) \('f'; 3 images: 1 labeled \+ 2 unlabeled\) have 1 labeled of the 3 "
          r"needed; with labeled_fraction = 0\.4 a class needs at least 7 images; no shape with "
          r"n_shot >= 1 and n_query >= 1 fits all 6 classes: .*; " + FIX_DROP
-         + r" to leave these classes out \(with a warning; 5 of 6 would remain\)$"),
+         + r"; with a warning; 5 of 6 would remain\)(\n|$)"),
     Case("packs-order-needs-six",
          lambda t: sets_benchmark("packs", root=_packs_folder(t, ["a", "b"]), ood=[], n_ood=0,
                                   order=2),
@@ -370,7 +373,7 @@ CASES = [
          ValueError,
          r"domain 'd0' has 0 usable train classes after leaving out 4 too small ones, fewer "
          r"than n_way = 3: .*have 4 labeled of the 5 needed.*shapes that fit n_way = 3 "
-         r"classes: n_shot \+ n_query <= 4 .*; fix: lower n_shot/n_query/n_unlabeled$"),
+         r"classes: n_shot \+ n_query <= 4 .*; fix: lower n_shot/n_query/n_unlabeled(\n|$)"),
     Case("episode-too-few-unlabeled", lambda t: _bench(n_unlabeled=7), ValueError,
          r"too small for .* n_unlabeled = 7 unlabeled images per class: 4 class\(es\) .*have "
          r"6 unlabeled of the 7 needed; .*shapes that fit all 4 classes: n_unlabeled <= 6 "
