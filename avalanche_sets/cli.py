@@ -406,14 +406,18 @@ def _given(args) -> set[str]:
 
 def _preset_from_args(args, extra: dict | None = None) -> RunConfig:
     """The run's config: the preset, its ``--set`` values (or ``extra``: one grid point) and
-    setting flags, checked once here."""
-    from .presets import resolve_preset
+    setting flags, checked once here; ``--root`` of a synthetic preset without a source reads
+    the folder's packs (:func:`~avalanche_sets.presets.root_source`)."""
+    from .presets import resolve_preset, root_source
 
     overrides = dict(_parse_sets(args.set, grid=False) if extra is None else extra)
     for key in _PRESET_FLAGS:
         value = getattr(args, key, None)
         if value is not None:
             overrides[key] = value
+    if overrides.get("root") is not None and "source" not in overrides:  # --root of packs
+        implied = root_source(args.preset, overrides["root"])
+        overrides.update({"source": implied} if implied else {})
     return resolve_preset(args.preset, **overrides)
 
 
