@@ -186,7 +186,11 @@ def test_a_factory_naming_no_method_for_its_options_is_refused(factory, monkeypa
     [
         ("order", {"use_ot": "false"}, r"option 'use_ot' takes a bool, got 'false' \(str\)"),
         ("order", {"beta": "0.1"}, r"option 'beta' takes a float, got '0\.1' \(str\)"),
-        ("semi-gpm", {"other_params": 1}, r"option 'other_params' takes one of 'freeze', 'train', got 1 \(int\)"),
+        (
+            "semi-gpm",
+            {"other_params": 1},
+            r"option 'other_params' takes one of 'freeze', 'train', got 1 \(int\)",
+        ),
         ("lst", {"n_stages": 2.0}, r"option 'n_stages' takes an int, got 2\.0 \(float\)"),
     ],
 )
