@@ -12,6 +12,8 @@ import typing
 import pytest
 
 from avalanche_sets import cli
+from avalanche_sets.functional.ood import OOD_RULES
+from avalanche_sets.functional.ot import OT_SOLVERS
 from avalanche_sets.methods import (
     MethodOptionError,
     build_strategy,
@@ -19,8 +21,6 @@ from avalanche_sets.methods import (
     parse_options,
     typed_options,
 )
-from avalanche_sets.functional.ood import OOD_RULES
-from avalanche_sets.functional.ot import OT_SOLVERS
 from avalanche_sets.methods.options import BOOL_SPELLINGS, RUN_ARGUMENTS, OptionSpec
 from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs import experiment
