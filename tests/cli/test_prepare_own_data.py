@@ -233,3 +233,27 @@ def test_root_of_a_synthetic_preset_without_packs_is_refused_with_the_fix(tmp_pa
         assert f"--root {root} {why}, and the quick preset generates its data" in err
         assert "add --source paper for the paper's datasets, or drop --root" in err
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_pack_no_run_can_use_gives_no_run_command_but_the_reason(tmp_path, capsys):
+    import json
+
+    folder = image_folder(tmp_path / "imgs", 6, per_class=16)
+    for p in sorted((folder / "class_00").glob("*.png"))[4:]:
+        p.unlink()
+    pack = build_pack_from_folder(folder, tmp_path / "mine.npz", image_size=8, split=(2, 2, 2),
+                                  n_way=2)  # fmt: skip
+    out = tmp_path / "out"
+    argv = ["prepare", "stream", "--out", str(out), "--size", "8", "--n-way", "2",
+            "--domains", str(pack), "--ood", "synthetic:rings"]  # fmt: skip
+    with pytest.warns(UserWarning, match=rf"item '{pack}': 1 of 6 classes .*--set small_classes"):
+        assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "run on it:" not in printed
+    assert "no run command: cpu runs can use none of the stream domains: 2-way episodes" in printed
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["run_command"] is None
+    assert (
+        manifest["run_command_note"] in printed
+        and manifest["run_command_note"] in (out / "README.md").read_text()
+    )
