@@ -421,17 +421,16 @@ def _cmd_run(args) -> int:
     strategy_overrides = _strategy_options(args.strategy_set, [args.method])[args.method]
     from .data.visualize import plot_episodes
     from .methods import check_method
-    from .runs.experiment import build_benchmark, run_experiment
+    from .runs.experiment import build_benchmark, run_experiment, run_settings
     from .runs.folder import RUN_FILES, check_finished_loggers, is_finished, run_folder
     from .runs.report import run_table
 
     # the one check of the method, before any data is loaded
     check_method(args.method, preset, strategy_overrides, given=given, eval_stream=args.eval_stream)
+    where = run_settings(args.method, preset, eval_stream=args.eval_stream,
+                         strategy_overrides=strategy_overrides)  # fmt: skip
     for seed in seeds:  # loggers a finished run would not write, before any data is loaded
-        folder = run_folder(
-            args.out, args.method, preset, seed, eval_stream=args.eval_stream,
-            strategy_overrides=strategy_overrides,
-        )  # fmt: skip
+        folder = run_folder(args.out, args.method, preset, seed, **where)
         if is_finished(folder):
             check_finished_loggers(folder, args.loggers)
     bench = build_benchmark(preset, seed=seeds[0])  # described here, run below: built once
@@ -454,10 +453,7 @@ def _cmd_run(args) -> int:
             checked=True,
         )
         table = run_table(record).rstrip("\n")
-        folder = run_folder(
-            args.out, args.method, preset, seed, eval_stream=args.eval_stream,
-            strategy_overrides=strategy_overrides,
-        )  # fmt: skip
+        folder = run_folder(args.out, args.method, preset, seed, **where)
         print(
             f"\n{args.method}, seed {seed} ({record['seconds']:.0f} s, {record['status']}):\n{table}"
         )
@@ -507,7 +503,7 @@ def _cmd_sweep(args) -> int:
                 verbose=args.verbose)
         for m, p, s in grid
     ]  # fmt: skip
-    check_specs(specs, given=given)  # every grid point, before the first run starts
+    specs = check_specs(specs, given=given)  # every grid point, before the first run starts
     print(f"sweep: {len(specs)} runs into {args.out}/ (finished runs are skipped)", flush=True)
     # runs in parallel take one thread each unless the command line sets threads
     outcomes = run_sweep(

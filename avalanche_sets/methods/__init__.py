@@ -58,6 +58,7 @@ from .options import (
     describe_options,
     signature_options,
 )
+from .reads import default_options, normal_options, preset_options, unread_settings
 
 if TYPE_CHECKING:  # torch loads only when a strategy is built (the CLI parses without it)
     from ..models.backbone import ConvBackbone
@@ -70,6 +71,7 @@ __all__ = [
     "build_strategy",
     "builtin_methods",
     "check_method",
+    "default_options",
     "installed_methods",
     "is_custom_method",
     "method_factory",
@@ -79,9 +81,11 @@ __all__ = [
     "method_spec",
     "method_specs",
     "make_backbone",
+    "normal_options",
     "parse_options",
     "tuned_options",
     "typed_options",
+    "unread_settings",
 ]
 
 
@@ -234,16 +238,6 @@ def make_backbone(preset: RunConfig | Mapping[str, Any]) -> ConvBackbone:
         image_size=config.image_size,
         channels_last=config.channels_last,
         precision=config.precision,
-    )
-
-
-def _common(config: RunConfig, evaluator, plugins) -> dict[str, Any]:
-    return dict(
-        train_mb_size=config.meta_batch,
-        eval_mb_size=config.eval_mb_size,
-        device=config.device,
-        evaluator=evaluator,
-        plugins=plugins,
     )
 
 
@@ -410,10 +404,6 @@ def parse_options(name: str, texts: Mapping[str, str]) -> dict[str, Any]:
     return typed_options(name, values)
 
 
-#: Preset settings only one evaluation stream reads: the size of the other stream.
-_STREAM_SETTINGS = {"n_val_episodes": "valid", "n_test_episodes": "test"}
-
-
 def check_method(
     name: str,
     preset: RunConfig | Mapping[str, Any] | str,
@@ -451,19 +441,15 @@ def check_method(
         )
     spec = method_spec(name)
     config = _method_config(name, preset)
-    unread = _unread_stream_settings(set(given), eval_stream)
     if spec is None:
         _check_factory(name, method_factory(name))
-        typed_options(name, overrides or {})
+    overrides = typed_options(name, overrides or {})
+    ignored = unread_settings(name, config, overrides, eval_stream=eval_stream)
+    unread = {k: why for k, why in ignored.items() if k in set(given)}
+    if spec is None:
         _refuse_unread(name, unread)
         return config
-    overrides = typed_options(name, overrides or {})
     cls = _strategy_class(spec)
-    accepted = _accepted_options(cls)
-    for key in sorted(set(given) & set(_PRESET_OPTIONS) - accepted):
-        unread[key] = f"{name} keeps no memory of tasks"
-    if "lr" in given and spec.own_lr is not None:
-        unread["lr"] = f"{name}: {spec.own_lr}"
     for key, value in overrides.items():
         if key in spec.fixed and _normal(value) != _normal(spec.fixed[key]):
             asked = {**spec.fixed, key: value}
@@ -486,7 +472,7 @@ def check_method(
         if settings.get(switch, True):
             continue
         for key in options:
-            if key in overrides or key in given:
+            if key in overrides:
                 unread[key] = f"{name} runs with {switch}=False"
     _refuse_unread(name, unread)
     if settings.get("use_replay", True) and settings.get("use_ot", True):
@@ -519,14 +505,6 @@ def _method_config(name: str, preset: RunConfig | Mapping[str, Any] | str) -> Ru
                 "from avalanche_sets.presets.resolve_preset(<name>, **overrides)"
             )
     return RunConfig.of(preset)  # refuses what is neither a name, a config nor a mapping
-
-
-def _unread_stream_settings(given: set[str], eval_stream: str) -> dict[str, str]:
-    return {
-        key: f"a run evaluated on the {eval_stream} stream never draws the {stream} stream"
-        for key, stream in _STREAM_SETTINGS.items()
-        if key in given and stream != eval_stream
-    }
 
 
 def _refuse_unread(name: str, unread: dict[str, str]) -> None:
@@ -580,11 +558,6 @@ def _settings(cls: type, fixed: Mapping[str, Any]) -> dict[str, Any]:
 def _strategy_label(spec: MethodSpec) -> str:
     """The method a declaration's fixed options modify (``ORDER`` for ORDER's ablations)."""
     return "ORDER" if spec.family == "order" else spec.strategy
-
-
-#: Preset settings a strategy receives when its constructor takes them (read from its signature
-#: by :func:`_accepted_options`, as ``seed``): the memory size and the replayed tasks per step.
-_PRESET_OPTIONS = ("mem_size", "replay_batch")
 
 
 def build_strategy(
@@ -660,22 +633,18 @@ def build_strategy(
     accepted = _accepted_options(cls)
     torch.manual_seed(seed)
     backbone = make_backbone(config)
-    kwargs: dict[str, Any] = _common(config, evaluator, plugins or None)
+    kwargs: dict[str, Any] = {"evaluator": evaluator, "plugins": plugins or None}
     if spec.family == "order":
-        kwargs.update(model=PrototypicalModel(backbone, refine="soft_kmeans"), lr=config.lr)
+        kwargs["model"] = PrototypicalModel(backbone, refine="soft_kmeans")
     elif spec.family == "meta":  # the meta-learners build their own head on the backbone
-        kwargs["lr"] = config.lr
         if "model" not in overrides:  # a model handed over is used as it is
             kwargs["model_options"] = {"backbone": backbone}
     else:  # every continual baseline is MSKM + a mechanism (paper §5.3)
         kwargs["model"] = PrototypicalModel(backbone, refine="mskm")
-        if spec.own_lr is None:
-            kwargs["lr"] = config.lr
-    kwargs.update(spec.fixed)
+    # the batch sizes, the device, the lr, the fixed, memory and tuned options: one home
+    kwargs.update(preset_options(spec, cls, config))
     if "seed" in accepted:
         kwargs["seed"] = seed
-    kwargs.update({k: getattr(config, k) for k in _PRESET_OPTIONS if k in accepted})
-    kwargs.update(spec.tuned_options)
     model_options = _model_option_names(cls)
     for key, value in overrides.items():  # a meta-learner's model options go to its model
         target = kwargs.setdefault("model_options", {}) if key in model_options else kwargs

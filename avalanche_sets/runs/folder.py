@@ -43,7 +43,7 @@ import json
 import os
 import platform
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +72,7 @@ __all__ = [
     "logger_argument",
     "RESULT_FORMAT",
     "RECORD_KEYS",
+    "UNREAD_FIELD",
     "MIGRATION_COMMIT",
     "ResultsVersionError",
     "RunLockedError",
@@ -195,6 +196,11 @@ deterministic) + ``run.json`` (provenance), with ``result.forgetting`` of
 :mod:`avalanche_sets.metrics.stats` (the last domain ``null``), ``result.average_forgetting``,
 ``result.bwt`` and the ``preset``'s ``precision``. A record of another format is refused
 (:class:`ResultsVersionError`)."""
+
+UNREAD_FIELD = "unread_settings"
+"""The key of ``result.json`` naming the preset settings the run did not read, each with the
+reason (:func:`~avalanche_sets.methods.unread_settings`): its ``preset`` holds every setting,
+its identity and its table row leave these out."""
 
 RECORD_KEYS = ("method", "seed", "preset", "result", "code")
 """The keys of ``result.json`` that every record of :data:`RESULT_FORMAT` holds and its readers
@@ -320,9 +326,11 @@ def run_precision(preset: RunConfig | Mapping[str, Any]) -> str:
     return resolve_precision(precision, str(settings["device"]).split(":")[0])
 
 
-def _identity_preset(preset: RunConfig | Mapping[str, Any]) -> dict:
-    """The preset as far as it decides what a run computes (precision resolved)."""
-    out = {k: v for k, v in preset_settings(preset).items() if k not in _NOT_IDENTITY}
+def _identity_preset(preset: RunConfig | Mapping[str, Any], unread: Iterable[str] = ()) -> dict:
+    """The preset as far as it decides what a run computes (precision resolved), less the
+    settings the run does not read."""
+    skip = {*_NOT_IDENTITY, *unread}
+    out = {k: v for k, v in preset_settings(preset).items() if k not in skip}
     out["precision"] = run_precision(preset)
     return out
 
@@ -354,10 +362,16 @@ def run_identity(
     eval_stream: str = "test",
     strategy_overrides: dict | None = None,
     plugins: Sequence[str] = (),
+    unread: Iterable[str] = (),
     data: Any = _MISSING,
 ) -> dict:
     """Everything that decides what a run computes, except its seed and its code
     (JSON-normalised).
+
+    ``strategy_overrides``: the options as the run holds them, an option equal to the value the
+    method runs with anyway left out; ``unread``: the preset settings the run does not read,
+    left out of its preset (both: :func:`~avalanche_sets.runs.experiment.run_settings`). So
+    runs that compute the same thing have one identity.
 
     The numeric path enters with the preset: its device, its ``threads`` (another thread count
     sums in another order, so its numbers differ) and its precision resolved (``"fp32"`` or
@@ -374,7 +388,7 @@ def run_identity(
         data = run_data(preset)["content"]
     ident = {
         "method": method,
-        "preset": _identity_preset(preset),
+        "preset": _identity_preset(preset, unread),
         "eval_stream": eval_stream,
         "strategy_overrides": dict(strategy_overrides or {}),
         "data": data,
@@ -387,7 +401,8 @@ def run_identity(
 def record_identity(record: dict) -> dict:
     """:func:`run_identity` of a finished run's record (``result.json``, any readable format).
 
-    Its ``data`` is the content the record names. A record of a folder source that names
+    The preset settings the record names in ``unread_settings`` (those the run did not read)
+    are left out. Its ``data`` is the content the record names. A record of a folder source that names
     none — written before records named it, or given its code from the history — has :data:`NOT_RECORDED` there; the synthetic source
     has ``None`` (it reads no files). Reads nothing but the record.
     """
@@ -398,21 +413,22 @@ def record_identity(record: dict) -> dict:
     return run_identity(
         record["method"], record["preset"], eval_stream=record.get("eval_stream", "test"),
         strategy_overrides=record.get("strategy_overrides"), plugins=record.get("plugins", ()),
-        data=content,
+        unread=record.get(UNREAD_FIELD, {}), data=content,
     )  # fmt: skip
 
 
 def identity_differences(have: dict, asked: dict) -> list[str]:
     """What differs between two :func:`run_identity` values, one ``"<what>: <a> there, <b>
     asked"`` per setting (empty: the same run). A ``data`` of :data:`NOT_RECORDED` in ``have``
-    (a record older than data identity) is no difference: nothing it recorded differs."""
-    diff = []
+    (a record older than data identity) is no difference: nothing it recorded differs; nor is a
+    preset setting ``asked`` lacks (the asked run does not read it, whatever ``have`` says)."""
+    diff = []  # a setting absent from asked is one the asked run does not read: no difference
     for part in ("method", "eval_stream", "strategy_overrides", "plugins", "data"):
         a, b = have.get(part), asked.get(part)
         if a != b and not (part == "data" and a == NOT_RECORDED):
             diff.append(f"{'data content' if part == 'data' else part}: {a!r} there, {b!r} asked")
-    for k in sorted(set(have["preset"]) | set(asked["preset"])):
-        a, b = have["preset"].get(k, "(absent)"), asked["preset"].get(k, "(absent)")
+    for k in sorted(asked["preset"]):
+        a, b = have["preset"].get(k, "(absent)"), asked["preset"][k]
         if a != b:
             diff.append(f"{k}: {a!r} there, {b!r} asked")
     return diff
@@ -448,6 +464,7 @@ def run_dir_name(
     eval_stream: str = "test",
     strategy_overrides: dict | None = None,
     plugins: Sequence[str] = (),
+    unread: Iterable[str] = (),
 ) -> str:
     """``<method>/<source>-o<order>-<N>w<K>s-R<R>-seed<s>`` plus what else sets the run apart.
 
@@ -460,7 +477,9 @@ def run_dir_name(
     run uses another torch thread count than that preset (``-t2``), ``-bf16`` when the backbone
     computes in bf16 (:func:`run_precision`; fp32 adds nothing) and the evaluation stream when it
     is not ``test`` (``-valid``). Runs that differ in a setting therefore never share a folder,
-    and a plain named-preset run keeps the short name. The data's content is not in the name:
+    and a plain named-preset run keeps the short name. The settings in ``unread`` (those the run
+    does not read) and the options left out of ``strategy_overrides`` (equal to their default)
+    name nothing: runs that compute the same thing share a folder. The data's content is not in the name:
     a run asked again on changed data finds the folder of the other data's run, and
     :func:`check_finished` refuses it.
     """
@@ -472,7 +491,7 @@ def run_dir_name(
         f"{method_folder_name(method)}{added}/{src}-o{order}-{preset['n_way']}w{preset['n_shot']}s-R{preset['n_ood']}"
         f"-seed{seed}"
     )
-    named = _IN_BASE_NAME + _NOT_IDENTITY + _NAMED_APART
+    named = {*_IN_BASE_NAME, *_NOT_IDENTITY, *_NAMED_APART, *unread}
     rest = {k: v for k, v in preset.items() if k not in named}
     diffs = [
         {k: v for k, v in rest.items() if PRESETS[n].get(k, _MISSING) != v} for n in NAMING_PRESETS
@@ -502,11 +521,12 @@ def run_folder(
     eval_stream: str = "test",
     strategy_overrides: dict | None = None,
     plugins: Sequence[str] = (),
+    unread: Iterable[str] = (),
     tag: str = "",
 ) -> Path:
     """The folder of one run under ``out_root``: :func:`run_dir_name` followed by ``tag``."""
     where = {"eval_stream": eval_stream, "strategy_overrides": strategy_overrides}
-    where["plugins"] = plugins
+    where.update(plugins=plugins, unread=unread)
     return Path(out_root) / (run_dir_name(method, preset, seed, **where) + tag)
 
 
