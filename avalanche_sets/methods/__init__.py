@@ -58,7 +58,18 @@ from .options import (
     describe_options,
     signature_options,
 )
-from .reads import default_options, normal_options, preset_options, unread_settings
+from .reads import (
+    _accepted_options,
+    _class_options,
+    _model_option_names,
+    _normal,
+    _same,
+    _settings,
+    _strategy_class,
+    _unread_of,
+    declared_defaults,
+    preset_options,
+)
 
 if TYPE_CHECKING:  # torch loads only when a strategy is built (the CLI parses without it)
     from ..models.backbone import ConvBackbone
@@ -255,54 +266,6 @@ STRATEGY_PRESET_KEYS = (
 )
 
 
-def _strategy_class(spec: MethodSpec) -> type:
-    """The strategy class a declaration names (its module imported: torch loads here)."""
-    module = importlib.import_module(spec.module)
-    cls = getattr(module, spec.strategy, None)
-    if not isinstance(cls, type):
-        raise ValueError(
-            f"method {spec.name!r}: its module {spec.module} defines no class "
-            f"{spec.strategy!r}; fix: name its strategy class in MethodSpec(strategy=...)"
-        )
-    return cls
-
-
-def _model_option_names(cls: type) -> tuple[str, ...]:
-    """The options a baseline hands its model (its ``model_options``); none for ORDER."""
-    names = getattr(cls, "model_option_names", None)
-    return names() if names is not None else ()
-
-
-def _class_options(cls: type) -> dict[str, OptionSpec]:
-    """The keyword arguments ``cls`` or any class it inherits from accepts (as Avalanche
-    checks; the nearest class's declaration wins: a continual baseline's names its plugin's
-    options) and the options it hands its model (typed by the model class's signature), each
-    with its type and default (a class's tuned default where it has one)."""
-    options: dict[str, OptionSpec] = {}
-    for klass in cls.__mro__:
-        init = klass.__dict__.get("__init__")
-        if init is None or klass is object:
-            continue
-        for key, spec in signature_options(init).items():
-            options.setdefault(key, spec)
-    options.pop("model_options", None)  # its entries are options of their own
-    model_names = _model_option_names(cls)
-    if model_names:
-        of_model = signature_options(cls.model_class.__init__)
-        for key in model_names:
-            options.setdefault(key, of_model.get(key, OptionSpec(key)))
-    if getattr(cls, "plugin_class", None) is not None:
-        options.pop("cl_plugin", None)  # the method builds it from its plugin's options
-    for key, value in getattr(cls, "tuned_defaults", {}).items():
-        options[key] = replace(options.get(key, OptionSpec(key)), default=value)
-    return options
-
-
-def _accepted_options(cls: type) -> set[str]:
-    """The names of :func:`_class_options`."""
-    return set(_class_options(cls))
-
-
 #: The attribute by which a method factory of one's own that takes ``**options`` names the
 #: method it passes them on to (``build.passes_options_to = "order"``), so that they are typed
 #: and checked as that method's before any data loads.
@@ -382,6 +345,59 @@ def typed_options(name: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
         return {k: specs[k].check(v, where=where) for k, v in overrides.items()}
     except OptionValueError as err:
         raise MethodOptionError(str(err)) from None
+
+
+def default_options(name: str, preset: RunConfig | Mapping[str, Any]) -> dict[str, Any]:
+    """The value of each strategy option a run of method ``name`` with ``preset`` runs with when
+    no override names it (:func:`~avalanche_sets.methods.reads.declared_defaults` for a declared
+    method). A factory of one's own: its keyword parameters' defaults and, when it hands its
+    ``**options`` on to a method (:data:`PASSES_OPTIONS_TO`: unchanged), that method's for the
+    options it does not name; nothing for options it takes without saying where they go."""
+    spec = method_spec(name)
+    if spec is not None:
+        return declared_defaults(spec, RunConfig.of(preset))
+    factory = method_factory(name)
+    try:
+        params = [p.name for p in inspect.signature(factory).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]  # fmt: skip
+    except (TypeError, ValueError):  # no signature: nothing known
+        return {}
+    own = signature_options(factory, skip={*FACTORY_ARGUMENTS, *params[:1]})
+    target = getattr(factory, PASSES_OPTIONS_TO, None)
+    values = default_options(target, preset) if isinstance(target, str) else {}
+    values.update(
+        {k: o.default for k, o in own.items() if o.default is not inspect.Parameter.empty}
+    )
+    return values
+
+
+def normal_options(
+    name: str, preset: RunConfig | Mapping[str, Any], overrides: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """``overrides`` typed (:func:`typed_options`), less every option whose value is the one a
+    run of ``name`` with ``preset`` has anyway (:func:`default_options`): an explicit default is
+    no override. The strategy options a run's folder name and identity hold.
+
+    Raises:
+        MethodOptionError: as :func:`typed_options`.
+    """
+    typed = typed_options(name, overrides or {})
+    defaults = default_options(name, preset) if typed else {}
+    return {k: v for k, v in typed.items() if not (k in defaults and _same(v, defaults[k]))}
+
+
+def unread_settings(
+    name: str,
+    preset: RunConfig | Mapping[str, Any],
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    eval_stream: str = "test",
+) -> dict[str, str]:
+    """The preset settings a run of method ``name`` (with strategy ``overrides``, evaluated on
+    ``eval_stream``) does not read, each with the reason (``{"mem_size": "mskm keeps no memory
+    of tasks"}``; which ones: :mod:`avalanche_sets.methods.reads`). :func:`check_method`
+    refuses those a user set; a run records them (its identity and table row leave them out)."""
+    return _unread_of(name, method_spec(name), preset, overrides, eval_stream=eval_stream)
 
 
 def parse_options(name: str, texts: Mapping[str, str]) -> dict[str, Any]:
@@ -541,18 +557,6 @@ def _check_factory(name: str, factory: Callable) -> None:
             f"{f'lacks {lacks}' if lacks else 'takes no preset'}; fix: def "
             f"{factory.__name__}(preset, *, seed, evaluator, plugins, **options)"
         )
-
-
-def _normal(value: Any) -> Any:
-    return tuple(value) if isinstance(value, (list, tuple)) else value
-
-
-def _settings(cls: type, fixed: Mapping[str, Any]) -> dict[str, Any]:
-    """The options a strategy of ``cls`` runs with: its constructor's defaults, then ``fixed``
-    (sequences as tuples, so two spellings of one setting compare equal)."""
-    params = inspect.signature(cls.__init__).parameters
-    settings = {k: p.default for k, p in params.items() if p.default is not p.empty}
-    return {k: _normal(v) for k, v in {**settings, **fixed}.items()}
 
 
 def _strategy_label(spec: MethodSpec) -> str:
