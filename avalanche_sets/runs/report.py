@@ -564,8 +564,9 @@ def table_footer(rows: list[dict]) -> list[str]:
             else "the seeds both rows ran"
         )  # fmt: skip
         lines.append(
-            f"Δ vs {vs} (points): the row's accuracy minus {vs}'s in the same setting (all but "
-            f"the method, its options and plugins), paired per seed on the same test episodes over "
+            f"Δ vs {vs} (points): the row's accuracy minus {vs}'s in the same setting (every "
+            "setting both rows read; the method, its options, plugins, code of one's own and tag "
+            f"may differ), paired per seed on the same test episodes over "
             f"{over}: the mean of the per-seed differences (in parentheses), ± the 95% interval "
             "over test episodes (`stats.combine_paired`), which leaves out the variation between "
             "training seeds. [seeds ± h]: the paired 95% Student-t interval over the seeds both "
