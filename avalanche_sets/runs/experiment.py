@@ -38,7 +38,7 @@ from ..data.packs import NO_PACKS_HINT
 from ..methods import build_strategy, check_method, method_spec, tuned_options, typed_options
 from ..metrics import episode_metrics
 from ..presets import RunConfig, preset_settings
-from ..training.checkpoint import previous_checkpoint_path
+from ..training.checkpoint import previous_checkpoint_path, resume_note
 from ..training.loggers import (
     ResumableCSVLogger,
     ResumableTensorboardLogger,
@@ -416,6 +416,9 @@ def run_experiment(
             )
             print(message, file=sys.stderr, flush=True)
             print(message, file=log, flush=True)
+            note = resume_note(restored)  # epoch metrics over the iterations after it only
+            if note:
+                print(note, file=log, flush=True)
 
         checkpoint = out / CHECKPOINT_FILE
         try:
