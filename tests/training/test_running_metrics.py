@@ -16,7 +16,12 @@ from avalanche_sets import run_sets, sets_benchmark
 from avalanche_sets.methods import build_strategy
 from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs.experiment import evaluator
-from avalanche_sets.training import CheckpointError, read_checkpoint, save_checkpoint
+from avalanche_sets.training import (
+    CheckpointError,
+    load_checkpoint,
+    read_checkpoint,
+    save_checkpoint,
+)
 from avalanche_sets.training.checkpoint import (
     restore_running_metrics,
     resume_note,
@@ -162,3 +167,15 @@ def test_a_metric_whose_state_cannot_be_saved_is_named(tmp_path):
     s = build_strategy("order", PRESET, seed=0, evaluator=ev)
     with pytest.raises(CheckpointError, match=r"metric0:EpochLoss.*LossMetric\.other \(object\)"):
         save_checkpoint(tmp_path / "c.pt", s, position={"experience": 0, "iteration": 1})
+
+
+def test_a_checkpoint_of_other_training_metrics_is_refused_by_name(tmp_path):
+    def strategy(*metrics):
+        return build_strategy("order", PRESET, seed=0, evaluator=EvaluationPlugin(*metrics))
+
+    path = tmp_path / "c.pt"
+    save_checkpoint(
+        path, strategy(accuracy_metrics(epoch=True)), position={"experience": 0, "iteration": 1}
+    )
+    with pytest.raises(CheckpointError, match=r"training metrics \['metric0:EpochLoss'\] differ"):
+        load_checkpoint(path, strategy(loss_metrics(epoch=True)))
