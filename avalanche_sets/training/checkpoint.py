@@ -246,8 +246,8 @@ def _running_metrics(strategy) -> tuple[dict[str, Any], list[str]]:
     ``after_training_iteration``), which a resumed run names rather than skips.
 
     Accumulating: Avalanche's train-mode ``GenericPluginMetric`` not reset every iteration
-    (``EpochAccuracy``, ``EpochLoss``, ``RunningEpoch*``, ``ExperienceAccuracy`` in train mode,
-    ...), but for :data:`WALL_TIME_METRICS`."""
+    (``EpochAccuracy``, ``EpochLoss``, ``RunningEpochAccuracy``, ...), but for
+    :data:`WALL_TIME_METRICS`."""
     saved: dict[str, Any] = {}
     unsaved: list[str] = []
     evaluator = getattr(strategy, "evaluator", None)
@@ -323,10 +323,12 @@ def _load_means(metric: Any, state: dict[str, Any]) -> None:
             mean.summed, mean.weight = value["summed"], value["weight"]
 
 
-def restore_running_metrics(strategy, saved: dict[str, Any]) -> None:
+def restore_running_metrics(strategy, saved: dict[str, Any], *, domain_start: bool = False) -> None:
     """Put the running state :func:`running_metric_state` saved back into ``strategy``'s
     evaluator metrics. Call it where the resumed epoch has begun (after Avalanche's
     ``before_training_epoch`` has reset them): :func:`~avalanche_sets.training.run_sets` does.
+    ``domain_start``: the run resumes at a domain's first iteration, where an uninterrupted
+    run has reset every metric but those never reset, so only those get their state back.
 
     Raises:
         CheckpointError: the evaluator's accumulating metrics differ from the saved ones.
@@ -338,7 +340,8 @@ def restore_running_metrics(strategy, saved: dict[str, Any]) -> None:
             f"{sorted(saved['state'])}; resume with the evaluator that started the run"
         )
     for key, metric in metrics.items():
-        _load_means(metric._metric, saved["state"][key])
+        if not domain_start or metric._reset_at == "never":
+            _load_means(metric._metric, saved["state"][key])
 
 
 def resume_note(restored: dict) -> str | None:
@@ -356,8 +359,9 @@ def resume_note(restored: dict) -> str | None:
         )
     if running["unsaved"]:
         return (
-            f"note: the state of {', '.join(running['unsaved'])} is not in the checkpoint, so "
-            "its values for the resumed domain cover only the iterations after the resume"
+            f"note: the state of {', '.join(running['unsaved'])} is not in the checkpoint: "
+            "where it accumulates over training iterations, its values for the resumed domain "
+            "cover only the iterations after the resume"
         )
     return None
 

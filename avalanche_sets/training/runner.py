@@ -318,7 +318,8 @@ class _ResumedEpochClock(SupervisedPlugin):
     metrics (``Top1_Acc_Epoch``, ``Loss_Epoch``) when the epoch starts; the checkpoint held
     them. This plugin comes after the clock (the template's) and the evaluator, so it runs
     after the zeroing and puts them back where an uninterrupted run has them. A run resumed at
-    a domain's start (iteration 0) has nothing of that domain's epoch to put back.
+    a domain's start (iteration 0) has nothing of that domain's epoch to put back (only the
+    state of metrics that are never reset).
     """
 
     def __init__(self, iteration: int, running_metrics: dict | None = None) -> None:
@@ -327,11 +328,12 @@ class _ResumedEpochClock(SupervisedPlugin):
         self.running_metrics = running_metrics
 
     def before_training_epoch(self, strategy, **kwargs) -> None:
+        if self.running_metrics is not None:  # at a domain's start, those never reset only
+            restore_running_metrics(strategy, self.running_metrics, domain_start=not self.iteration)
+            self.running_metrics = None
         if self.iteration:
             strategy.clock.train_exp_iterations = self.iteration
             strategy.clock.train_epoch_iterations = self.iteration
-            if self.running_metrics is not None:
-                restore_running_metrics(strategy, self.running_metrics)
             self.iteration = 0
 
 

@@ -61,11 +61,10 @@ def _epoch_values(strategy) -> dict[str, dict[int, float]]:
 
 
 # 6 iterations a domain, checkpoints every 2: stopped in domain 0 at iteration 5 (checkpoint
-# at 4), or in domain 1 at its 3rd iteration (checkpoint at 8, its 2nd)
-@pytest.mark.parametrize("stop_after", [5, 9])
-def test_a_run_resumed_mid_domain_logs_the_epoch_metrics_of_an_uninterrupted_run(
-    tmp_path, stop_after
-):
+# at 4), in domain 1 at its 3rd iteration (checkpoint at 8, its 2nd), or at its 1st (resumed
+# at its start from the checkpoint after domain 0's evaluation: domain 0's means must not leak)
+@pytest.mark.parametrize("stop_after", [5, 9, 7])
+def test_a_resumed_run_logs_the_epoch_metrics_of_an_uninterrupted_run(tmp_path, stop_after):
     torch.manual_seed(0)
     ref = _strategy(tmp_path, "ref")
     run_sets(ref, _bench())
@@ -77,7 +76,7 @@ def test_a_run_resumed_mid_domain_logs_the_epoch_metrics_of_an_uninterrupted_run
     first = _strategy(tmp_path, "first")
     run_sets(first, _bench(), checkpoint_path=ckpt, checkpoint_every=2, stop_after=stop_after)
     saved = read_checkpoint(ckpt)
-    assert 0 < saved["position"]["iteration"] < 6, "not stopped mid-domain"
+    assert (saved["position"]["iteration"] == 0) == (stop_after == 7)
     state = saved["running_metrics"]
     assert state["unsaved"] == []
     # the epoch accuracy and loss (not Time_Epoch: wall time), each with iterations counted
@@ -179,3 +178,24 @@ def test_a_checkpoint_of_other_training_metrics_is_refused_by_name(tmp_path):
     )
     with pytest.raises(CheckpointError, match=r"training metrics \['metric0:EpochLoss'\] differ"):
         load_checkpoint(path, strategy(loss_metrics(epoch=True)))
+
+
+def test_at_a_domain_start_only_the_metrics_never_reset_get_their_state_back():
+    """Resumed at a domain's first iteration, an uninterrupted run has reset its epoch metrics
+    (the previous domain's means must not leak in) but not a metric that is never reset."""
+    from avalanche.evaluation.metric_definitions import GenericPluginMetric
+    from avalanche.evaluation.metrics import Accuracy
+
+    def strategy():
+        never = GenericPluginMetric(Accuracy(), reset_at="never", emit_at="epoch", mode="train")
+        ev = EvaluationPlugin(accuracy_metrics(epoch=True), never)
+        return build_strategy("order", PRESET, seed=0, evaluator=ev)
+
+    before = strategy()
+    for m in before.evaluator.metrics:
+        m._metric.update(torch.tensor([1, 0, 1]), torch.tensor([1, 1, 1]))
+    saved = running_metric_state(before)
+    after = strategy()
+    restore_running_metrics(after, saved, domain_start=True)
+    epoch, never = (m._metric.result() for m in after.evaluator.metrics)
+    assert (epoch, never) == (0.0, pytest.approx(2 / 3))
