@@ -45,7 +45,7 @@ from ..methods import (
 )
 from ..metrics import episode_metrics
 from ..presets import RunConfig, preset_settings
-from ..training.checkpoint import previous_checkpoint_path
+from ..training.checkpoint import previous_checkpoint_path, resume_note
 from ..training.loggers import (
     ResumableCSVLogger,
     ResumableTensorboardLogger,
@@ -261,8 +261,10 @@ def evaluator(
 
     Training accuracy and loss (``Top1_Acc_Epoch``, ``Loss_Epoch``: the CSV's
     ``training_accuracy`` and ``training_loss`` columns) are measured per training epoch, one
-    per domain. The loss terms of training (``meta``, ``mi``, ``ot``, every plugin's ``TERM``)
-    go to every logger as their means over ``log_every`` iterations and over each domain's last,
+    per domain; a run resumed in a domain's middle measures them over the whole domain too
+    (their running state is in the checkpoint:
+    :func:`~avalanche_sets.training.checkpoint.running_metric_state`). The loss terms of
+    training (``meta``, ``mi``, ``ot``, every plugin's ``TERM``) go to every logger as their means over ``log_every`` iterations and over each domain's last,
     shorter interval (:class:`~avalanche_sets.training.loss_terms.LossTerms`): a line
     ``loss terms at iteration N: ...`` in ``log.txt``, ``csv/loss_terms.csv``,
     ``LossTerm/train_phase/train_stream/<term>`` scalars in TensorBoard and W&B, and the
@@ -468,6 +470,9 @@ def run_experiment(
             )
             print(message, file=sys.stderr, flush=True)
             print(message, file=log, flush=True)
+            note = resume_note(restored)  # epoch metrics over the iterations after it only
+            if note:
+                print(note, file=log, flush=True)
 
         checkpoint = out / CHECKPOINT_FILE
         try:
