@@ -243,12 +243,13 @@ def data_label(record: dict) -> str:
 
 def numerics_label(record: dict) -> str:
     """The numeric path of a record (its ``numerics``) as a table's footer names it: ``device
-    cpu, precision fp32, threads 1, cpu_bf16 False`` (``None``: not recorded), or ``not
-    recorded`` for a record without ``numerics``."""
+    cpu, precision fp32, threads 1, cpu_bf16 False`` (a value the record lacks is ``not
+    recorded``), or ``not recorded`` for a record without ``numerics``."""
     num = record.get("numerics")
     if not isinstance(num, dict):
         return "not recorded"
-    return ", ".join(f"{k} {num.get(k)}" for k in ("device", "precision", "threads", "cpu_bf16"))
+    keys = ("device", "precision", "threads", "cpu_bf16")
+    return ", ".join(f"{k} {'not recorded' if num.get(k) is None else num[k]}" for k in keys)
 
 
 def shared_settings(
