@@ -428,16 +428,16 @@ def _cmd_run(args) -> int:
     strategy_overrides = _strategy_options(args.strategy_set, [args.method])[args.method]
     from .data.visualize import plot_episodes
     from .methods import check_method
-    from .runs.experiment import build_benchmark, run_experiment
+    from .runs.experiment import build_benchmark, run_experiment, run_settings
     from .runs.folder import RUN_FILES, check_finished_loggers, is_finished, run_folder
     from .runs.report import run_table
 
     # the one check of the method, before any data is loaded
     check_method(args.method, preset, strategy_overrides, given=given, eval_stream=args.eval_stream)
-    where = dict(
-        eval_stream=args.eval_stream, strategy_overrides=strategy_overrides, tag=args.tag or ""
-    )
-    folders = {seed: run_folder(args.out, args.method, preset, seed, **where) for seed in seeds}
+    tag = args.tag or ""
+    where = run_settings(args.method, preset, eval_stream=args.eval_stream,
+                         strategy_overrides=strategy_overrides)  # fmt: skip
+    folders = {s: run_folder(args.out, args.method, preset, s, **where, tag=tag) for s in seeds}
     for folder in folders.values():  # loggers a finished run would not write, before any data
         if is_finished(folder):
             check_finished_loggers(folder, args.loggers)
@@ -453,7 +453,9 @@ def _cmd_run(args) -> int:
             out_root=args.out,
             loggers=tuple(args.loggers),
             verbose=args.verbose,
-            **where,
+            eval_stream=args.eval_stream,
+            strategy_overrides=strategy_overrides,
+            tag=tag,
             checkpoint_every=args.checkpoint_every,
             log_every=args.log_every,
             benchmark=bench if seed == bench.seed else None,
@@ -510,7 +512,7 @@ def _cmd_sweep(args) -> int:
                 verbose=args.verbose, tag=args.tag or "")
         for m, p, s in grid
     ]  # fmt: skip
-    check_specs(specs, given=given)  # every grid point, before the first run starts
+    specs = check_specs(specs, given=given)  # every grid point, before the first run starts
     print(f"sweep: {len(specs)} runs into {args.out}/ (finished runs are skipped)", flush=True)
     # runs in parallel take one thread each unless the command line sets threads
     outcomes = run_sweep(

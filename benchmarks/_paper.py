@@ -9,7 +9,6 @@ the paired Δ to the reference (per-seed values in brackets) and the paper's num
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -94,9 +93,16 @@ PAPER: dict[str, dict[str, dict[str, tuple[float, float]]]] = {
 
 
 def _field(rec: dict, name: str):
+    """A run's value of a setting or strategy option: an option its record leaves out (equal to
+    the method's default) is the default the run ran with."""
     if name == "method":
         return rec["method"]
-    return rec.get("strategy_overrides", {}).get(name, rec["preset"].get(name))
+    over = rec.get("strategy_overrides", {})
+    if name in over or name in rec["preset"]:
+        return over.get(name, rec["preset"].get(name))
+    from avalanche_sets.methods import default_options  # imports the strategy class
+
+    return default_options(rec["method"], rec["preset"]).get(name)
 
 
 def view(artefact: str, rec: dict) -> tuple[tuple, str, tuple, str]:
@@ -124,23 +130,36 @@ REFERENCE: dict[str, dict] = {
 }
 
 
-def identity(rec: dict, drop=()) -> str:
-    """What a run computes (:func:`record_identity`, flattened), less the fields in ``drop``."""
+def identity(rec: dict, drop=()) -> tuple[dict, dict]:
+    """What a run computes (:func:`record_identity`), less the fields in ``drop``: its settings
+    (the preset settings it read, its method and evaluation stream) and its strategy options
+    (those other than their defaults)."""
     ident = record_identity(rec)
-    d = {**ident["preset"], **ident["strategy_overrides"]}
-    d["method"], d["eval_stream"] = ident["method"], ident["eval_stream"]
-    return json.dumps({k: v for k, v in sorted(d.items()) if k not in drop})
+    settings = {**ident["preset"], "method": ident["method"], "eval_stream": ident["eval_stream"]}
+    options = ident["strategy_overrides"]
+    return (
+        {k: v for k, v in settings.items() if k not in drop},
+        {k: v for k, v in options.items() if k not in drop},
+    )
+
+
+def _agree(a: tuple[dict, dict], b: tuple[dict, dict]) -> bool:
+    """Two :func:`identity` values are one setting: the same options, and the same value of
+    every setting both runs read (a setting one of them does not read is no difference)."""
+    return a[1] == b[1] and all(a[0][k] == b[0][k] for k in a[0].keys() & b[0].keys())
 
 
 def reference_of(artefact: str, rec: dict, records: list[dict]) -> dict | None:
-    """The reference run paired with ``rec`` (same seed, same test episodes), if finished."""
+    """The reference run paired with ``rec`` (same seed, same test episodes), if finished: the
+    one made in its setting (:func:`_agree`; an MSKM run, which reads no memory size, is the
+    reference of ORDER's runs at any memory size)."""
     fixed = REFERENCE[artefact]
     want = identity(rec, drop=fixed)
     for q in records:
         if (
             q["seed"] == rec["seed"]
             and all(_field(q, k) == v for k, v in fixed.items())
-            and identity(q, drop=fixed) == want
+            and _agree(identity(q, drop=fixed), want)
         ):
             return q
     return None

@@ -121,13 +121,18 @@ def _run(job: tuple) -> dict:
 
 
 def _find(records: list[dict], method: str, over: dict, shot: int, seed: int) -> dict | None:
+    """The run of grid point ``over``: a record holds its options less those equal to the
+    method's defaults (:func:`~avalanche_sets.methods.normal_options`), so a point is matched as
+    a run of it would record it."""
+    from avalanche_sets.methods import normal_options
+
     for r in records:
         if (
             r["method"] == method
             and r["seed"] == seed
             and r.get("eval_stream") == "valid"
             and int(r["preset"]["n_shot"]) == shot
-            and (r.get("strategy_overrides") or {}) == over
+            and (r.get("strategy_overrides") or {}) == normal_options(method, r["preset"], over)
         ):
             return r
     return None

@@ -131,7 +131,9 @@ def main() -> None:
     args = ap.parse_args()
 
     from avalanche_sets.defaults import FOLDER_SOURCES
+    from avalanche_sets.methods import default_options
     from avalanche_sets.presets import PRESETS, RunConfig, resolve_preset
+    from avalanche_sets.runs.experiment import run_settings
     from avalanche_sets.runs.folder import (
         record_identity,
         run_data,
@@ -207,9 +209,14 @@ def main() -> None:
     def ident_key(identity: dict) -> str | None:
         return grid_key(identity, data)
 
+    def asked(method: str, preset: RunConfig, over: dict | None = None) -> dict:
+        """The identity a run of this grid point records (explicit defaults dropped, the
+        settings the method does not read left out)."""
+        where = run_settings(method, preset, eval_stream=stream, strategy_overrides=over)
+        return run_identity(method, preset, **where)
+
     grid = {
-        ident_key(run_identity(method, preset_for(shot, value), eval_stream=stream,
-                               strategy_overrides=over)):
+        ident_key(asked(method, preset_for(shot, value), over)):
         f"{method} {shot}-shot" + (f" {key}={value}" if key else "") + (f" {over}" if over else "")
         for shot in args.shots for value in values for method in methods for over in overs
     }  # fmt: skip
@@ -227,6 +234,11 @@ def main() -> None:
     by = ["method", "n_shot"] + ([key] if key else []) + (list(overs[0]) if overs[0] else [])
     # one table may hold runs made by several commits: one row each protocol, the code named
     rows = aggregate_results(records, by=by, pool_code=True)
+    for row in rows:  # a record leaves out an option at its default: the table names its value
+        for k in list(overs[0] or ()):
+            if row[k] == "—":
+                defaults = default_options(row["method"], preset_for(args.shots[0], values[0]))
+                row[k] = str(defaults.get(k, "—"))
     order = {m: i for i, m in enumerate(methods)}  # the paper's row order
     rows.sort(key=lambda r: (order.get(r["method"], len(order)), *(str(r[k]) for k in by[1:])))
     prov = provenance(seeds=seeds)
@@ -251,7 +263,7 @@ def main() -> None:
         # ORDER over Joint (and the compute-matched Joint), from the runs of this preset
         # whichever table ran them (Table 2 has no Joint row of its own)
         joint_keys = {
-            ident_key(run_identity(m, preset_for(shot, None), eval_stream=stream))
+            ident_key(asked(m, preset_for(shot, None)))
             for shot in args.shots for m in SHARE_OF_JOINT
         }  # fmt: skip
         joint_recs = [r for r in found if ident_key(record_identity(r)) in joint_keys]

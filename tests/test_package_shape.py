@@ -26,6 +26,7 @@ TORCH_FREE = {
     "methods/__init__.py",
     "runs/folder.py",
     "runs/code.py",
+    "runs/lock.py",
     "runs/report.py",
     "runs/row_plots.py",
 }

@@ -194,9 +194,44 @@ def test_committed_runs_are_found_under_the_names_this_version_gives_them():
         rec = read_record(path.parent)
         name = run_dir_name(
             rec["method"], rec["preset"], rec["seed"], eval_stream=rec.get("eval_stream", "test"),
-            strategy_overrides=rec.get("strategy_overrides"),
+            strategy_overrides=rec.get("strategy_overrides"), unread=rec["unread_settings"],
         )  # fmt: skip
         assert path.parent.relative_to(runs).as_posix() == name
+
+
+def test_a_setting_the_asked_run_does_not_read_is_no_conflict(tmp_path):
+    """A record names the settings its run did not read (``unread_settings``): they are no
+    part of its identity, and a record written before records named them is still the asked
+    run when it differs only in one of them."""
+    from avalanche_sets.runs.experiment import run_settings
+    from avalanche_sets.runs.folder import (
+        RunConflictError,
+        check_finished,
+        identity_differences,
+        record_identity,
+        run_identity,
+    )
+
+    preset = resolve_preset("quick", **TINY)
+    where = run_settings("mskm", preset)
+    assert set(where["unread"]) == {"mem_size", "replay_batch", "n_val_episodes"}
+    asked = run_identity("mskm", preset, **where, data=None)
+    assert not set(where["unread"]) & set(asked["preset"])
+    rec = run_experiment("mskm", preset, seed=0, out_root=tmp_path, loggers=())
+    assert rec["unread_settings"] == where["unread"] and record_identity(rec) == asked
+    folder = next(tmp_path.glob("mskm/*"))
+    body = json.loads((folder / "result.json").read_text())
+    old = {k: v for k, v in body.items() if k != "unread_settings"}  # an older record
+    old["preset"] = {**old["preset"], "mem_size": 7}
+    (folder / "result.json").write_text(json.dumps(old))
+    assert "mem_size" in record_identity(old)["preset"]
+    assert identity_differences(record_identity(old), asked) == []
+    assert check_finished(folder, asked, 0)["preset"]["mem_size"] == 7
+    again = run_experiment("mskm", preset.replace(mem_size=7), seed=0, out_root=tmp_path,
+                           loggers=())  # fmt: skip
+    assert again["status"] == "finished before"  # the same folder: mem_size names none
+    with pytest.raises(RunConflictError, match="n_shot: 1 there, 2 asked"):
+        check_finished(folder, {**asked, "preset": {**asked["preset"], "n_shot": 2}}, 0)
 
 
 def test_a_finished_run_with_other_settings_is_never_returned(tmp_path):

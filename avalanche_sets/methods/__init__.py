@@ -58,6 +58,18 @@ from .options import (
     describe_options,
     signature_options,
 )
+from .reads import (
+    _accepted_options,
+    _class_options,
+    _model_option_names,
+    _normal,
+    _same,
+    _settings,
+    _strategy_class,
+    _unread_of,
+    declared_defaults,
+    preset_options,
+)
 
 if TYPE_CHECKING:  # torch loads only when a strategy is built (the CLI parses without it)
     from ..models.backbone import ConvBackbone
@@ -70,6 +82,7 @@ __all__ = [
     "build_strategy",
     "builtin_methods",
     "check_method",
+    "default_options",
     "installed_methods",
     "is_custom_method",
     "method_factory",
@@ -79,9 +92,11 @@ __all__ = [
     "method_spec",
     "method_specs",
     "make_backbone",
+    "normal_options",
     "parse_options",
     "tuned_options",
     "typed_options",
+    "unread_settings",
 ]
 
 
@@ -237,16 +252,6 @@ def make_backbone(preset: RunConfig | Mapping[str, Any]) -> ConvBackbone:
     )
 
 
-def _common(config: RunConfig, evaluator, plugins) -> dict[str, Any]:
-    return dict(
-        train_mb_size=config.meta_batch,
-        eval_mb_size=config.eval_mb_size,
-        device=config.device,
-        evaluator=evaluator,
-        plugins=plugins,
-    )
-
-
 #: Preset settings :func:`build_strategy` reads.
 STRATEGY_PRESET_KEYS = (
     "n_blocks",
@@ -259,54 +264,6 @@ STRATEGY_PRESET_KEYS = (
     "mem_size",
     "replay_batch",
 )
-
-
-def _strategy_class(spec: MethodSpec) -> type:
-    """The strategy class a declaration names (its module imported: torch loads here)."""
-    module = importlib.import_module(spec.module)
-    cls = getattr(module, spec.strategy, None)
-    if not isinstance(cls, type):
-        raise ValueError(
-            f"method {spec.name!r}: its module {spec.module} defines no class "
-            f"{spec.strategy!r}; fix: name its strategy class in MethodSpec(strategy=...)"
-        )
-    return cls
-
-
-def _model_option_names(cls: type) -> tuple[str, ...]:
-    """The options a baseline hands its model (its ``model_options``); none for ORDER."""
-    names = getattr(cls, "model_option_names", None)
-    return names() if names is not None else ()
-
-
-def _class_options(cls: type) -> dict[str, OptionSpec]:
-    """The keyword arguments ``cls`` or any class it inherits from accepts (as Avalanche
-    checks; the nearest class's declaration wins: a continual baseline's names its plugin's
-    options) and the options it hands its model (typed by the model class's signature), each
-    with its type and default (a class's tuned default where it has one)."""
-    options: dict[str, OptionSpec] = {}
-    for klass in cls.__mro__:
-        init = klass.__dict__.get("__init__")
-        if init is None or klass is object:
-            continue
-        for key, spec in signature_options(init).items():
-            options.setdefault(key, spec)
-    options.pop("model_options", None)  # its entries are options of their own
-    model_names = _model_option_names(cls)
-    if model_names:
-        of_model = signature_options(cls.model_class.__init__)
-        for key in model_names:
-            options.setdefault(key, of_model.get(key, OptionSpec(key)))
-    if getattr(cls, "plugin_class", None) is not None:
-        options.pop("cl_plugin", None)  # the method builds it from its plugin's options
-    for key, value in getattr(cls, "tuned_defaults", {}).items():
-        options[key] = replace(options.get(key, OptionSpec(key)), default=value)
-    return options
-
-
-def _accepted_options(cls: type) -> set[str]:
-    """The names of :func:`_class_options`."""
-    return set(_class_options(cls))
 
 
 #: The attribute by which a method factory of one's own that takes ``**options`` names the
@@ -390,6 +347,59 @@ def typed_options(name: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
         raise MethodOptionError(str(err)) from None
 
 
+def default_options(name: str, preset: RunConfig | Mapping[str, Any]) -> dict[str, Any]:
+    """The value of each strategy option a run of method ``name`` with ``preset`` runs with when
+    no override names it (:func:`~avalanche_sets.methods.reads.declared_defaults` for a declared
+    method). A factory of one's own: its keyword parameters' defaults and, when it hands its
+    ``**options`` on to a method (:data:`PASSES_OPTIONS_TO`: unchanged), that method's for the
+    options it does not name; nothing for options it takes without saying where they go."""
+    spec = method_spec(name)
+    if spec is not None:
+        return declared_defaults(spec, RunConfig.of(preset))
+    factory = method_factory(name)
+    try:
+        params = [p.name for p in inspect.signature(factory).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]  # fmt: skip
+    except (TypeError, ValueError):  # no signature: nothing known
+        return {}
+    own = signature_options(factory, skip={*FACTORY_ARGUMENTS, *params[:1]})
+    target = getattr(factory, PASSES_OPTIONS_TO, None)
+    values = default_options(target, preset) if isinstance(target, str) else {}
+    values.update(
+        {k: o.default for k, o in own.items() if o.default is not inspect.Parameter.empty}
+    )
+    return values
+
+
+def normal_options(
+    name: str, preset: RunConfig | Mapping[str, Any], overrides: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """``overrides`` typed (:func:`typed_options`), less every option whose value is the one a
+    run of ``name`` with ``preset`` has anyway (:func:`default_options`): an explicit default is
+    no override. The strategy options a run's folder name and identity hold.
+
+    Raises:
+        MethodOptionError: as :func:`typed_options`.
+    """
+    typed = typed_options(name, overrides or {})
+    defaults = default_options(name, preset) if typed else {}
+    return {k: v for k, v in typed.items() if not (k in defaults and _same(v, defaults[k]))}
+
+
+def unread_settings(
+    name: str,
+    preset: RunConfig | Mapping[str, Any],
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    eval_stream: str = "test",
+) -> dict[str, str]:
+    """The preset settings a run of method ``name`` (with strategy ``overrides``, evaluated on
+    ``eval_stream``) does not read, each with the reason (``{"mem_size": "mskm keeps no memory
+    of tasks"}``; which ones: :mod:`avalanche_sets.methods.reads`). :func:`check_method`
+    refuses those a user set; a run records them (its identity and table row leave them out)."""
+    return _unread_of(name, method_spec(name), preset, overrides, eval_stream=eval_stream)
+
+
 def parse_options(name: str, texts: Mapping[str, str]) -> dict[str, Any]:
     """Command-line text (``--strategy-set KEY=VALUE``) as method ``name``'s typed options:
     ``use_ot=false`` is ``False``, ``lr=1e-3x`` is refused (spellings:
@@ -408,10 +418,6 @@ def parse_options(name: str, texts: Mapping[str, str]) -> dict[str, Any]:
         settable = {k: o for k, o in options.items() if o.from_text}
         raise MethodOptionError(f"{err}; its options: {describe_options(settable)}") from None
     return typed_options(name, values)
-
-
-#: Preset settings only one evaluation stream reads: the size of the other stream.
-_STREAM_SETTINGS = {"n_val_episodes": "valid", "n_test_episodes": "test"}
 
 
 def check_method(
@@ -451,19 +457,15 @@ def check_method(
         )
     spec = method_spec(name)
     config = _method_config(name, preset)
-    unread = _unread_stream_settings(set(given), eval_stream)
     if spec is None:
         _check_factory(name, method_factory(name))
-        typed_options(name, overrides or {})
+    overrides = typed_options(name, overrides or {})
+    ignored = unread_settings(name, config, overrides, eval_stream=eval_stream)
+    unread = {k: why for k, why in ignored.items() if k in set(given)}
+    if spec is None:
         _refuse_unread(name, unread)
         return config
-    overrides = typed_options(name, overrides or {})
     cls = _strategy_class(spec)
-    accepted = _accepted_options(cls)
-    for key in sorted(set(given) & set(_PRESET_OPTIONS) - accepted):
-        unread[key] = f"{name} keeps no memory of tasks"
-    if "lr" in given and spec.own_lr is not None:
-        unread["lr"] = f"{name}: {spec.own_lr}"
     for key, value in overrides.items():
         if key in spec.fixed and _normal(value) != _normal(spec.fixed[key]):
             asked = {**spec.fixed, key: value}
@@ -486,7 +488,7 @@ def check_method(
         if settings.get(switch, True):
             continue
         for key in options:
-            if key in overrides or key in given:
+            if key in overrides:
                 unread[key] = f"{name} runs with {switch}=False"
     _refuse_unread(name, unread)
     if settings.get("use_replay", True) and settings.get("use_ot", True):
@@ -519,14 +521,6 @@ def _method_config(name: str, preset: RunConfig | Mapping[str, Any] | str) -> Ru
                 "from avalanche_sets.presets.resolve_preset(<name>, **overrides)"
             )
     return RunConfig.of(preset)  # refuses what is neither a name, a config nor a mapping
-
-
-def _unread_stream_settings(given: set[str], eval_stream: str) -> dict[str, str]:
-    return {
-        key: f"a run evaluated on the {eval_stream} stream never draws the {stream} stream"
-        for key, stream in _STREAM_SETTINGS.items()
-        if key in given and stream != eval_stream
-    }
 
 
 def _refuse_unread(name: str, unread: dict[str, str]) -> None:
@@ -565,26 +559,9 @@ def _check_factory(name: str, factory: Callable) -> None:
         )
 
 
-def _normal(value: Any) -> Any:
-    return tuple(value) if isinstance(value, (list, tuple)) else value
-
-
-def _settings(cls: type, fixed: Mapping[str, Any]) -> dict[str, Any]:
-    """The options a strategy of ``cls`` runs with: its constructor's defaults, then ``fixed``
-    (sequences as tuples, so two spellings of one setting compare equal)."""
-    params = inspect.signature(cls.__init__).parameters
-    settings = {k: p.default for k, p in params.items() if p.default is not p.empty}
-    return {k: _normal(v) for k, v in {**settings, **fixed}.items()}
-
-
 def _strategy_label(spec: MethodSpec) -> str:
     """The method a declaration's fixed options modify (``ORDER`` for ORDER's ablations)."""
     return "ORDER" if spec.family == "order" else spec.strategy
-
-
-#: Preset settings a strategy receives when its constructor takes them (read from its signature
-#: by :func:`_accepted_options`, as ``seed``): the memory size and the replayed tasks per step.
-_PRESET_OPTIONS = ("mem_size", "replay_batch")
 
 
 def build_strategy(
@@ -662,22 +639,18 @@ def build_strategy(
     accepted = _accepted_options(cls)
     torch.manual_seed(seed)
     backbone = make_backbone(config)
-    kwargs: dict[str, Any] = _common(config, evaluator, plugins or None)
+    kwargs: dict[str, Any] = {"evaluator": evaluator, "plugins": plugins or None}
     if spec.family == "order":
-        kwargs.update(model=PrototypicalModel(backbone, refine="soft_kmeans"), lr=config.lr)
+        kwargs["model"] = PrototypicalModel(backbone, refine="soft_kmeans")
     elif spec.family == "meta":  # the meta-learners build their own head on the backbone
-        kwargs["lr"] = config.lr
         if "model" not in overrides:  # a model handed over is used as it is
             kwargs["model_options"] = {"backbone": backbone}
     else:  # every continual baseline is MSKM + a mechanism (paper §5.3)
         kwargs["model"] = PrototypicalModel(backbone, refine="mskm")
-        if spec.own_lr is None:
-            kwargs["lr"] = config.lr
-    kwargs.update(spec.fixed)
+    # the batch sizes, the device, the lr, the fixed, memory and tuned options: one home
+    kwargs.update(preset_options(spec, cls, config))
     if "seed" in accepted:
         kwargs["seed"] = seed
-    kwargs.update({k: getattr(config, k) for k in _PRESET_OPTIONS if k in accepted})
-    kwargs.update(spec.tuned_options)
     model_options = _model_option_names(cls)
     for key, value in overrides.items():  # a meta-learner's model options go to its model
         target = kwargs.setdefault("model_options", {}) if key in model_options else kwargs

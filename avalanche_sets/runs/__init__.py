@@ -1,7 +1,9 @@
 """Running experiments: one home for what a run is, how it is run, and what it leaves on disk.
 
 * :mod:`~avalanche_sets.runs.folder` — the on-disk contract: run-folder names and identity,
-  ``result.json``/``run.json`` records, provenance, the lock, atomic writes;
+  ``result.json``/``run.json`` records, atomic writes;
+* :mod:`~avalanche_sets.runs.code` — which code and arithmetic made a run, and provenance;
+* :mod:`~avalanche_sets.runs.lock` — the lock of a run in progress;
 * :mod:`~avalanche_sets.runs.experiment` — one run (:func:`run_experiment`): build the
   benchmark and the method, train with checkpoints, write the folder;
 * :mod:`~avalanche_sets.runs.sweep` — many runs (:func:`run_sweep`): in this process, a local
@@ -17,8 +19,8 @@ The names below load on first use (PEP 562), as the package's own: the command l
 from .. import _lazy_names
 
 _LAZY = {
-    "RunLock": ".folder",
-    "RunLockedError": ".folder",
+    "RunLock": ".lock",
+    "RunLockedError": ".lock",
     "RunConflictError": ".folder",
     "ResultsVersionError": ".folder",
     "read_record": ".folder",

@@ -35,10 +35,17 @@ from ..baselines.joint import joint_benchmark
 from ..data import SETSBenchmark, sets_benchmark
 from ..data.content import PACKS_ENV, data_root
 from ..data.packs import NO_PACKS_HINT
-from ..methods import build_strategy, check_method, method_spec, tuned_options, typed_options
+from ..methods import (
+    build_strategy,
+    check_method,
+    method_spec,
+    normal_options,
+    tuned_options,
+    unread_settings,
+)
 from ..metrics import episode_metrics
 from ..presets import RunConfig, preset_settings
-from ..training.checkpoint import previous_checkpoint_path
+from ..training.checkpoint import previous_checkpoint_path, resume_note
 from ..training.loggers import (
     ResumableCSVLogger,
     ResumableTensorboardLogger,
@@ -51,6 +58,7 @@ from .code import code_info, command_line, numerics_info, provenance, user_code,
 from .folder import (
     CHECKPOINT_FILE,
     LOG_FILE,
+    UNREAD_FIELD,
     RunConflictError,
     RunLock,
     check_finished,
@@ -76,6 +84,7 @@ __all__ = [
     "method_preset",
     "evaluator",
     "resolved_preset",
+    "run_settings",
     "wandb_config",
 ]
 
@@ -108,6 +117,35 @@ def resolved_preset(preset: RunConfig | Mapping[str, Any]) -> dict[str, Any]:
     meant here), with the data folder portable (:func:`~.folder.portable_preset`)."""
     settings = {k: v for k, v in preset_settings(preset).items() if k != "seeds"}
     return portable_preset({**settings, "precision": run_precision(preset)})
+
+
+def run_settings(
+    method: str,
+    preset: RunConfig | Mapping[str, Any],
+    *,
+    eval_stream: str = "test",
+    strategy_overrides: Mapping[str, Any] | None = None,
+    plugins: Sequence[str] = (),
+) -> dict[str, Any]:
+    """What sets a run of ``method`` with ``preset`` apart besides its preset and seed, as
+    :func:`~.folder.run_folder` and :func:`~.folder.run_identity` take it (``**``):
+    ``eval_stream``, ``plugins`` (their :func:`~.folder.plugin_description`),
+    ``strategy_overrides`` typed and less every option equal to the value the method runs with
+    anyway (:func:`~avalanche_sets.methods.normal_options`: an explicit default is the default)
+    and ``unread``, the preset settings the run does not read with the reason of each
+    (:func:`~avalanche_sets.methods.unread_settings`: they name no folder and are no part of
+    the identity). Imports the method's strategy class (torch).
+
+    Raises:
+        MethodOptionError: as :func:`~avalanche_sets.methods.typed_options`.
+    """
+    overrides = normal_options(method, preset, strategy_overrides)
+    return {
+        "eval_stream": eval_stream,
+        "strategy_overrides": overrides,
+        "plugins": list(plugins),
+        "unread": unread_settings(method, preset, overrides, eval_stream=eval_stream),
+    }
 
 
 def wandb_config(
@@ -223,8 +261,10 @@ def evaluator(
 
     Training accuracy and loss (``Top1_Acc_Epoch``, ``Loss_Epoch``: the CSV's
     ``training_accuracy`` and ``training_loss`` columns) are measured per training epoch, one
-    per domain. The loss terms of training (``meta``, ``mi``, ``ot``, every plugin's ``TERM``)
-    go to every logger as their means over ``log_every`` iterations and over each domain's last,
+    per domain; a run resumed in a domain's middle measures them over the whole domain too
+    (their running state is in the checkpoint:
+    :func:`~avalanche_sets.training.checkpoint.running_metric_state`). The loss terms of
+    training (``meta``, ``mi``, ``ot``, every plugin's ``TERM``) go to every logger as their means over ``log_every`` iterations and over each domain's last,
     shorter interval (:class:`~avalanche_sets.training.loss_terms.LossTerms`): a line
     ``loss terms at iteration N: ...`` in ``log.txt``, ``csv/loss_terms.csv``,
     ``LossTerm/train_phase/train_stream/<term>`` scalars in TensorBoard and W&B, and the
@@ -353,16 +393,18 @@ def run_experiment(
     else:  # before any data is loaded
         preset = check_method(method, preset, strategy_overrides)
     bench_preset = method_preset(method, preset)  # raises before any data is loaded, too
-    # typed as the option keeps it (beta=0 is beta=0.0): one run, one folder and identity
-    strategy_overrides = typed_options(method, strategy_overrides or {})
+    added = [plugin_description(p) for p in plugins]
+    # typed as the option keeps it (beta=0 is beta=0.0), an explicit default dropped, the
+    # settings the run does not read named: one run, one folder and identity
+    where = run_settings(method, preset, eval_stream=eval_stream,
+                         strategy_overrides=strategy_overrides, plugins=added)  # fmt: skip
+    strategy_overrides, unread = where["strategy_overrides"], where["unread"]
+    logged = {k: where[k] for k in ("eval_stream", "strategy_overrides", "plugins")}
     if benchmark is not None and benchmark.seed != seed:
         raise ValueError(
             f"run_experiment(seed={seed}) was handed the benchmark of seed {benchmark.seed}; "
             "fix: pass build_benchmark(preset, seed=seed), or no benchmark"
         )
-    added = [plugin_description(p) for p in plugins]
-    where = {"eval_stream": eval_stream, "strategy_overrides": strategy_overrides}
-    where["plugins"] = added
     out = run_folder(out_root, method, preset, seed, tag=tag, **where)
     data = run_data(preset)  # the data's content hash, once per run (before any data loads)
     own = user_code(method, plugins)  # the code of one's own, as its files are now
@@ -397,7 +439,7 @@ def run_experiment(
                 out,
                 verbose=verbose,
                 log_file=log,
-                config=wandb_config(method, preset, seed=seed, **where),
+                config=wandb_config(method, preset, seed=seed, **logged),
                 log_every=log_every,
             ),
             plugins=list(plugins),
@@ -428,6 +470,9 @@ def run_experiment(
             )
             print(message, file=sys.stderr, flush=True)
             print(message, file=log, flush=True)
+            note = resume_note(restored)  # epoch metrics over the iterations after it only
+            if note:
+                print(note, file=log, flush=True)
 
         checkpoint = out / CHECKPOINT_FILE
         try:
@@ -454,7 +499,8 @@ def run_experiment(
             # the precision as resolved here: what "auto" meant on this machine
             "preset": resolved_preset(preset),
             "eval_stream": eval_stream,
-            "strategy_overrides": strategy_overrides or {},
+            "strategy_overrides": strategy_overrides,
+            UNREAD_FIELD: unread,
             **({"plugins": added} if added else {}),
             **({"user_code": own} if own else {}),
             **({"tag": tag} if tag else {}),

@@ -16,11 +16,9 @@ folder holds
 * ``table.md`` and ``accuracy_matrix.png`` (:mod:`avalanche_sets.runs.report` writes them from
   the record) and ``log.txt`` (every metric value; ``csv/``, ``tb/`` and ``wandb/`` with those loggers).
 
-While a run is in progress the folder holds its checkpoint and ``.lock``, an exclusive
-``flock`` held by the process running it (:class:`RunLock`): a second process (another sweep
-pointed at the same folder) sees the lock and does not run it again. The lock dies with its
-process (even on SIGKILL), so there are no stale locks to clean up. ``flock`` needs a local
-POSIX file system (on NFS it may not exclude processes on other hosts).
+While a run is in progress the folder holds its checkpoint and ``.lock``
+(:class:`~.lock.RunLock`): a second process (another sweep pointed at the same folder) sees the
+lock and does not run it again.
 
 Every file is written atomically (:func:`atomic_write`, the one implementation the whole
 package uses). This module loads with the standard library alone — the command line reads
@@ -36,12 +34,11 @@ it was made, and a record holds what a run computed with.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import importlib.util
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +49,7 @@ from ..files import atomic_write
 from ..methods import method_folder_name
 from ..presets import NAMING_PRESETS, PRESETS, RunConfig, preset_settings
 from .code import NO_SOURCE, code_info
+from .lock import LOCK_FILE, RunLock, RunLockedError
 
 __all__ = [
     "RESULT_FILE",
@@ -70,6 +68,7 @@ __all__ = [
     "logger_argument",
     "RESULT_FORMAT",
     "RECORD_KEYS",
+    "UNREAD_FIELD",
     "MIGRATION_COMMIT",
     "ResultsVersionError",
     "RunLockedError",
@@ -97,7 +96,6 @@ __all__ = [
 # ------------------------------------------------------------------------ the files
 RESULT_FILE = "result.json"
 RUN_FILE = "run.json"
-LOCK_FILE = ".lock"
 TABLE_FILE = "table.md"
 MATRIX_PLOT = "accuracy_matrix.png"
 LOG_FILE = "log.txt"
@@ -192,6 +190,11 @@ deterministic) + ``run.json`` (provenance), with ``result.forgetting`` of
 ``result.bwt`` and the ``preset``'s ``precision``. A record of another format is refused
 (:class:`ResultsVersionError`)."""
 
+UNREAD_FIELD = "unread_settings"
+"""The key of ``result.json`` naming the preset settings the run did not read, each with the
+reason (:func:`~avalanche_sets.methods.unread_settings`): its ``preset`` holds every setting,
+its identity and its table row leave these out."""
+
 RECORD_KEYS = ("method", "seed", "preset", "result", "code")
 """The keys of ``result.json`` that every record of :data:`RESULT_FORMAT` holds and its readers
 read (the identity, the numbers, the code that made them)."""
@@ -203,10 +206,6 @@ MIGRATION_COMMIT = "74896ff"
 
 class ResultsVersionError(ValueError):
     """A run folder written by a version of avalanche-sets whose format this one cannot read."""
-
-
-class RunLockedError(RuntimeError):
-    """The run is being run by another process (its folder's lock is held)."""
 
 
 class RunConflictError(ValueError):
@@ -316,9 +315,11 @@ def run_precision(preset: RunConfig | Mapping[str, Any]) -> str:
     return resolve_precision(precision, str(settings["device"]).split(":")[0])
 
 
-def _identity_preset(preset: RunConfig | Mapping[str, Any]) -> dict:
-    """The preset as far as it decides what a run computes (precision resolved)."""
-    out = {k: v for k, v in preset_settings(preset).items() if k not in _NOT_IDENTITY}
+def _identity_preset(preset: RunConfig | Mapping[str, Any], unread: Iterable[str] = ()) -> dict:
+    """The preset as far as it decides what a run computes (precision resolved), less the
+    settings the run does not read."""
+    skip = {*_NOT_IDENTITY, *unread}
+    out = {k: v for k, v in preset_settings(preset).items() if k not in skip}
     out["precision"] = run_precision(preset)
     return out
 
@@ -350,12 +351,18 @@ def run_identity(
     eval_stream: str = "test",
     strategy_overrides: dict | None = None,
     plugins: Sequence[str] = (),
+    unread: Iterable[str] = (),
     data: Any = _MISSING,
     user_code: Mapping[str, str] | None = None,
     tag: str = "",
 ) -> dict:
     """Everything that decides what a run computes, except its seed and the library's code
     (JSON-normalised).
+
+    ``strategy_overrides``: the options as the run holds them, an option equal to the value the
+    method runs with anyway left out; ``unread``: the preset settings the run does not read,
+    left out of its preset (both: :func:`~avalanche_sets.runs.experiment.run_settings`). So
+    runs that compute the same thing have one identity.
 
     The numeric path enters with the preset: its device, its ``threads`` (another thread count
     sums in another order, so its numbers differ) and its precision resolved (``"fp32"`` or
@@ -377,7 +384,7 @@ def run_identity(
         data = run_data(preset)["content"]
     ident = {
         "method": method,
-        "preset": _identity_preset(preset),
+        "preset": _identity_preset(preset, unread),
         "eval_stream": eval_stream,
         "strategy_overrides": dict(strategy_overrides or {}),
         "data": data,
@@ -394,7 +401,8 @@ def run_identity(
 def record_identity(record: dict) -> dict:
     """:func:`run_identity` of a finished run's record (``result.json``, any readable format).
 
-    Its ``data`` is the content the record names. A record of a folder source that names
+    The preset settings the record names in ``unread_settings`` (those the run did not read)
+    are left out. Its ``data`` is the content the record names. A record of a folder source that names
     none — written before records named it, or given its code from the history — has :data:`NOT_RECORDED` there; the synthetic source
     has ``None`` (it reads no files). Reads nothing but the record.
     """
@@ -405,7 +413,8 @@ def record_identity(record: dict) -> dict:
     return run_identity(
         record["method"], record["preset"], eval_stream=record.get("eval_stream", "test"),
         strategy_overrides=record.get("strategy_overrides"), plugins=record.get("plugins", ()),
-        data=content, user_code=record.get("user_code"), tag=record.get("tag", ""),
+        unread=record.get(UNREAD_FIELD, {}), data=content, user_code=record.get("user_code"),
+        tag=record.get("tag", ""),
     )  # fmt: skip
 
 
@@ -433,7 +442,8 @@ def _user_code_differences(have: Mapping[str, str], asked: Mapping[str, str]) ->
 def identity_differences(have: dict, asked: dict) -> list[str]:
     """What differs between two :func:`run_identity` values, one ``"<what>: <a> there, <b>
     asked"`` per setting (empty: the same run). A ``data`` of :data:`NOT_RECORDED` in ``have``
-    (a record older than data identity) is no difference: nothing it recorded differs. User
+    (a record older than data identity) is no difference: nothing it recorded differs; nor is a
+    preset setting ``asked`` lacks (the asked run does not read it, whatever ``have`` says). User
     code is compared by content hash (``code of <source>: <a> there, <b> now``); code without a
     source file is never the same."""
     diff = _user_code_differences(have.get("user_code") or {}, asked.get("user_code") or {})
@@ -441,8 +451,8 @@ def identity_differences(have: dict, asked: dict) -> list[str]:
         a, b = have.get(part), asked.get(part)
         if a != b and not (part == "data" and a == NOT_RECORDED):
             diff.append(f"{'data content' if part == 'data' else part}: {a!r} there, {b!r} asked")
-    for k in sorted(set(have["preset"]) | set(asked["preset"])):
-        a, b = have["preset"].get(k, "(absent)"), asked["preset"].get(k, "(absent)")
+    for k in sorted(asked["preset"]):
+        a, b = have["preset"].get(k, "(absent)"), asked["preset"][k]
         if a != b:
             diff.append(f"{k}: {a!r} there, {b!r} asked")
     return diff
@@ -478,6 +488,7 @@ def run_dir_name(
     eval_stream: str = "test",
     strategy_overrides: dict | None = None,
     plugins: Sequence[str] = (),
+    unread: Iterable[str] = (),
 ) -> str:
     """``<method>/<source>-o<order>-<N>w<K>s-R<R>-seed<s>`` plus what else sets the run apart.
 
@@ -490,7 +501,9 @@ def run_dir_name(
     run uses another torch thread count than that preset (``-t2``), ``-bf16`` when the backbone
     computes in bf16 (:func:`run_precision`; fp32 adds nothing) and the evaluation stream when it
     is not ``test`` (``-valid``). Runs that differ in a setting therefore never share a folder,
-    and a plain named-preset run keeps the short name. The data's content is not in the name:
+    and a plain named-preset run keeps the short name. The settings in ``unread`` (those the run
+    does not read) and the options left out of ``strategy_overrides`` (equal to their default)
+    name nothing: runs that compute the same thing share a folder. The data's content is not in the name:
     a run asked again on changed data finds the folder of the other data's run, and
     :func:`check_finished` refuses it.
     """
@@ -502,7 +515,7 @@ def run_dir_name(
         f"{method_folder_name(method)}{added}/{src}-o{order}-{preset['n_way']}w{preset['n_shot']}s-R{preset['n_ood']}"
         f"-seed{seed}"
     )
-    named = _IN_BASE_NAME + _NOT_IDENTITY + _NAMED_APART
+    named = {*_IN_BASE_NAME, *_NOT_IDENTITY, *_NAMED_APART, *unread}
     rest = {k: v for k, v in preset.items() if k not in named}
     diffs = [
         {k: v for k, v in rest.items() if PRESETS[n].get(k, _MISSING) != v} for n in NAMING_PRESETS
@@ -564,6 +577,7 @@ def run_folder(
     eval_stream: str = "test",
     strategy_overrides: dict | None = None,
     plugins: Sequence[str] = (),
+    unread: Iterable[str] = (),
     tag: str = "",
 ) -> Path:
     """The folder of one run under ``out_root``: :func:`run_dir_name`, followed by
@@ -574,6 +588,7 @@ def run_folder(
     """
     where = {"eval_stream": eval_stream, "strategy_overrides": strategy_overrides}
     where["plugins"] = plugins
+    where["unread"] = unread
     named = run_dir_name(method, preset, seed, **where)
     return Path(out_root) / (named + f"-tag_{tag}" if check_tag(tag) else named)
 
@@ -636,49 +651,3 @@ def portable_preset(preset: RunConfig | Mapping[str, Any]) -> dict[str, Any]:
     if root is not None and Path(root).is_absolute():
         settings["root"] = os.path.relpath(root, Path.cwd())
     return settings
-
-
-class RunLock:
-    """An exclusive, non-blocking (or blocking) ``flock`` on ``<folder>/.lock``.
-
-    Use as a context manager; ``acquire`` raises :class:`RunLockedError` when another process
-    holds it and ``wait`` is false.
-    """
-
-    def __init__(self, folder: str | Path, *, wait: bool = False) -> None:
-        self.path = Path(folder) / LOCK_FILE
-        self.wait = wait
-        self._fd: int | None = None
-
-    def acquire(self) -> RunLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if self.wait else fcntl.LOCK_NB))
-        except BlockingIOError:
-            os.close(fd)
-            raise RunLockedError(
-                f"{self.path.parent} is being run by another process (lock {self.path}); "
-                "it is not run twice — wait for it, or use another --out folder"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        self._fd = fd
-        return self
-
-    def release(self) -> None:
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
-
-    def remove(self) -> None:
-        """Delete the lock file (a finished run's folder keeps none). Safe while held: a
-        process waiting on it re-checks ``result.json`` before running anything."""
-        self.path.unlink(missing_ok=True)
-
-    def __enter__(self) -> RunLock:
-        return self.acquire()
-
-    def __exit__(self, *exc) -> None:
-        self.release()

@@ -13,6 +13,9 @@ something; runs of two protocols are never averaged together.
   protocol is refused, naming both folders);
 * :func:`protocol_settings` — a record's identity flattened to ``setting → value``, the names a
   table's columns and ``--by`` use (``n_shot``, ``gamma``, ``plugins``, ``numerics.threads``);
+* :func:`protocol_setting` / :func:`settings_agree` — the setting a run was made in (its
+  identity less the method and its options), and whether two runs share theirs on every
+  setting both read (the pairing of ``table --vs``);
 * :func:`code_key` / :func:`code_label` — the code a record names;
 * :func:`check_setting_names` — a grouping key no record has, refused with "did you mean";
 * :func:`data_label` / :func:`numerics_label` / :func:`shared_settings` — what a table says of
@@ -36,6 +39,8 @@ __all__ = [
     "code_label",
     "protocol_settings",
     "protocol_key",
+    "protocol_setting",
+    "settings_agree",
     "group_protocols",
     "check_setting_names",
     "did_you_mean",
@@ -128,6 +133,34 @@ def protocol_key(record: dict, *, pool_code: bool = False, drop: Sequence[str] =
     return json.dumps([ident, code], sort_keys=True, default=str)
 
 
+def protocol_setting(
+    record: dict, *, pool_code: bool = False, drop: Sequence[str] = ARM_FIELDS
+) -> dict[str, str]:
+    """The setting a record's run was made in: its :func:`~.folder.record_identity` less the
+    fields in ``drop`` (the method and its options: :data:`ARM_FIELDS`), flattened to
+    ``{"field.setting": value as JSON}``, and, unless ``pool_code``, its ``code``
+    (:func:`code_key`). A setting the run did not read is absent (``preset.mem_size`` of an
+    MSKM run): compare two with :func:`settings_agree`."""
+    flat = {}
+    for field, value in record_identity(record).items():
+        if field in drop:
+            continue
+        inner = value.items() if isinstance(value, dict) else [(None, value)]
+        for name, v in inner:
+            key = field if name is None else f"{field}.{name}"
+            flat[key] = json.dumps(v, sort_keys=True, default=str)
+    if not pool_code:
+        flat["code"] = json.dumps(code_key(record), default=str)
+    return flat
+
+
+def settings_agree(a: dict[str, str], b: dict[str, str]) -> bool:
+    """Whether two :func:`protocol_setting` values agree on every setting both have: a memory
+    method's run at ``mem_size=20`` was made in the setting of an MSKM run, which reads no
+    memory size; two runs that differ in a setting both read were not."""
+    return all(a[k] == b[k] for k in a.keys() & b.keys())
+
+
 def group_protocols(records: Iterable[dict], *, pool_code: bool = False) -> list[list[dict]]:
     """The records grouped by protocol (:func:`protocol_key`), each group sorted by seed.
 
@@ -210,12 +243,13 @@ def data_label(record: dict) -> str:
 
 def numerics_label(record: dict) -> str:
     """The numeric path of a record (its ``numerics``) as a table's footer names it: ``device
-    cpu, precision fp32, threads 1, cpu_bf16 False`` (``None``: not recorded), or ``not
-    recorded`` for a record without ``numerics``."""
+    cpu, precision fp32, threads 1, cpu_bf16 False`` (a value the record lacks is ``not
+    recorded``), or ``not recorded`` for a record without ``numerics``."""
     num = record.get("numerics")
     if not isinstance(num, dict):
         return "not recorded"
-    return ", ".join(f"{k} {num.get(k)}" for k in ("device", "precision", "threads", "cpu_bf16"))
+    keys = ("device", "precision", "threads", "cpu_bf16")
+    return ", ".join(f"{k} {'not recorded' if num.get(k) is None else num[k]}" for k in keys)
 
 
 def shared_settings(

@@ -32,15 +32,15 @@ import numpy as np
 from ..metrics import stats
 from .folder import MATRIX_PLOT, RESULT_FILE, TABLE_FILE, atomic_write, read_record
 from .protocols import (
-    ARM_FIELDS,
     check_setting_names,
     code_label,
     data_label,
     did_you_mean,
     group_protocols,
     numerics_label,
-    protocol_key,
+    protocol_setting,
     protocol_settings,
+    settings_agree,
     shared_settings,
 )
 
@@ -347,10 +347,12 @@ def aggregate_results(
     :func:`.row_plots.write_row_plots`, which draws each seed of a two-seed row).
 
     ``vs``: a method; every row gets ``delta``, its :func:`paired_delta` against the row of
-    ``vs`` in the same setting (the identity less :data:`~.protocols.ARM_FIELDS`, and the same
-    code unless ``pool_code``) as ``{"vs", "delta", "ci95", "per_seed", "seeds_ci95",
-    "resolved"}`` (:class:`PairedDelta`), ``{"vs", "reference": True}`` for a row of ``vs``
-    itself, or None when no row of ``vs`` shares its setting. Each row also holds
+    ``vs`` made in the same setting (the identity less :data:`~.protocols.ARM_FIELDS`, and the
+    same code unless ``pool_code``) on every setting both rows read
+    (:func:`~.protocols.settings_agree`: a memory method's row at ``mem_size=20`` pairs with
+    MSKM's row, which reads no memory size) as ``{"vs", "delta", "ci95", "per_seed",
+    "seeds_ci95", "resolved"}`` (:class:`PairedDelta`), ``{"vs", "reference": True}`` for a row
+    of ``vs`` itself, or None when no row of ``vs`` shares its setting. Each row also holds
     ``protocol_settings`` (its :func:`.protocols.protocol_settings`), ``data_sources`` and
     ``numeric_paths`` (its runs' distinct :func:`.protocols.data_label` and
     :func:`.protocols.numerics_label`): :func:`table_protocol` reads them.
@@ -384,7 +386,7 @@ def aggregate_results(
             row["code"] = ", ".join(code)
         row.update(_summary(group), protocol_settings=setting)
         rows.append(row)
-        arms.append((group, protocol_key(group[0], pool_code=pool_code, drop=ARM_FIELDS)))
+        arms.append((group, protocol_setting(group[0], pool_code=pool_code)))
     if vs is not None:
         _add_deltas(rows, arms, vs)
     labels = [k for k in rows[0] if k not in _VALUE_FIELDS] if rows else []
@@ -400,14 +402,23 @@ def _sort_key(text: str) -> tuple:
         return (1, 0.0, text)
 
 
-def _add_deltas(rows: list[dict], arms: list[tuple[list[dict], str]], vs: str) -> None:
+def _add_deltas(rows: list[dict], arms: list[tuple[list[dict], dict]], vs: str) -> None:
+    """A row's reference: the row of ``vs`` whose setting agrees with the row's on every setting
+    both read (:func:`~.protocols.settings_agree`); more than one is refused."""
     for row, (group, setting) in zip(rows, arms):
-        refs = [(r, g) for r, (g, s) in zip(rows, arms) if g[0]["method"] == vs and s == setting]
+        refs = [
+            (r, g)
+            for r, (g, s) in zip(rows, arms)
+            if g[0]["method"] == vs and settings_agree(s, setting)
+        ]
         if len(refs) > 1:
             raise ValueError(
-                f"--vs {vs}: {len(refs)} rows of {vs} share one setting (they differ in their "
-                "strategy options, plugins, code of one's own or tag), so the reference of a row is ambiguous; fix: "
-                f"table the run folders of one {vs} configuration only"
+                f"--vs {vs}: {len(refs)} rows of {vs} share one setting with the row of "
+                f"{group[0]['method']} (they agree with it on every setting both read and "
+                "differ in their strategy options, plugins, code of one's own or tag, or in a "
+                f"setting {group[0]['method']} does not read), so its reference is ambiguous; "
+                f"fix: table the run folders of one {vs} configuration only, or --vs a method "
+                "that reads those settings"
             )
         if group[0]["method"] == vs:
             row["delta"] = {"vs": vs, "reference": True}
@@ -553,8 +564,9 @@ def table_footer(rows: list[dict]) -> list[str]:
             else "the seeds both rows ran"
         )  # fmt: skip
         lines.append(
-            f"Δ vs {vs} (points): the row's accuracy minus {vs}'s in the same setting (all but "
-            f"the method, its options and plugins), paired per seed on the same test episodes over "
+            f"Δ vs {vs} (points): the row's accuracy minus {vs}'s in the same setting (every "
+            "setting both rows read; the method, its options, plugins, code of one's own and tag "
+            f"may differ), paired per seed on the same test episodes over "
             f"{over}: the mean of the per-seed differences (in parentheses), ± the 95% interval "
             "over test episodes (`stats.combine_paired`), which leaves out the variation between "
             "training seeds. [seeds ± h]: the paired 95% Student-t interval over the seeds both "

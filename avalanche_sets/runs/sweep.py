@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing as mp
 import os
+import sys
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,9 +22,9 @@ from typing import Any
 
 from tqdm import tqdm
 
-from ..methods import check_method
+from ..methods import check_method, unread_settings
 from ..presets import RunConfig
-from .experiment import run_experiment
+from .experiment import run_experiment, run_settings
 from .folder import RunLockedError, check_tag, is_finished, run_folder
 
 __all__ = ["RunSpec", "RunOutcome", "check_specs", "run_one", "run_sweep"]
@@ -55,11 +56,13 @@ class RunSpec:
 
     @property
     def folder(self) -> Path:
-        """The run's folder (:func:`~.folder.run_folder`)."""
-        return run_folder(
-            self.out_root, self.method, self.preset, self.seed, eval_stream=self.eval_stream,
-            strategy_overrides=self.strategy_overrides, tag=self.tag,
+        """The run's folder (:func:`~.folder.run_folder` of its
+        :func:`~.experiment.run_settings`)."""
+        where = run_settings(
+            self.method, self.preset, eval_stream=self.eval_stream,
+            strategy_overrides=self.strategy_overrides,
         )  # fmt: skip
+        return run_folder(self.out_root, self.method, self.preset, self.seed, **where, tag=self.tag)
 
     @property
     def label(self) -> str:
@@ -95,18 +98,42 @@ class RunOutcome:
         return float("nan") if self.record is None else self.record["seconds"]
 
 
-def check_specs(specs: Sequence[RunSpec], *, given: Iterable[str] = ()) -> None:
-    """Check the method, preset and strategy options of every run (before any starts);
-    ``given``: the preset settings the user set, each of which every run must read.
+def check_specs(specs: Sequence[RunSpec], *, given: Iterable[str] = ()) -> list[RunSpec]:
+    """Check the method, preset and strategy options of every run (before any starts) and
+    return the specs, one per distinct run (in their order).
+
+    ``given``: the preset settings the user set. Each must be read by some run of the sweep,
+    or it is refused (it would change nothing). A method that does not read one
+    (:func:`~avalanche_sets.methods.unread_settings`: ``mem_size`` for ``mskm``) runs once
+    for all its values — its grid points are one run, one folder — and one warning line on
+    stderr per method and setting says so, with the reason.
 
     Raises:
-        ValueError, TypeError: as :func:`~avalanche_sets.methods.check_method`.
+        ValueError, TypeError: as :func:`~avalanche_sets.methods.check_method`; a given
+            setting that no run of the sweep reads.
     """
+    given = set(given)
+    ignored: dict[tuple[str, str], str] = {}
+    read: set[str] = set()
     for spec in specs:
+        unread = unread_settings(
+            spec.method, spec.preset, spec.strategy_overrides, eval_stream=spec.eval_stream
+        )
+        read |= given - set(unread)
+        ignored.update({(spec.method, k): unread[k] for k in given & set(unread)})
+    for spec in specs:  # a setting no run reads is refused with the method's own message
         check_method(
-            spec.method, spec.preset, spec.strategy_overrides, given=given,
+            spec.method, spec.preset, spec.strategy_overrides, given=given - read,
             eval_stream=spec.eval_stream,
         )  # fmt: skip
+    for (method, key), why in ignored.items():
+        if key in read:
+            print(f"warning: {method} does not read {key} ({why}): it runs once for every "
+                  f"value of {key} of this sweep", file=sys.stderr, flush=True)  # fmt: skip
+    runs: dict[Path, RunSpec] = {}
+    for spec in specs:
+        runs.setdefault(spec.folder, spec)
+    return list(runs.values())
 
 
 def run_one(

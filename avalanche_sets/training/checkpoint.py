@@ -10,7 +10,13 @@ position (experience, iteration) plus any results so far. It also saves Avalanch
 ``strategy.clock`` (the steps every logged value is plotted at) and the state of every evaluator
 logger that has a ``state_dict()`` (:mod:`avalanche_sets.training.loggers`: how far their files
 are written), so that a resumed run's TensorBoard, CSV and W&B logs continue at the steps where
-the checkpoint left them, as an uninterrupted run's.
+the checkpoint left them, as an uninterrupted run's. And it saves the running state of every
+evaluator metric that accumulates over the training iterations (Avalanche's epoch accuracy and
+loss, ``Top1_Acc_Epoch`` and ``Loss_Epoch``: :func:`running_metric_state`), which a run resumed in
+the middle of a domain puts back after Avalanche resets it at the epoch's start
+(:func:`restore_running_metrics`), so that the epoch's values cover every iteration of the
+domain, as an uninterrupted run's. Wall time (``timing_metrics``) is not state: a resumed run
+measures the time after the resume.
 
 Loading a checkpoint runs no code: its payload holds only tensors, numbers, strings and plain
 containers (a NumPy array, such as the legacy RNG's state, is stored as its bytes, dtype and
@@ -52,7 +58,10 @@ from typing import Any
 import numpy as np
 import torch
 from avalanche.core import SupervisedPlugin
+from avalanche.evaluation.metric_definitions import GenericPluginMetric, PluginMetric
 from avalanche.evaluation.metrics.forgetting_bwt import GenericExperienceForgetting
+from avalanche.evaluation.metrics.mean import Mean
+from avalanche.evaluation.metrics.timing import TimePluginMetric
 
 from ..files import atomic_write
 
@@ -62,6 +71,9 @@ __all__ = [
     "load_latest_checkpoint",
     "read_checkpoint",
     "previous_checkpoint_path",
+    "running_metric_state",
+    "restore_running_metrics",
+    "resume_note",
     "CheckpointPlugin",
     "CheckpointError",
     "CorruptCheckpointError",
@@ -71,7 +83,9 @@ __all__ = [
 
 FORMAT_VERSION = 4
 """Version of the checkpoint file layout (4: as 3, with Avalanche's clock and the loggers'
-state, so that a resumed run logs at the steps an uninterrupted one does; 3: a payload of
+state, so that a resumed run logs at the steps an uninterrupted one does, and, optionally, the
+running state of the training metrics (``"running_metrics"``; a checkpoint without it resumes
+with the epoch metrics of its domain over the iterations after the resume); 3: a payload of
 tensors and plain values, read with ``weights_only=True``; 2: checksummed header, any pickle;
 1: a bare ``torch.save``)."""
 
@@ -219,6 +233,139 @@ def _loggers(strategy) -> dict[str, Any]:
     return out
 
 
+#: Metrics whose running state is wall time, which a resumed process cannot continue: a domain
+#: resumed in its middle logs the time after the resume (``Time_Epoch``). Not saved, by design.
+WALL_TIME_METRICS = (TimePluginMetric,)
+
+
+def _running_metrics(strategy) -> tuple[dict[str, Any], list[str]]:
+    """The evaluator's metrics that accumulate over training iterations and have no
+    ``state_dict`` of their own (those are saved with the components), keyed as the components
+    are (``metric3:EpochLoss``); and the names of the others that accumulate over training
+    iterations in a way this module cannot read (a metric of one's own that overrides
+    ``after_training_iteration``), which a resumed run names rather than skips.
+
+    Accumulating: Avalanche's train-mode ``GenericPluginMetric`` not reset every iteration
+    (``EpochAccuracy``, ``EpochLoss``, ``RunningEpochAccuracy``, ...), but for
+    :data:`WALL_TIME_METRICS`."""
+    saved: dict[str, Any] = {}
+    unsaved: list[str] = []
+    evaluator = getattr(strategy, "evaluator", None)
+    for i, m in enumerate(getattr(evaluator, "metrics", []) or []):
+        key = f"metric{i}:{type(m).__name__}"
+        if hasattr(m, "state_dict") and hasattr(m, "load_state_dict"):
+            continue  # a component
+        if isinstance(m, GenericPluginMetric):
+            if m._mode == "train" and m._reset_at != "iteration":
+                if not isinstance(m, WALL_TIME_METRICS):
+                    saved[key] = m
+        elif isinstance(m, PluginMetric) and (
+            type(m).after_training_iteration is not PluginMetric.after_training_iteration
+        ):
+            unsaved.append(f"{key} (no state_dict())")
+    return saved, unsaved
+
+
+def _mean_state(mean: Mean) -> dict[str, float]:
+    return {"summed": float(mean.summed), "weight": float(mean.weight)}
+
+
+def _metric_state(metric: Any, where: str) -> dict[str, Any]:
+    """The running state of an Avalanche metric object (a plugin metric's ``_metric``): its
+    ``state_dict()``, or each attribute that is a ``Mean`` or a dict of ``Mean``s (Avalanche's
+    accuracy and loss; a task-aware one's per-task means). Anything else raises a
+    :class:`CheckpointError` naming the attribute: a state saved in part would resume wrong."""
+    if hasattr(metric, "state_dict") and hasattr(metric, "load_state_dict"):
+        return {"state_dict": metric.state_dict()}
+    out: dict[str, Any] = {}
+    for name, value in vars(metric).items():
+        if isinstance(value, Mean):
+            out[name] = _mean_state(value)
+        elif isinstance(value, dict) and all(isinstance(v, Mean) for v in value.values()):
+            out[name] = {"means": {k: _mean_state(v) for k, v in value.items()}}
+        else:
+            raise CheckpointError(
+                f"{where}: the running state of {type(metric).__name__}.{name} "
+                f"({type(value).__name__}) cannot be saved; give the metric a state_dict()/"
+                "load_state_dict() holding tensors and plain values"
+            )
+    return out
+
+
+def running_metric_state(strategy) -> dict[str, Any]:
+    """The running state of the evaluator's metrics that accumulate over the training
+    iterations of an epoch (``{"state": {key: ...}, "unsaved": [names]}``; see
+    :func:`restore_running_metrics`). ``unsaved`` names the metrics that accumulate in a way
+    that cannot be read (a resumed run says so in its log: :func:`resume_note`).
+
+    Raises:
+        CheckpointError: an accumulating Avalanche metric holds a state this cannot read,
+            naming it.
+    """
+    metrics, unsaved = _running_metrics(strategy)
+    state = {key: _metric_state(m._metric, key) for key, m in metrics.items()}
+    return {"state": state, "unsaved": unsaved}
+
+
+def _load_means(metric: Any, state: dict[str, Any]) -> None:
+    if "state_dict" in state:
+        metric.load_state_dict(state["state_dict"])
+        return
+    for name, value in state.items():
+        if "means" in value:
+            means = getattr(metric, name)
+            means.clear()  # a defaultdict keeps its factory
+            for k, v in value["means"].items():
+                means[k] = Mean()
+                means[k].summed, means[k].weight = v["summed"], v["weight"]
+        else:
+            mean = getattr(metric, name)
+            mean.summed, mean.weight = value["summed"], value["weight"]
+
+
+def restore_running_metrics(strategy, saved: dict[str, Any], *, domain_start: bool = False) -> None:
+    """Put the running state :func:`running_metric_state` saved back into ``strategy``'s
+    evaluator metrics. Call it where the resumed epoch has begun (after Avalanche's
+    ``before_training_epoch`` has reset them): :func:`~avalanche_sets.training.run_sets` does.
+    ``domain_start``: the run resumes at a domain's first iteration, where an uninterrupted
+    run has reset every metric but those never reset, so only those get their state back.
+
+    Raises:
+        CheckpointError: the evaluator's accumulating metrics differ from the saved ones.
+    """
+    metrics, _ = _running_metrics(strategy)
+    if sorted(metrics) != sorted(saved["state"]):
+        raise CheckpointError(
+            f"the evaluator's training metrics {sorted(metrics)} differ from the checkpoint's "
+            f"{sorted(saved['state'])}; resume with the evaluator that started the run"
+        )
+    for key, metric in metrics.items():
+        if not domain_start or metric._reset_at == "never":
+            _load_means(metric._metric, saved["state"][key])
+
+
+def resume_note(restored: dict) -> str | None:
+    """A line for the run's log when a run resumed in the middle of a domain logs epoch metrics
+    that cover only the iterations after the resume (a checkpoint written without their state,
+    or metrics whose state cannot be saved); ``None`` when they cover the whole domain."""
+    if not restored["position"].get("iteration"):
+        return None  # resumed at a domain's start: nothing of its epoch was lost
+    running = restored.get("running_metrics")
+    if running is None:
+        return (
+            "note: this checkpoint holds no running state of the training metrics (written by "
+            "an earlier avalanche-sets), so the epoch metrics of the resumed domain "
+            "(Top1_Acc_Epoch, Loss_Epoch) cover only the iterations after the resume"
+        )
+    if running["unsaved"]:
+        return (
+            f"note: the state of {', '.join(running['unsaved'])} is not in the checkpoint: "
+            "where it accumulates over training iterations, its values for the resumed domain "
+            "cover only the iterations after the resume"
+        )
+    return None
+
+
 def save_checkpoint(
     path: str | Path,
     strategy,
@@ -249,6 +396,7 @@ def save_checkpoint(
         "components": {k: v.state_dict() for k, v in _stateful(strategy).items()},
         "clock": {k: int(getattr(strategy.clock, k)) for k in CLOCK_FIELDS},
         "loggers": {k: v.state_dict() for k, v in _loggers(strategy).items()},
+        "running_metrics": running_metric_state(strategy),
         "rng": {
             "torch": torch.get_rng_state(),
             "numpy": np.random.get_state(),
@@ -321,13 +469,18 @@ def read_checkpoint(path: str | Path) -> dict:
 
 
 def load_checkpoint(path: str | Path, strategy) -> dict:
-    """Restore ``strategy`` from one checkpoint; returns ``{"position": ..., "extra": ...}``.
+    """Restore ``strategy`` from one checkpoint; returns ``{"position", "extra",
+    "running_metrics"}``.
 
     The strategy must be built the same way as the one that was saved (same model, optimiser,
     plugins and metrics, in the same order); mismatches raise a :class:`CheckpointError`
     naming them. A damaged file raises :class:`CorruptCheckpointError`. Avalanche's clock is
     restored, and every evaluator logger with a ``load_state_dict`` gets its saved state
     (``None`` for a logger the checkpoint did not have, which then starts fresh).
+    ``running_metrics`` is the running state of the training metrics
+    (:func:`running_metric_state`; ``None`` in a checkpoint written without it), which is
+    restored only where the resumed epoch begins (:func:`restore_running_metrics`), since
+    Avalanche resets it there.
 
     Where it loads to: the file is read onto the CPU (``map_location="cpu"`` in
     :func:`read_checkpoint`, whatever device wrote it — RNG states must be CPU tensors); the
@@ -346,6 +499,15 @@ def load_checkpoint(path: str | Path, strategy) -> dict:
             f"{path}: the strategy's plugins/metrics differ from the checkpoint's: {missing}; "
             "build the strategy with the same plugins and metrics to resume"
         )
+    running = state.get("running_metrics")
+    if running is not None:
+        names = sorted(_running_metrics(strategy)[0])
+        if names != sorted(running["state"]):
+            raise CheckpointError(
+                f"{path}: the evaluator's training metrics {names} differ from the "
+                f"checkpoint's {sorted(running['state'])}; build the strategy with the same "
+                "metrics to resume"
+            )
     try:
         strategy.model.load_state_dict(state["model"])
     except RuntimeError as err:
@@ -370,7 +532,7 @@ def load_checkpoint(path: str | Path, strategy) -> dict:
     torch.set_rng_state(state["rng"]["torch"])
     np.random.set_state(state["rng"]["numpy"])
     random.setstate(state["rng"]["python"])
-    return {"position": state["position"], "extra": state["extra"]}
+    return {"position": state["position"], "extra": state["extra"], "running_metrics": running}
 
 
 def load_latest_checkpoint(path: str | Path, strategy) -> dict | None:

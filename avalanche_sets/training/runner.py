@@ -34,7 +34,12 @@ from ..data.benchmark import SETSExperience
 from ..metrics import episode_accuracies as _per_episode
 from ..metrics import stats
 from .allocator import keep_freed_memory
-from .checkpoint import CheckpointPlugin, load_latest_checkpoint, save_checkpoint
+from .checkpoint import (
+    CheckpointPlugin,
+    load_latest_checkpoint,
+    restore_running_metrics,
+    save_checkpoint,
+)
 from .cuda_settings import use_cudnn_autotuner
 
 __all__ = ["RunResult", "run_sets", "set_up_process", "episode_accuracies"]
@@ -272,7 +277,7 @@ def run_sets(
     threads_before = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
-    epoch_clock = _ResumedEpochClock(start_it)
+    epoch_clock = _ResumedEpochClock(start_it, restored and restored["running_metrics"])
     strategy.plugins.append(epoch_clock)
     try:
         for e in range(start_exp, len(benchmark.train_stream)):
@@ -305,19 +310,27 @@ def run_sets(
 
 
 class _ResumedEpochClock(SupervisedPlugin):
-    """Sets Avalanche's per-experience clock counters to the resumed iteration once.
+    """Sets Avalanche's per-experience clock counters and the training metrics' running state
+    to the resumed iteration's once.
 
     ``strategy.train`` zeroes ``train_exp_iterations`` and ``train_epoch_iterations`` when the
-    experience starts, also when it resumes in its middle; the checkpoint restored them. This
-    plugin comes after the clock (the template's), so it runs after the zeroing and puts them
-    back where an uninterrupted run has them.
+    experience starts, also when it resumes in its middle, and the evaluator resets its epoch
+    metrics (``Top1_Acc_Epoch``, ``Loss_Epoch``) when the epoch starts; the checkpoint held
+    them. This plugin comes after the clock (the template's) and the evaluator, so it runs
+    after the zeroing and puts them back where an uninterrupted run has them. A run resumed at
+    a domain's start (iteration 0) has nothing of that domain's epoch to put back (only the
+    state of metrics that are never reset).
     """
 
-    def __init__(self, iteration: int) -> None:
+    def __init__(self, iteration: int, running_metrics: dict | None = None) -> None:
         super().__init__()
         self.iteration = iteration
+        self.running_metrics = running_metrics
 
     def before_training_epoch(self, strategy, **kwargs) -> None:
+        if self.running_metrics is not None:  # at a domain's start, those never reset only
+            restore_running_metrics(strategy, self.running_metrics, domain_start=not self.iteration)
+            self.running_metrics = None
         if self.iteration:
             strategy.clock.train_exp_iterations = self.iteration
             strategy.clock.train_epoch_iterations = self.iteration

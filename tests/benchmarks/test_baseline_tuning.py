@@ -4,8 +4,14 @@ import json
 
 import pytest
 
-from avalanche_sets.methods import check_method, method_options, method_spec, method_specs
-from avalanche_sets.presets import resolve_preset
+from avalanche_sets.methods import (
+    check_method,
+    method_options,
+    method_spec,
+    method_specs,
+    normal_options,
+)
+from avalanche_sets.presets import PRESETS, resolve_preset
 from benchmarks import baseline_tuning as bt
 from benchmarks._common import ROOT
 
@@ -32,12 +38,14 @@ def test_jobs_start_with_the_reference_and_refuse_unknown_methods():
 
 
 def _record(method, over, accs, seed=0, shot=1):
-    """A finished-run record whose validation episodes scored ``accs``."""
+    """A finished-run record whose validation episodes scored ``accs``, its options as a run
+    records them (those equal to the method's defaults left out)."""
     import numpy as np
 
+    preset = {**PRESETS["cpu"], "n_shot": shot}
     return {
-        "method": method, "seed": seed, "eval_stream": "valid", "strategy_overrides": over,
-        "preset": {"n_shot": shot},
+        "method": method, "seed": seed, "eval_stream": "valid",
+        "strategy_overrides": normal_options(method, preset, over), "preset": preset,
         "result": {"mean_accuracy": float(np.mean(accs)), "mean_ci95": 0.01,
                    "final": [float(np.mean(accs))], "episode_acc": list(accs)},
     }  # fmt: skip
@@ -103,6 +111,18 @@ def test_tuned_table_mirrors_the_committed_grid_choice():
         check_method(method, preset, options)
         assert spec.tuned_options == options
     assert method_spec("semi-er").tuned_options == {}  # untuned: class defaults
+
+
+def test_a_grid_point_at_the_defaults_is_found_in_its_normalized_record():
+    # a run records a grid point less its options at the method's defaults: the tuned point
+    # of semi-gpm is no override at all, one that differs only in lr keeps lr alone
+    tuned = method_spec("semi-gpm").tuned_options
+    other = {**tuned, "lr": 0.1}
+    recs = [_record("semi-gpm", tuned, [0.5] * 4), _record("semi-gpm", other, [0.6] * 4)]
+    assert [r["strategy_overrides"] for r in recs] == [{}, {"lr": 0.1}]
+    assert bt._find(recs, "semi-gpm", tuned, 1, 0) is recs[0]
+    assert bt._find(recs, "semi-gpm", other, 1, 0) is recs[1]
+    assert bt._find(recs, "semi-gpm", {**tuned, "lr": 0.2}, 1, 0) is None
 
 
 def test_a_flat_grid_keeps_the_class_default():

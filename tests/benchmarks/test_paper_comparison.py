@@ -177,3 +177,17 @@ def test_order_as_a_share_of_joint_uses_the_seeds_both_have():
     assert five[5] == "80.0% (1 seed)" and five[6] == "87.3%"  # the paper: 53.96 / 61.78
     one = _row(md, "1")
     assert one[1:5] == ["—", "—", "—", "—"] and one[6] == "82.6%"  # 41.25 / 49.91
+
+
+def test_the_reference_pairs_on_the_settings_both_runs_read():
+    # MSKM's record names mem_size as unread (as every record does since issue 42): it is the
+    # reference of ORDER's runs at any memory size; a setting both read still keeps them apart
+    ep = np.linspace(0.3, 0.7, 20)
+    mskm = _rec("mskm", 0, ep, mem_size=200)
+    mskm["unread_settings"] = {"mem_size": "mskm keeps no memory of tasks"}
+    order = _rec("order", 0, ep + 0.03, mem_size=20)
+    other = _rec("order", 0, ep + 0.03, shot=1, mem_size=20)
+    assert _paper.reference_of("table2", order, [mskm, order, other]) is mskm
+    assert _paper.reference_of("table2", other, [mskm, order, other]) is None
+    md = _paper.comparison_md("table2", [mskm, order], row_order=["mskm", "order"])
+    assert _row(md, "order")[2].startswith("+3.00 ± 0.00")

@@ -16,6 +16,7 @@ from avalanche_sets.models import PRECISIONS, ConvBackbone, resolve_precision
 from avalanche_sets.models import backbone as backbone_mod
 from avalanche_sets.models.episodic import PrototypicalModel
 from avalanche_sets.presets import PRESET_SCHEMA, resolve_preset
+from avalanche_sets.runs.experiment import run_settings
 from avalanche_sets.runs.folder import (
     NOT_RECORDED,
     record_identity,
@@ -137,7 +138,8 @@ def test_precision_is_part_of_a_runs_identity_and_committed_records_name_it(monk
     fp32 = resolve_preset("cpu", n_shot=1, precision="fp32", root="elsewhere")
     auto = resolve_preset("cpu", n_shot=1, root="elsewhere")
     # a record older than data identity names no content; a folder that is not there has none
-    assert record_identity(old) == run_identity("mskm", fp32, data=NOT_RECORDED)
+    asked = run_settings("mskm", fp32)  # as a run asks it: the settings mskm reads
+    assert record_identity(old) == run_identity("mskm", fp32, **asked, data=NOT_RECORDED)
     assert record_identity(old)["preset"]["precision"] == "fp32"
     assert run_identity("mskm", auto, data=None) != run_identity("mskm", fp32, data=None)
     assert run_identity("mskm", auto, data=None) == run_identity(
@@ -155,7 +157,9 @@ def test_a_run_records_the_precision_it_resolved_to(tmp_path):
     assert rec["preset"]["precision"] == "bf16"
     assert (tmp_path / run_dir_name("protonet", preset, 0) / "result.json").is_file()
     assert run_dir_name("protonet", preset, 0).endswith("-bf16")
-    assert record_identity(rec) == run_identity("protonet", preset)
+    assert record_identity(rec) == run_identity(
+        "protonet", preset, **run_settings("protonet", preset)
+    )
 
 
 @pytest.mark.parametrize("name", ["mskm", "order", "anil", "tpn", "lst", "semi-der"])

@@ -23,6 +23,7 @@ from avalanche_sets.cli import main
 from avalanche_sets.presets import PRESETS
 from avalanche_sets.runs import protocols, report
 from avalanche_sets.runs.folder import record_identity, write_record
+from avalanche_sets.runs.protocols import protocol_settings
 from avalanche_sets.runs.report import aggregate_results, find_results
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +39,8 @@ def episodes(method: str, seed: int, shift: float = 0.0) -> np.ndarray:
 
 
 def record(method="order", seed=0, *, preset=None, strategy=None, plugins=None, commit=COMMIT_A,
-           dirty=False, threads=1, content="c0ffee", eval_stream="test", shift=0.0):  # fmt: skip
+           dirty=False, threads=1, content="c0ffee", eval_stream="test", shift=0.0,
+           unread=None):  # fmt: skip
     """The ``result.json`` body and ``run.json`` of one finished run."""
     ep = episodes(method, seed, shift)
     final = ep.mean(axis=1)
@@ -47,6 +49,7 @@ def record(method="order", seed=0, *, preset=None, strategy=None, plugins=None, 
         "method": method, "seed": seed,
         "preset": {**BASE_PRESET, "threads": threads, **(preset or {})},
         "eval_stream": eval_stream, "strategy_overrides": dict(strategy or {}),
+        **({"unread_settings": dict(unread)} if unread else {}),
         **({"plugins": list(plugins)} if plugins else {}),
         "code": {"version": "0.1.0", "commit": commit, "dirty": dirty, "recovered": False,
                  "torch": "2.4.0", "avalanche": "0.6.0"},
@@ -291,6 +294,43 @@ def test_vs_pairs_within_one_setting_only(tmp_path):
             aggregate_results(find_results([tmp_path]), vs="mskm")}  # fmt: skip
     assert rows[("order", "1")]["delta"]["per_seed"].keys() == {0}
     assert rows[("order", "5")]["delta"] is None  # no mskm run with 5 shots
+
+
+MSKM_UNREAD = {"mem_size": "mskm keeps no memory of tasks", "replay_batch": "mskm replays none"}
+
+
+def test_vs_pairs_on_the_settings_both_methods_read(tmp_path):
+    # MSKM reads no memory size: its one row is the reference of ORDER's at every memory size,
+    # paired by seed; a setting both read (n_shot) still keeps rows apart
+    for seed in (0, 1):
+        write(tmp_path, f"m{seed}", method="mskm", seed=seed, unread=MSKM_UNREAD)
+        for mem in (20, 200):
+            write(tmp_path, f"o{mem}-{seed}", method="order", seed=seed,
+                  preset={"mem_size": mem}, shift=0.01 * (mem == 20))  # fmt: skip
+    write(tmp_path, "o5", method="order", preset={"mem_size": 20, "n_shot": 5})
+    rows = aggregate_results(find_results([tmp_path]), vs="mskm")
+    by = {(r["method"], r["mem_size"], r["n_shot"]): r for r in rows}
+    assert by[("mskm", "—", "1")]["delta"] == {"vs": "mskm", "reference": True}
+    for mem in ("20", "200"):
+        assert by[("order", mem, "1")]["delta"]["per_seed"].keys() == {0, 1}
+    mskm = find_results([tmp_path / "m0"])[0]
+    order = find_results([tmp_path / "o20-0"])[0]
+    got = by[("order", "20", "1")]["delta"]["per_seed"][0]
+    want = np.mean(np.array(order["result"]["episode_acc"]) - mskm["result"]["episode_acc"])
+    assert got == pytest.approx(want)
+    assert by[("order", "20", "5")]["delta"] is None  # no MSKM run with 5 shots
+    # the other way round MSKM's row has two references (memory 20 and 200): refused
+    with pytest.raises(ValueError, match="2 rows of order share one setting with the row of mskm"):
+        aggregate_results(find_results([tmp_path]), vs="order")
+
+
+def test_a_setting_a_record_did_not_read_is_no_part_of_its_protocol(tmp_path):
+    write(tmp_path, "a", method="mskm", unread=MSKM_UNREAD)
+    write(tmp_path, "b", method="mskm", seed=1, preset={"mem_size": 20}, unread=MSKM_UNREAD)
+    recs = find_results([tmp_path])
+    assert "mem_size" not in protocol_settings(recs[0]) and "mem_size" in recs[0]["preset"]
+    (row,) = aggregate_results(recs)  # one protocol, two seeds: the memory size is no column
+    assert row["seeds"] == 2 and "mem_size" not in row
 
 
 # ---------------------------------------------------------------------- code

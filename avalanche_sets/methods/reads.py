@@ -1,0 +1,203 @@
+"""What a method's strategy takes and what a run of it reads: the one home of that knowledge.
+
+Two runs that compute the same thing are one run: one folder, one identity, one table row. This
+module knows, for a declared method (its :class:`~avalanche_sets.method_spec.MethodSpec` and
+strategy class),
+
+* the options its strategy class takes, each with its type and default (:func:`_class_options`),
+  and the value each has in a run when no override names it (:func:`declared_defaults`: the
+  signature default, then what :func:`preset_options` hands the class — the preset's values,
+  the declaration's fixed and tuned options), so that an override equal to it is no override
+  (:func:`avalanche_sets.methods.normal_options`);
+* which preset settings a run of it does **not** read (:func:`_unread_of`): a memory size for a
+  method that keeps no memory, the preset's ``lr`` for a method that trains with a rate of its
+  own, the size of the evaluation stream the run does not draw.
+  :func:`avalanche_sets.methods.check_method` refuses such a setting when the user set it, and a
+  run records them so that its identity and its table row leave them out.
+
+The registry (:mod:`avalanche_sets.methods`) resolves a method's name and calls these; strategy
+classes are imported here (torch loads): a run calls these once, before any data loads, and
+writes what they found into its record, so the ``table`` command reads records alone.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from ..method_spec import MethodSpec
+from ..presets import RunConfig, preset_settings
+from .options import OptionSpec, signature_options
+
+__all__ = ["PRESET_OPTIONS", "STREAM_SETTINGS", "declared_defaults", "preset_options"]
+
+#: Preset settings a strategy receives when its constructor takes them (read from its signature,
+#: as ``seed``): the memory size and the replayed tasks per step.
+PRESET_OPTIONS = ("mem_size", "replay_batch")
+
+#: Preset settings only one evaluation stream reads: the size of the other stream.
+STREAM_SETTINGS = {"n_val_episodes": "valid", "n_test_episodes": "test"}
+
+# what a preset option that a class does not take means for the method
+_WHY_NOT = {
+    "mem_size": "keeps no memory of tasks",
+    "replay_batch": "replays no batch of remembered tasks",
+}
+
+# options whose values are objects built per run (or the run's seed): no default to compare
+_NOT_COMPARED = ("seed", "model", "optimizer", "criterion", "evaluator", "plugins", "cl_plugin")
+
+
+def _strategy_class(spec: MethodSpec) -> type:
+    """The strategy class a declaration names (its module imported: torch loads here)."""
+    module = importlib.import_module(spec.module)
+    cls = getattr(module, spec.strategy, None)
+    if not isinstance(cls, type):
+        raise ValueError(
+            f"method {spec.name!r}: its module {spec.module} defines no class "
+            f"{spec.strategy!r}; fix: name its strategy class in MethodSpec(strategy=...)"
+        )
+    return cls
+
+
+def _model_option_names(cls: type) -> tuple[str, ...]:
+    """The options a baseline hands its model (its ``model_options``); none for ORDER."""
+    names = getattr(cls, "model_option_names", None)
+    return names() if names is not None else ()
+
+
+def _class_options(cls: type) -> dict[str, OptionSpec]:
+    """The keyword arguments ``cls`` or any class it inherits from accepts (as Avalanche
+    checks; the nearest class's declaration wins: a continual baseline's names its plugin's
+    options) and the options it hands its model (typed by the model class's signature), each
+    with its type and default (a class's tuned default where it has one)."""
+    options: dict[str, OptionSpec] = {}
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None or klass is object:
+            continue
+        for key, spec in signature_options(init).items():
+            options.setdefault(key, spec)
+    options.pop("model_options", None)  # its entries are options of their own
+    model_names = _model_option_names(cls)
+    if model_names:
+        of_model = signature_options(cls.model_class.__init__)
+        for key in model_names:
+            options.setdefault(key, of_model.get(key, OptionSpec(key)))
+    if getattr(cls, "plugin_class", None) is not None:
+        options.pop("cl_plugin", None)  # the method builds it from its plugin's options
+    for key, value in getattr(cls, "tuned_defaults", {}).items():
+        options[key] = replace(options.get(key, OptionSpec(key)), default=value)
+    return options
+
+
+def _accepted_options(cls: type) -> set[str]:
+    """The names of :func:`_class_options`."""
+    return set(_class_options(cls))
+
+
+def _normal(value: Any) -> Any:
+    return tuple(value) if isinstance(value, (list, tuple)) else value
+
+
+def _settings(cls: type, fixed: Mapping[str, Any]) -> dict[str, Any]:
+    """The options a strategy of ``cls`` runs with: its constructor's defaults, then ``fixed``
+    (sequences as tuples, so two spellings of one setting compare equal)."""
+    params = inspect.signature(cls.__init__).parameters
+    settings = {k: p.default for k, p in params.items() if p.default is not p.empty}
+    return {k: _normal(v) for k, v in {**settings, **fixed}.items()}
+
+
+def preset_options(spec: MethodSpec, cls: type, config: RunConfig) -> dict[str, Any]:
+    """The strategy options a declared method takes from the preset and its declaration, as
+    :func:`~avalanche_sets.methods.build_strategy` hands them to ``cls`` (before the run's
+    seed and overrides): the batch sizes and the device, the preset's ``lr`` (not for a method
+    with a rate of its own), the declaration's fixed options, the preset's ``mem_size`` and
+    ``replay_batch`` where ``cls`` takes them, then the declaration's tuned options."""
+    accepted = _accepted_options(cls)
+    out: dict[str, Any] = {
+        "train_mb_size": config.meta_batch,
+        "eval_mb_size": config.eval_mb_size,
+        "device": config.device,
+    }
+    if spec.family in ("order", "meta") or spec.own_lr is None:
+        out["lr"] = config.lr
+    out.update(spec.fixed)
+    out.update({k: getattr(config, k) for k in PRESET_OPTIONS if k in accepted})
+    out.update(spec.tuned_options)
+    return out
+
+
+def declared_defaults(spec: MethodSpec, config: RunConfig) -> dict[str, Any]:
+    """The value of each strategy option a run of the declared method ``spec`` with ``config``
+    runs with when no override names it: its signature default (a class's tuned default), then
+    what :func:`preset_options` hands it. Options whose values are objects or the seed are left
+    out."""
+    cls = _strategy_class(spec)
+    values = {k: o.default for k, o in _class_options(cls).items()}
+    values.update(preset_options(spec, cls, config))
+    return {
+        k: v
+        for k, v in values.items()
+        if k not in _NOT_COMPARED and v is not inspect.Parameter.empty
+    }
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two option values are one value (a list and a tuple of equal items are; a bool is
+    no number: ``True`` is not ``1``)."""
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    try:
+        return bool(a == b)
+    except Exception:  # an object whose == raises or is no truth value: not comparable
+        return False
+
+
+def _unread_of(
+    name: str,
+    spec: MethodSpec | None,
+    preset: RunConfig | Mapping[str, Any],
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    eval_stream: str = "test",
+) -> dict[str, str]:
+    """The preset settings a run of method ``name`` (declared by ``spec``; ``None`` for a
+    factory of one's own) does not read, each with the reason, sorted by name:
+
+    * the size of the stream the run does not evaluate on (``n_val_episodes`` of a run on the
+      test stream): for every method, the run never draws that stream;
+    * for a declared method: ``mem_size`` and ``replay_batch`` where its strategy class does
+      not take them, those of an ORDER component the method (or an override) turns off
+      (``use_replay=False``), and ``lr`` when it trains with a rate of its own
+      (``MethodSpec.own_lr``).
+
+    A factory of one's own may read any other setting from the preset it is handed.
+    """
+    settings = preset_settings(preset)
+    unread = {
+        key: f"a run evaluated on the {eval_stream} stream never draws the {stream} stream"
+        for key, stream in STREAM_SETTINGS.items()
+        if key in settings and stream != eval_stream
+    }
+    if spec is None:
+        return unread
+    cls = _strategy_class(spec)
+    accepted = _accepted_options(cls)
+    for key in PRESET_OPTIONS:
+        if key not in accepted:
+            unread[key] = f"{name} {_WHY_NOT[key]}"
+    if spec.own_lr is not None:
+        unread["lr"] = f"{name}: {spec.own_lr}"
+    options = {**_settings(cls, spec.fixed), **(overrides or {})}
+    for switch, keys in getattr(cls, "component_options", {}).items():
+        if not options.get(switch, True):
+            for key in keys:
+                if key in settings:
+                    unread.setdefault(key, f"{name} runs with {switch}=False")
+    return dict(sorted(unread.items()))
