@@ -167,7 +167,10 @@ def build_parser(*, list_methods: bool = True) -> argparse.ArgumentParser:
             sp.add_argument("--method", default="order", help=methods_help)
         sp.add_argument("--preset", default="quick", choices=preset_names())
         sp.add_argument("--source", choices=list(SOURCES))
-        sp.add_argument("--root", help="folder of domain packs or of the paper's datasets")
+        sp.add_argument(
+            "--root", help="folder of domain packs or of the paper's datasets (a folder of "
+            "packs given to a preset that generates its data, quick, is read as --source packs)",
+        )  # fmt: skip
         sp.add_argument("--order", type=int, choices=[1, 2, 3], help="the paper's domain order")
         sp.add_argument("--seeds", type=int, nargs="+", help="seeds (default: the preset's)")
         sp.add_argument("--out", default="runs", help="output folder (default: runs/)")

@@ -273,7 +273,7 @@ def warn_small_classes(
         f"{target.n_shot + target.n_query} labeled and n_unlabeled = {target.n_unlabeled} "
         "unlabeled "
         "images per class, 40% of a class labeled); runs leave them out (--set "
-        "small_classes=drop, the cpu preset's setting) or refuse them (--set small_classes=error)"
+        "small_classes=drop, as the cpu preset does) or refuse them (--set small_classes=error)"
     )
     if n_way is not None and n_way > 1:
         left = usable_counts(list(sizes.values()), cls_split, target)
