@@ -167,7 +167,10 @@ def build_parser(*, list_methods: bool = True) -> argparse.ArgumentParser:
             sp.add_argument("--method", default="order", help=methods_help)
         sp.add_argument("--preset", default="quick", choices=preset_names())
         sp.add_argument("--source", choices=list(SOURCES))
-        sp.add_argument("--root", help="folder of domain packs or of the paper's datasets")
+        sp.add_argument(
+            "--root", help="folder of domain packs or of the paper's datasets (a folder of "
+            "packs given to a preset that generates its data, quick, is read as --source packs)",
+        )  # fmt: skip
         sp.add_argument("--order", type=int, choices=[1, 2, 3], help="the paper's domain order")
         sp.add_argument("--seeds", type=int, nargs="+", help="seeds (default: the preset's)")
         sp.add_argument("--out", default="runs", help="output folder (default: runs/)")
@@ -406,14 +409,18 @@ def _given(args) -> set[str]:
 
 def _preset_from_args(args, extra: dict | None = None) -> RunConfig:
     """The run's config: the preset, its ``--set`` values (or ``extra``: one grid point) and
-    setting flags, checked once here."""
-    from .presets import resolve_preset
+    setting flags, checked once here; ``--root`` of a synthetic preset without a source reads
+    the folder's packs (:func:`~avalanche_sets.presets.root_source`)."""
+    from .presets import resolve_preset, root_source
 
     overrides = dict(_parse_sets(args.set, grid=False) if extra is None else extra)
     for key in _PRESET_FLAGS:
         value = getattr(args, key, None)
         if value is not None:
             overrides[key] = value
+    if overrides.get("root") is not None and "source" not in overrides:  # --root of packs
+        implied = root_source(args.preset, overrides["root"])
+        overrides.update({"source": implied} if implied else {})
     return resolve_preset(args.preset, **overrides)
 
 
@@ -635,14 +642,7 @@ def _prepare_stream(args) -> int:
         args.out, domains, ood, image_size=args.size, split=split, seed=seed,
         n_way=args.n_way, target=run_target(), command=command, skip_unreadable=args.skip_unreadable,
     )  # fmt: skip
-    manifest = json.loads((out / "manifest.json").read_text())
-    for e in manifest["packs"]:
-        sp = "/".join(str(v) for v in e["split"].values())
-        print(f"wrote {out / e['pack']}: {e['role']} {e['name']!r} from {e['item']}, "
-              f"{e['classes']} classes ({sp} train/val/test), {e['images']} images")  # fmt: skip
-        if e.get("skipped"):
-            print(f"  skipped {len(e['skipped'])} unreadable file(s): {', '.join(e['skipped'])}")
-    print(f"manifest: {out / 'manifest.json'}\nrun on it: {manifest['run_command']}")
+    print("\n".join(sf.report(out)))
     return 0
 
 

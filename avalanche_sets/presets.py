@@ -56,6 +56,7 @@ __all__ = [
     "check_preset",
     "preset_names",
     "run_target",
+    "root_source",
 ]
 
 _EPISODE = dict(n_way=5, n_shot=1, n_unlabeled=10, n_ood=N_OOD)
@@ -140,6 +141,31 @@ NAMING_PRESETS = ("quick", "cpu", "paper")
 
 def preset_names() -> list[str]:
     return sorted(PRESETS)
+
+
+def root_source(name: str, root: str | os.PathLike) -> str | None:
+    """The source a data folder given to preset ``name`` without a source implies: ``"packs"``
+    when the preset generates its data (``source="synthetic"``) and ``root`` holds ``.npz``
+    domain packs (a first run on one's own packs needs no ``--set source=packs``); ``None``
+    when the preset's own source reads a folder.
+
+    Raises:
+        ValueError: a synthetic preset and a folder without packs, with the commands that run.
+    """
+    if PRESETS[name].get("source") != "synthetic":
+        return None
+    folder = os.path.expanduser(os.fspath(root))
+    if os.path.isdir(folder) and any(
+        f.endswith(".npz") and not f.startswith(".") for f in os.listdir(folder)
+    ):
+        return "packs"
+    where = "holds no .npz domain packs" if os.path.isdir(folder) else "does not exist"
+    raise ValueError(
+        f"--root {root} {where}, and the {name} preset generates its data (source "
+        f"'synthetic'), so the folder would be read by nothing; fix: point --root at a folder "
+        "of packs (`avalanche-sets prepare stream --out FOLDER --domains ...` writes one), add "
+        "--source paper for the paper's datasets, or drop --root"
+    )
 
 
 def run_target(name: str = "cpu") -> RunTarget:

@@ -28,7 +28,7 @@ from avalanche_sets.data.packs import (
 )
 from avalanche_sets.data.paper import DatasetNotFoundError, PaperSplitWarning, load_paper_domain
 from avalanche_sets.methods import build_strategy, check_method, parse_options
-from avalanche_sets.presets import PRESET_SCHEMA, PRESETS, resolve_preset, run_target
+from avalanche_sets.presets import PRESET_SCHEMA, PRESETS, resolve_preset, root_source, run_target
 
 CATALOGUE = Path(__file__).resolve().parents[1] / "docs" / "guide" / "bad-input.md"
 SECTION = "# Bad input: what is validated and what you are told"
@@ -153,6 +153,22 @@ def _pack_class_too_small(tmp: Path):
     )  # fmt: skip
 
 
+def _two_packs_with_small_classes(tmp: Path):
+    """Two domains with a class too small for the episode, and one without: all named at once."""
+    labels = np.repeat(np.arange(9), [3] + [10] * 8)
+    for name in ("tiny", "wee", "fine"):
+        _pack(
+            tmp, name, images=np.zeros((labels.size, 8, 8, 3), np.uint8), labels=labels,
+            class_names=np.array(list("abcdefghi")),
+            class_split=np.array(["train"] * 3 + ["val"] * 3 + ["test"] * 3),
+        )  # fmt: skip
+        labels = np.repeat(np.arange(9), 10) if name == "wee" else labels
+    return sets_benchmark(
+        "packs", root=tmp, domains=["tiny", "wee", "fine"], ood=[], n_way=2, n_shot=1,
+        n_query=2, n_unlabeled=2, n_ood=0, tasks_per_domain=1,
+    )  # fmt: skip
+
+
 def _packs_folder(tmp: Path, names: list[str]) -> Path:
     for n in names:
         _pack(tmp, n)
@@ -228,7 +244,10 @@ class Case:
     message: str  # regex searched in str(exception)
 
 
-FIX_DROP = r"fix: lower n_shot/n_query/n_unlabeled, or pass small_classes='drop'"
+FIX_DROP = (
+    r"fix: lower n_shot/n_query/n_unlabeled, or leave these classes out with --set "
+    r"small_classes=drop \(small_classes='drop' in Python"
+)
 
 CASES = [
     # --- domain packs (.npz): load_pack, load_packs, sets_benchmark("packs")
@@ -291,7 +310,12 @@ CASES = [
          r"class\(es\) \('f'; 3 images: 1 labeled \+ 2 unlabeled\) have 1 labeled of the 3 "
          r"needed; with labeled_fraction = 0\.4 a class needs at least 7 images; no shape with "
          r"n_shot >= 1 and n_query >= 1 fits all 6 classes: .*; " + FIX_DROP
-         + r" to leave these classes out \(with a warning; 5 of 6 would remain\)$"),
+         + r"; with a warning; 5 of 6 would remain\)(\n|$)"),
+    Case("packs-small-classes-in-several-domains", _two_packs_with_small_classes, ValueError,
+         r"the episodes of 2 of the 3 stream domain\(s\) cannot be drawn \('tiny', 'wee'\), every "
+         r"one named here:\n  'tiny' train: 1 of 3 train classes .*\n  'wee' train: .*"
+         r"leave these classes out with --set small_classes=drop.*\nor run without them: --set "
+         r"\"domains=\['fine'\]\" \(domains=\['fine'\] in Python\)$"),
     Case("packs-order-needs-six",
          lambda t: sets_benchmark("packs", root=_packs_folder(t, ["a", "b"]), ood=[], n_ood=0,
                                   order=2),
@@ -370,7 +394,7 @@ CASES = [
          ValueError,
          r"domain 'd0' has 0 usable train classes after leaving out 4 too small ones, fewer "
          r"than n_way = 3: .*have 4 labeled of the 5 needed.*shapes that fit n_way = 3 "
-         r"classes: n_shot \+ n_query <= 4 .*; fix: lower n_shot/n_query/n_unlabeled$"),
+         r"classes: n_shot \+ n_query <= 4 .*; fix: lower n_shot/n_query/n_unlabeled(\n|$)"),
     Case("episode-too-few-unlabeled", lambda t: _bench(n_unlabeled=7), ValueError,
          r"too small for .* n_unlabeled = 7 unlabeled images per class: 4 class\(es\) .*have "
          r"6 unlabeled of the 7 needed; .*shapes that fit all 4 classes: n_unlabeled <= 6 "
@@ -432,6 +456,19 @@ CASES = [
          r"method 'semi-mer': option 'across_batch_rate' takes a float, got 'high'; fix: give "
          r"across_batch_rate a float, e\.g\. across_batch_rate=1\.0; its options: "
          r"\[across_batch_rate: float = 1\.0, "),
+    Case("method-option-not-a-value",
+         lambda t: parse_options("order", {"ot_solver": "exactt"}), TypeError,
+         r"method 'order': option 'ot_solver' takes one of 'exact', 'sinkhorn', 'cvxpylayers', "
+         r"got 'exactt' \(did you mean 'exact'\?\); fix: give ot_solver one of "),
+    Case("method-option-run-argument",
+         lambda t: parse_options("order", {"device": "cuda"}), TypeError,
+         r"method 'order': 'device' is an argument the run sets, not a strategy option: a preset "
+         r"setting: --set device=\.\.\.; fix: drop --strategy-set device=\.\.\.; its options: "
+         r"\[beta: float"),
+    Case("preset-root-without-packs", lambda t: root_source("quick", t), ValueError,
+         r"--root .* holds no \.npz domain packs, and the quick preset generates its data \(source "
+         r"'synthetic'\), so the folder would be read by nothing; fix: point --root at a folder "
+         r"of packs"),
     Case("method-option-given-twice",
          lambda t: _strategy_options(["beta=0.1", "beta=0.2"], ["order"]), ValueError,
          r"--strategy-set gives option 'beta' of method 'order' twice \(beta=0\.1 and "
@@ -568,8 +605,7 @@ WARN_CASES = [
     WarnCase("warn-folder-class-without-images", _folder_with_empty_class, UserWarning,
              r"left out 1 class\(es\) with fewer than 1 images: 'emu' \(0\)"),
     WarnCase("warn-folder-non-image-file", _folder_with_text_file, UserWarning,
-             r"ignored 1 file\(s\) whose names do not end in an image extension .*: "
-             r"cat/notes\.txt"),
+             r"ignored 1 file\(s\) that are not images of a class folder .*: cat/notes\.txt"),
     WarnCase("warn-small-classes-dropped", lambda t: _bench_drop(), UserWarning,
              r"1 of 4 train classes of domain 'd0' are too small .*they are left out"),
     WarnCase("warn-paper-class-in-no-split", _paper_split_leaves_out, PaperSplitWarning,

@@ -5,11 +5,15 @@ options and a factory of one's own alike; ``use_ot=false`` is ``False``, never a
 from __future__ import annotations
 
 import json
+import re
 import textwrap
+import typing
 
 import pytest
 
 from avalanche_sets import cli
+from avalanche_sets.functional.ood import OOD_RULES
+from avalanche_sets.functional.ot import OT_SOLVERS
 from avalanche_sets.methods import (
     MethodOptionError,
     build_strategy,
@@ -17,7 +21,7 @@ from avalanche_sets.methods import (
     parse_options,
     typed_options,
 )
-from avalanche_sets.methods.options import BOOL_SPELLINGS, OptionSpec
+from avalanche_sets.methods.options import BOOL_SPELLINGS, RUN_ARGUMENTS, OptionSpec
 from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs import experiment
 from avalanche_sets.runs.folder import run_folder
@@ -77,7 +81,7 @@ def test_an_options_type_and_default_come_from_the_signature_that_takes_it():
     order, _ = method_options("order")
     assert (order["use_ot"].type, order["use_ot"].default) == (bool, True)
     assert order["beta"].type is float and order["mem_size"].type is int
-    assert order["ot_solver"].type is str
+    assert typing.get_args(order["ot_solver"].type) == OT_SOLVERS  # one home: the signature
     lst, _ = method_options("lst")  # a model option, typed by the model class
     assert lst["n_stages"].type is int and lst["first_order"].type is bool
     gpm, _ = method_options("semi-gpm")  # the nearest class's declaration wins
@@ -128,10 +132,13 @@ def test_command_line_text_is_typed_by_the_option():
         # str: a name one letter off
         (["--strategy-set", "ot_solvr=exact"],
          r"does not accept option\(s\) \['ot_solvr'\] \(did you mean 'ot_solver'\?\); fix: use "
-         r"its valid options \[.*ot_solver: str = 'exact'"),
+         r"its valid options \[.*ot_solver: one of 'exact', 'sinkhorn', 'cvxpylayers' = 'exact'"),
         # an object: not from the command line
         (["--strategy-set", "model=resnet"],
-         r"option 'model' takes a Module \| None, which the command line cannot give"),
+         r"'model' is an argument the run sets, not a strategy option"),
+        (["--strategy-set", "device=cuda"],
+         r"'device' is an argument the run sets, not a strategy option: a preset setting: "
+         r"--set device=\.\.\.; fix: drop --strategy-set device="),
     ],
 )  # fmt: skip
 def test_a_wrong_option_is_refused_before_any_data_loads(no_data, capsys, tmp_path, argv, message):
@@ -179,7 +186,11 @@ def test_a_factory_naming_no_method_for_its_options_is_refused(factory, monkeypa
     [
         ("order", {"use_ot": "false"}, r"option 'use_ot' takes a bool, got 'false' \(str\)"),
         ("order", {"beta": "0.1"}, r"option 'beta' takes a float, got '0\.1' \(str\)"),
-        ("semi-gpm", {"other_params": 1}, r"option 'other_params' takes a str, got 1 \(int\)"),
+        (
+            "semi-gpm",
+            {"other_params": 1},
+            r"option 'other_params' takes one of 'freeze', 'train', got 1 \(int\)",
+        ),
         ("lst", {"n_stages": 2.0}, r"option 'n_stages' takes an int, got 2\.0 \(float\)"),
     ],
 )
@@ -310,3 +321,46 @@ def test_a_sweep_refuses_an_option_for_every_method_that_one_lacks(capsys, tmp_p
 def test_option_spec_describes_itself():
     assert OptionSpec("beta", float, 0.003).describe() == "beta: float = 0.003"
     assert OptionSpec("n", int | None, None).describe() == "n: int | None = None"
+
+
+# ------------------------------------------------- fixed sets of values, and the option lists
+@pytest.mark.parametrize(
+    "method, option, values",
+    [("order", "ot_solver", OT_SOLVERS), ("order", "ood_rule", OOD_RULES),
+     ("tpn", "sigma_mode", ("exp", "raw")), ("semi-gpm", "other_params", ("freeze", "train"))],
+)  # fmt: skip
+def test_an_option_of_fixed_values_takes_only_those(method, option, values):
+    spec = method_options(method)[0][option]
+    assert typing.get_args(spec.type) == values  # the constructor's own check agrees
+    wrong = values[0] + values[0][-1]  # 'exactt'
+    pattern = rf"option '{option}' takes one of .*got '{wrong}'( \(str\))? \(did you mean '{values[0]}'\?\)"
+    with pytest.raises(MethodOptionError, match=pattern):
+        parse_options(method, {option: wrong})
+    with pytest.raises(MethodOptionError, match=pattern):
+        typed_options(method, {option: wrong})  # Python: the same check, the same hint
+    assert parse_options(method, {option: values[-1]}) == {option: values[-1]}
+
+
+def test_a_fixed_value_option_is_refused_before_the_stream_is_printed(capsys, tmp_path):
+    runs = tmp_path / "runs"
+    argv = ["run", *TINY, "--strategy-set", "ot_solver=exactt", "--out", str(runs)]
+    assert cli.main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and not runs.exists()  # no stream described, no episode picture
+    assert "option 'ot_solver' takes one of 'exact', 'sinkhorn', 'cvxpylayers', got " in err
+    assert "'exactt' (did you mean 'exact'?)" in err
+
+
+@pytest.mark.parametrize("method", ["order", "tpn", "semi-gpm", "semi-er", "anil"])
+def test_every_option_list_names_the_same_options_a_user_may_set(method, capsys, tmp_path):
+    options, _ = method_options(method)
+    number = next(k for k, o in sorted(options.items()) if o.type in (int, float))
+    lists = []
+    for item in ("no_such_option=1", f"{number}=many"):
+        err = _cli_error(capsys, "run", *TINY, "--method", method, "--strategy-set", item,
+                         "--out", str(tmp_path / "runs"))  # fmt: skip
+        lists.append(re.search(r"options:? (\[.*\])$", err.strip()).group(1))
+    assert lists[0] == lists[1], lists  # one list, the same in every message
+    shown = re.findall(r"(?:\[|, )(\w+): ", lists[0])
+    assert shown and not set(shown) & set(RUN_ARGUMENTS), shown
+    assert set(shown) == {k for k, o in options.items() if o.from_text} - set(RUN_ARGUMENTS)

@@ -21,6 +21,8 @@ The query rows of ``F*`` are the logits; the meta-loss is their softmax cross-en
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -143,7 +145,7 @@ class TPNModel(nn.Module):
         sigma_hidden: tuple[int, ...] = (64, 8),
         emb_dim: int | None = None,
         bf16: bool = False,
-        sigma_mode: str = "exp",
+        sigma_mode: Literal["exp", "raw"] = "exp",
         self_loops: bool = False,
     ) -> None:
         super().__init__()

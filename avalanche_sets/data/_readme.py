@@ -25,7 +25,8 @@ def readme_head(
     """The README's lines up to the end of its table of packs.
 
     Args:
-        manifest: the folder's manifest (``command``, ``run_command`` and ``packs``).
+        manifest: the folder's manifest (``command``, ``run_command`` and ``packs``; a
+            ``run_command_note`` says which domains it leaves out, or why there is none).
         title: the heading.
         written: the sentence saying what wrote the folder (``Regenerate with:`` follows it).
         run_on: what introduces the run command (a colon follows it).
@@ -33,6 +34,7 @@ def readme_head(
             images, images per class (min/med/max) and class split (train/val/test).
         cells: the first cells of a pack's row, from its manifest entry.
     """
+    run, note = manifest["run_command"], manifest.get("run_command_note", "")
     lines = [
         f"# {title}",
         "",
@@ -40,10 +42,8 @@ def readme_head(
         "",
         f"    {manifest['command']}",
         "",
-        f"{run_on}:",
-        "",
-        f"    {manifest['run_command']}",
-        "",
+        *([f"{run_on}:", "", f"    {run}", ""] if run else []),
+        *([note, ""] if note else []),
         _row([*columns, "classes", "images", "img/class min/med/max", "split tr/va/te"]),
         _row(["---"] * len(columns) + ["---:"] * 4),
     ]

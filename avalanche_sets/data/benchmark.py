@@ -328,6 +328,23 @@ def _check_names(names: Sequence[str], valid: set[str], what: str) -> None:
         )
 
 
+def _refusal(failed: dict[str, list[str]], names: list[str]) -> str:
+    """One message for every domain whose episodes cannot be drawn (each split's reason), so
+    that one try shows them all; with the command-line fix that leaves those domains out."""
+    lines = [f"{name!r} {reason}" for name, reasons in failed.items() for reason in reasons]
+    message = (
+        f"the episodes of {len(failed)} of the {len(names)} stream domain(s) cannot be drawn "
+        f"({', '.join(map(repr, failed))}), every one named here:\n  " + "\n  ".join(lines)
+    )
+    kept = [n for n in names if n not in failed]
+    if kept:
+        listed = ",".join(f"'{n}'" for n in kept)
+        message += (
+            f'\nor run without them: --set "domains=[{listed}]" (domains=[{listed}] in Python)'
+        )
+    return message
+
+
 def sets_benchmark(
     source: str = "synthetic",
     *,
@@ -401,6 +418,7 @@ def sets_benchmark(
 
     pools = DeviceImagePools(data_device) if data_device is not None else None
     streams = []
+    failed: dict[str, list[str]] = {}  # every domain's problems, refused together below
     for stream_name, split, n_episodes in (
         ("train", "train", tasks_per_domain),
         ("valid", "val", n_val_episodes),
@@ -414,16 +432,22 @@ def sets_benchmark(
                 seed=_stream_seed(seed, dom.name, split),
                 small_classes=small_classes,
             )
-            sampler = (
-                EpisodeSampler(dom, ood_domains, **draws)
-                if pools is None
-                else DeviceEpisodeSampler(dom, ood_domains, pools=pools, **draws)
-            )
+            try:
+                sampler = (
+                    EpisodeSampler(dom, ood_domains, **draws)
+                    if pools is None
+                    else DeviceEpisodeSampler(dom, ood_domains, pools=pools, **draws)
+                )
+            except ValueError as err:
+                failed.setdefault(dom.name, []).append(f"{split}: {err}")
+                continue
             data = AvalancheDataset(
                 [EpisodeDataset(sampler, n_episodes)], collate_fn=collate_episodes
             )
             exps.append(SETSExperience(dataset=data, current_experience=i, sampler=sampler))
         streams.append(EagerCLStream(stream_name, exps))
+    if failed:
+        raise ValueError(_refusal(failed, [d.name for d in id_domains]))
     settings = dict(
         source=source if loaded is None else "custom",
         root=str(root) if root is not None else None,

@@ -411,8 +411,9 @@ class EpisodeSampler:
                 keep = int(ok.sum())
                 raise ValueError(
                     detail + f"; {_shapes_that_fit(n_lab, n_unl, cfg, classes.size)}; fix: "
-                    "lower n_shot/n_query/n_unlabeled, or pass small_classes='drop' to leave "
-                    f"these classes out (with a warning; {keep} of {classes.size} would remain"
+                    "lower n_shot/n_query/n_unlabeled, or leave these classes out with --set "
+                    "small_classes=drop (small_classes='drop' in Python; with a warning; "
+                    f"{keep} of {classes.size} would remain"
                     + (f", fewer than n_way = {cfg.n_way})" if keep < cfg.n_way else ")")
                 )
             warnings.warn(detail + "; they are left out of this sampler", stacklevel=2)

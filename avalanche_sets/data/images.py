@@ -33,6 +33,7 @@ __all__ = [
     "load_readable_images",
     "resize_images",
     "is_image_file",
+    "ignored_files",
     "scan_image_folder",
     "split_classes",
 ]
@@ -318,27 +319,45 @@ def is_image_file(p: Path) -> bool:
     return p.is_file() and not p.name.startswith(".") and p.suffix.lower() in IMAGE_EXTENSIONS
 
 
-def scan_image_folder(folder: Path, *, what: str = "image folder") -> dict[str, list[Path]]:
-    """``{class name: sorted image files}`` of ``folder/<class>/<images>`` (sorted by name).
+def ignored_files(folder: Path) -> list[str]:
+    """Every entry of ``folder/<class>/<images>`` that is not read as an image, relative to
+    ``folder`` (sub-folders with a trailing ``/``): files beside the class folders, hidden
+    files and folders (``.DS_Store``) at every level, files whose ending is not in
+    :data:`IMAGE_EXTENSIONS`, and folders inside a class folder (their files are not read)."""
+    return _scan(Path(folder))[1]
 
-    Hidden entries are ignored; files whose ending is not in :data:`IMAGE_EXTENSIONS` are
-    ignored too (with one warning that counts them).
-    """
+
+def _scan(folder: Path) -> tuple[dict[str, list[Path]], list[str]]:
     classes: dict[str, list[Path]] = {}
     ignored: list[str] = []
-    for d in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
+    for d in sorted(folder.iterdir()):
+        if not d.is_dir() or d.name.startswith("."):
+            ignored.append(d.name + ("/" if d.is_dir() else ""))
+            continue
         files = []
         for p in sorted(d.iterdir()):
             if is_image_file(p):
                 files.append(p)
-            elif p.is_file() and not p.name.startswith("."):
-                ignored.append(f"{d.name}/{p.name}")
+            else:
+                ignored.append(f"{d.name}/{p.name}" + ("/" if p.is_dir() else ""))
         classes[d.name] = files
+    return classes, ignored
+
+
+def scan_image_folder(folder: Path, *, what: str = "image folder") -> dict[str, list[Path]]:
+    """``{class name: sorted image files}`` of ``folder/<class>/<images>`` (sorted by name).
+
+    Every entry that is not read is named in one warning (:func:`ignored_files`: files beside
+    the class folders, hidden files such as ``.DS_Store`` at every level, files that are not
+    images, folders inside a class folder): nothing is ignored unseen.
+    """
+    classes, ignored = _scan(folder)
     if ignored:
         more = f" and {len(ignored) - 20} more" if len(ignored) > 20 else ""
         warnings.warn(
-            f"{what} {folder}: ignored {len(ignored)} file(s) whose names do not end in an "
-            f"image extension {IMAGE_EXTENSIONS}: {', '.join(ignored[:20])}{more}",
+            f"{what} {folder}: ignored {len(ignored)} file(s) that are not images of a class "
+            f"folder (<folder>/<class>/<image file> with an image extension {IMAGE_EXTENSIONS}, "
+            f"not hidden): {', '.join(ignored[:20])}{more}",
             stacklevel=3,
         )
     return classes

@@ -33,6 +33,7 @@ __all__ = [
     "min_classes",
     "min_class_images",
     "split_counts",
+    "usable_counts",
     "warn_small_classes",
 ]
 
@@ -235,6 +236,16 @@ def min_class_images(target: RunTarget, labeled_fraction: float = 0.4) -> int:
     return least
 
 
+def usable_counts(sizes: Sequence[int], cls_split: np.ndarray, target: RunTarget) -> dict[str, int]:
+    """``{split: classes}`` of the classes (images per class ``sizes``, split ``cls_split``)
+    with the images ``target``'s episodes need (:func:`min_class_images`): the classes its
+    runs keep (a split with fewer than ``n_way`` of them makes the domain unusable)."""
+    need = min_class_images(target)
+    return {
+        s: sum(1 for n, part in zip(sizes, cls_split) if part == s and n >= need) for s in SPLITS
+    }
+
+
 def warn_small_classes(
     sizes: dict[str, int],
     cls_split: np.ndarray,
@@ -261,15 +272,11 @@ def warn_small_classes(
         f"({detail}{more}), the fewest the {preset} preset's episodes need (n_shot + n_query = "
         f"{target.n_shot + target.n_query} labeled and n_unlabeled = {target.n_unlabeled} "
         "unlabeled "
-        "images per class, 40% of a class labeled); runs leave them out (small_classes='drop') "
-        "or refuse them ('error')"
+        "images per class, 40% of a class labeled); runs leave them out (--set "
+        "small_classes=drop, as the cpu preset does) or refuse them (--set small_classes=error)"
     )
     if n_way is not None and n_way > 1:
-        names = list(sizes)
-        left = {
-            s: sum(1 for i, c in enumerate(names) if cls_split[i] == s and sizes[c] >= need)
-            for s in SPLITS
-        }
+        left = usable_counts(list(sizes.values()), cls_split, target)
         short = [s for s, k in left.items() if k < n_way]
         if short:
             message += (

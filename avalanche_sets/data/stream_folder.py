@@ -50,7 +50,7 @@ import numpy as np
 from .. import __version__
 from ._readme import readme_head
 from .domain import SPLITS, Domain
-from .images import UnreadableImagesError, scan_image_folder
+from .images import UnreadableImagesError, ignored_files, scan_image_folder
 from .packs import (
     SKIP_UNREADABLE_HINT,
     FolderImages,
@@ -58,7 +58,15 @@ from .packs import (
     read_image_folder,
     save_pack,
 )
-from .splits import RunTarget, class_split, min_classes, split_counts
+from .splits import (
+    RunTarget,
+    class_split,
+    min_class_images,
+    min_classes,
+    split_counts,
+    usable_counts,
+    warn_small_classes,
+)
 from .synthetic import (
     GENERATOR_VERSION,
     SYNTHETIC_DOMAINS,
@@ -76,6 +84,7 @@ __all__ = [
     "prepare_command",
     "prepare_stream",
     "read_stream_manifest",
+    "report",
     "run_command",
 ]
 
@@ -339,6 +348,9 @@ def prepare_stream(
             loaded[item.name] = dom = _load(item, image_size, seed)
             _check_domain(dom, item, need)
             cls, sizes = dom.class_split, np.bincount(dom.labels, minlength=dom.n_classes)
+            if need > 1 and item.kind == "pack":  # folders: named when they are read
+                counts = dict(zip(dom.class_names, map(int, sizes)))
+                warn_small_classes(counts, cls, need, f"item {item.text!r}", target=target)
         if need == 1:
             counts = {s: int(sizes[cls == s].sum()) for s in SPLITS}
             _warn_small_ood(item, counts, len(ood_items), target)
@@ -374,14 +386,33 @@ def prepare_stream(
         entry = _entry(item, role, files[item.name], dom, _source(item, dom, seed))
         if item.kind == "folder":
             entry["skipped"] = read.skipped  # unreadable files left out (skip_unreadable)
+            entry["ignored"] = ignored_files(Path(item.ref))  # every file not read, by name
+        if role == "stream":
+            sizes = np.bincount(dom.labels, minlength=dom.n_classes)
+            entry["usable"] = usable_counts(sizes, dom.class_split, target)
         entries.append(entry)
+    unusable = {
+        e["name"]: e["usable"]
+        for e in entries
+        if e["role"] == "stream" and min(e["usable"].values()) < n_way
+    }
+    usable = [i.name for i in id_items if i.name not in unusable]
+    why = _unusable_note(unusable, target, n_way, usable)
     manifest = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "avalanche_sets": __version__,
         "command": command or "prepare_stream(...)",
         "run_command": run_command(
-            out, target=target, image_size=image_size, n_way=n_way, n_ood=bool(ood_items)
-        ),
+            out,
+            target=target,
+            image_size=image_size,
+            n_way=n_way,
+            n_ood=bool(ood_items),
+            domains=usable if unusable else None,
+        )
+        if usable
+        else None,
+        "run_command_note": why,
         "settings": {
             "image_size": image_size,
             "split": list(split),
@@ -440,12 +471,35 @@ def prepare_command(
     )  # fmt: skip
 
 
-def run_command(
-    out: str | os.PathLike, *, target: RunTarget, image_size: int, n_way: int, n_ood: bool
+def _unusable_note(
+    unusable: dict[str, dict[str, int]], target: RunTarget, n_way: int, usable: list[str]
 ) -> str:
+    """Why the run command leaves domains out (or why there is none): ``""`` when none is."""
+    if not unusable:
+        return ""
+    need = min_class_images(target)
+    each = ", ".join(
+        f"{name!r} has {'/'.join(map(str, left.values()))}" for name, left in unusable.items()
+    )
+    why = (
+        f"{n_way}-way episodes of the {target.preset} preset need {n_way} classes of at least "
+        f"{need} images in each of train/val/test, and {each} (train/val/test); fix: add "
+        "images to their classes, or prepare the stream with fewer ways (--n-way)"
+    )
+    if usable:
+        return f"the run command leaves out stream domain(s) {list(unusable)}: {why}"
+    return f"no run command: {target.preset} runs can use none of the stream domains: {why}"
+
+
+def run_command(
+    out: str | os.PathLike, *, target: RunTarget, image_size: int, n_way: int, n_ood: bool,
+    domains: Sequence[str] | None = None,
+) -> str:  # fmt: skip
     """The command that runs ``target``'s preset on a stream folder as it was written: with the
     settings the folder fixes where they differ from the preset's — its episode width
-    (``n_way``), its image size, and ``n_ood=0`` without OOD sources — so it runs as printed."""
+    (``n_way``), its image size, and ``n_ood=0`` without OOD sources — so it runs as printed;
+    ``domains``: the stream domains its runs can use, when that is not all of them (names of
+    the folder's manifest, so a double-quoted list needs no other quoting)."""
     sets = []
     if n_way != target.n_way:
         sets.append(f"n_way={n_way}")
@@ -453,8 +507,37 @@ def run_command(
         sets.append(f"image_size={image_size}")
     if not n_ood:
         sets.append("n_ood=0")
+    if domains is not None:
+        sets.append('"domains=[' + ",".join(f"'{d}'" for d in domains) + ']"')
     head = f"avalanche-sets run --preset {target.preset} --root {shlex.quote(str(out))}"
     return head + "".join(f" --set {s}" for s in sets)
+
+
+def report(out: Path) -> list[str]:
+    """What ``prepare stream`` prints about the folder it wrote: each pack, the files it
+    skipped, the run command (or why there is none) and the domains it leaves out."""
+    manifest = json.loads((out / MANIFEST).read_text())
+    lines = []
+    for e in manifest["packs"]:
+        sp = "/".join(str(v) for v in e["split"].values())
+        lines.append(
+            f"wrote {out / e['pack']}: {e['role']} {e['name']!r} from {e['item']}, "
+            f"{e['classes']} classes ({sp} train/val/test), {e['images']} images"
+        )
+        if e.get("skipped"):
+            lines.append(
+                f"  skipped {len(e['skipped'])} unreadable file(s): {', '.join(e['skipped'])}"
+            )
+        if e.get("ignored"):
+            lines.append(
+                f"  ignored {len(e['ignored'])} file(s) that are not images of a class folder: {', '.join(e['ignored'])}"
+            )
+    lines.append(f"manifest: {out / MANIFEST}")
+    if manifest["run_command"]:
+        lines.append(f"run on it: {manifest['run_command']}")
+    if manifest["run_command_note"]:
+        lines.append(manifest["run_command_note"])
+    return lines
 
 
 def _readme(manifest: dict[str, Any]) -> str:

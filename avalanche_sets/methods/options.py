@@ -38,6 +38,7 @@ __all__ = [
     "NONE_SPELLINGS",
     "OptionSpec",
     "OptionValueError",
+    "RUN_ARGUMENTS",
     "close_names",
     "describe_options",
     "signature_options",
@@ -51,6 +52,22 @@ BOOL_SPELLINGS: dict[str, bool] = {
 NONE_SPELLINGS = ("none", "null")
 
 _EMPTY = inspect.Parameter.empty
+
+#: Constructor arguments that a run builds or takes from its preset, never strategy options a
+#: user sets (``--strategy-set`` refuses them, and no option list names them), with where each
+#: comes from.
+RUN_ARGUMENTS: dict[str, str] = {
+    "model": "the run builds it from the preset (--set n_blocks=... width=...)",
+    "optimizer": "the run builds it (its learning rate: --set lr=...)",
+    "criterion": "the method's loss is part of the method",
+    "evaluator": "the run builds it (its loggers: --loggers)",
+    "plugins": "the run hands over its own (plugins of your own: docs/guide/custom-method.md)",
+    "cl_plugin": "the method builds it from its own options",
+    "model_options": "its entries are options of their own",
+    "device": "a preset setting: --set device=...",
+    "train_mb_size": "a preset setting: --set meta_batch=...",
+    "eval_mb_size": "a preset setting: --set eval_mb_size=...",
+}
 _PLAIN = (bool, int, float, str)
 
 
@@ -252,8 +269,15 @@ class OptionSpec:
         the spellings); an option of no known type reads ``text`` as a Python literal.
 
         Raises:
-            OptionValueError: ``text`` is no value of the option's type (with the fix).
+            OptionValueError: an option of :data:`RUN_ARGUMENTS` (set by the run, not by the
+                user), or ``text`` is no value of the option's type (with the fix and, for a
+                fixed set of values, the closest one).
         """
+        if self.name in RUN_ARGUMENTS:
+            raise OptionValueError(
+                f"{where}{self.name!r} is an argument the run sets, not a strategy option: "
+                f"{RUN_ARGUMENTS[self.name]}; fix: drop --strategy-set {self.name}=..."
+            )
         if not self.typed or not _from_command_line(self.type, text):
             if self.type is not None:  # an object (a model, an optimiser): not from text
                 raise OptionValueError(
@@ -266,8 +290,8 @@ class OptionSpec:
             return _from_text(text, self.type)
         except _NoMatch:
             raise OptionValueError(
-                f"{where}option {self.name!r} takes {_article(self.type)}, got {text!r}; fix: "
-                f"{self._example()}"
+                f"{where}option {self.name!r} takes {_article(self.type)}, got {text!r}"
+                f"{_closest(self.type, text.strip())}; fix: {self._example()}"
             ) from None
 
     def check(self, value: Any, *, where: str = "") -> Any:
@@ -285,7 +309,7 @@ class OptionSpec:
         except _NoMatch:
             raise OptionValueError(
                 f"{where}option {self.name!r} takes {_article(self.type)}, got {value!r} "
-                f"({type(value).__name__}); fix: {self._example()}"
+                f"({type(value).__name__}){_closest(self.type, value)}; fix: {self._example()}"
             ) from None
 
     def _example(self) -> str:
@@ -319,9 +343,32 @@ def _short(value: Any) -> str:
     return getattr(value, "__name__", type(value).__name__)
 
 
+def _choices(tp: Any) -> tuple[str, ...]:
+    """The strings a ``Literal`` (or a union or sequence holding one) allows."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is typing.Literal:
+        return tuple(a for a in args if isinstance(a, str))
+    if origin in (typing.Union, types.UnionType):
+        return tuple(c for a in args for c in _choices(a))
+    element = _element_type(tp)
+    return _choices(element) if element not in (None, _NOT_SEQUENCE) else ()
+
+
+def _closest(tp: Any, value: Any) -> str:
+    """`` (did you mean 'exact'?)`` for a string (or strings) near a value ``tp`` allows."""
+    choices = _choices(tp)
+    if not choices:
+        return ""
+    given = [v.strip() for v in value.split(",")] if isinstance(value, str) else value
+    given = [given] if isinstance(given, str) or not isinstance(given, Iterable) else given
+    return close_names([g for g in given if isinstance(g, str) and g not in choices], choices)
+
+
 def _article(tp: Any) -> str:
     name = _name(tp)
-    if name.startswith(("one of", "sequence")) or " | " in name:
+    if name.startswith("one of"):
+        return name
+    if name.startswith("sequence") or " | " in name:
         return f"a value of type {name}"
     return f"an {name}" if name[0] in "aeiou" else f"a {name}"
 
@@ -374,5 +421,8 @@ def close_names(names: Iterable[str], valid: Iterable[str]) -> str:
 
 
 def describe_options(options: Mapping[str, OptionSpec]) -> str:
-    """``[beta: float = 0.003, use_ot: bool = True, ...]``: an option list for a message."""
-    return "[" + ", ".join(options[k].describe() for k in sorted(options)) + "]"
+    """``[beta: float = 0.003, use_ot: bool = True, ...]``: an option list for a message, of
+    the options a user may set: every message that lists options lists these, and no argument
+    the run sets (:data:`RUN_ARGUMENTS`) or the command line cannot give."""
+    shown = [k for k in sorted(options) if k not in RUN_ARGUMENTS and options[k].from_text]
+    return "[" + ", ".join(options[k].describe() for k in shown) + "]"

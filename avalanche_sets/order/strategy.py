@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import torch
 
@@ -100,14 +100,14 @@ class OrderStrategy(EpisodicTemplate):
         beta: float = 0.003,
         mem_size: int = MEM_SIZE,
         replay_batch: int = REPLAY_BATCH,
-        ot_solver: str = "exact",
+        ot_solver: Literal["exact", "sinkhorn", "cvxpylayers"] = "exact",
         ot_max_points: int | None = 250,
         ood_k: float = 1.0,
-        ood_rule: str = "threshold",
+        ood_rule: Literal["threshold", "topk"] = "threshold",
         ood_n_id: int | None = None,
         use_ood_split: bool = True,
         use_mi: bool = True,
-        mi_terms: Sequence[str] = ("id", "ood"),
+        mi_terms: Sequence[Literal["id", "ood"]] = ("id", "ood"),
         use_replay: bool = True,
         use_ot: bool = True,
         ot_unlabeled: bool = True,

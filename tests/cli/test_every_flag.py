@@ -218,7 +218,8 @@ SETTING_CASES: dict[str, list[tuple[list[str], list[str], str]]] = {
     "precision": [(BASE, [*BASE, "--set", f"precision={_other_precision()}"], "compute")],
     "channels_last": [(BASE, _set(BASE, "channels_last=False"), "compute")],
     "root": [
-        (BASE, [*BASE, "--root", "{packs0}"], "refused"),  # the synthetic source reads none
+        (BASE, [*BASE, "--root", "{packs0}"], "compute"),  # a folder of packs: read as packs
+        (BASE, [*BASE, "--root", "{tmp}"], "refused"),  # no packs: the synthetic source reads none
         (
             [*BASE, "--set", "source=packs", "--root", "{packs0}"],
             [*BASE, "--set", "source=packs", "--root", "{packs1}"],
@@ -249,7 +250,10 @@ RUN_FLAG_CASES: dict[str, list[tuple[list[str], list[str], str]]] = {
         )
     ],  # fmt: skip
     "--source": [(BASE, [*BASE, "--source", "packs", "--root", "{packs0}"], "compute")],
-    "--root": [(BASE, [*BASE, "--root", "{packs0}"], "refused")],
+    "--root": [
+        (BASE, [*BASE, "--root", "{packs0}"], "compute"),
+        (BASE, [*BASE, "--root", "{tmp}"], "refused"),
+    ],
     "--order": [
         (["--method", "order", *TINY], ["--method", "order", *TINY, "--order", "3"], "compute")
     ],  # fmt: skip

@@ -150,3 +150,110 @@ def test_prepare_pack_names_every_unreadable_file_and_can_skip_them(tmp_path, ca
     with pytest.warns(UserWarning, match=r"skipped 2 unreadable image file\(s\): .*bad\.png"):
         assert main([*argv, "--skip-unreadable"]) == 0
     assert load_pack(tmp_path / "p.npz").labels.size == 6 * 16
+
+
+def test_a_messy_folder_names_every_stray_file_and_prints_a_command_that_runs(tmp_path, capsys):
+    """Done-when of issue 45: stray files at every level, a too-small class in two domains and
+    a domain the cpu preset cannot use."""
+    import json
+    import re
+    import shlex
+    import warnings
+
+    from image_folders import messy_stream_folders
+
+    stray = messy_stream_folders(tmp_path / "mine")
+    out = tmp_path / "packs"
+    argv = ["prepare", "stream", "--out", str(out), "--size", "8", "--split", "15,6,6",
+            "--domains", *(str(tmp_path / "mine" / d) for d in stray),
+            "--ood", "synthetic:rings"]  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(argv) == 0
+    printed = capsys.readouterr().out
+    warned = [str(w.message) for w in caught]
+    for name, entries in stray.items():  # every stray entry, at every level, named
+        (line,) = [w for w in warned if f"mine/{name}: ignored" in w]
+        assert line.endswith(": " + ", ".join(entries)), line
+        assert (
+            f"ignored {len(entries)} file(s) that are not images of a class folder: "
+            + ", ".join(entries)
+            in printed
+        )
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert {e["name"]: e.get("ignored") for e in manifest["packs"]} == {**stray, "rings": None}
+    # the small classes of both domains in one pass, with the command line's spelling of the fix
+    for name in ("flowers", "birds"):
+        (small,) = [w for w in warned if f"mine/{name}: 1 of 27 classes have fewer than 16" in w]
+        assert "'class_05' (4)" in small and "--set small_classes=drop" in small
+        assert "small_classes='drop'" not in small
+    # the command leaves out the domain cpu runs cannot use, and says why
+    (line,) = [x for x in printed.splitlines() if x.startswith("run on it: ")]
+    assert line.endswith("""--set "domains=['flowers','birds']\"""")
+    note = "the run command leaves out stream domain(s) ['emoji']: 5-way episodes of the cpu "
+    assert note in printed and "'emoji' has 0/0/0 (train/val/test)" in printed
+    command = shlex.split(line.removeprefix("run on it: "))
+    assert manifest["run_command"] == line.removeprefix("run on it: ")
+    tiny = ["--set", "tasks_per_domain=2", "--set", "n_test_episodes=2", "--set", "n_ood=4",
+            "--set", "interim_test_episodes=2", "--set", "width=4", "--set", "n_blocks=2",
+            "--set", "threads=1", "--seeds", "0", "--out", str(tmp_path / "runs"),
+            "--loggers"]  # fmt: skip
+    with pytest.warns(UserWarning, match=r"1 of 15 train classes of domain|too small"):
+        assert main([*command[1:], *tiny]) == 0, capsys.readouterr().err
+    (record,) = (tmp_path / "runs").rglob("result.json")
+    assert json.loads(record.read_text())["preset"]["domains"] == ["flowers", "birds"]
+    capsys.readouterr()
+
+    # the first run on one's own packs: --root of the quick preset reads them; classes too
+    # small for its episodes are refused for every domain at once, the fix as --set
+    runs = tmp_path / "quick"
+    quick = ["run", "--preset", "quick", "--root", str(out), "--set", "image_size=8",
+             "--set", "tasks_per_domain=2", "--set", "n_test_episodes=2", "--set", "width=4",
+             "--set", "n_blocks=2", "--set", "threads=1", "--out", str(runs), "--loggers"]  # fmt: skip
+    assert main(quick) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and not runs.exists()  # refused before the stream is described
+    err = captured.err  # the packs were read (no refusal of --root): their domains named
+    named = re.findall(r"^  '(\w+)' (train|val|test): ", err, re.M)
+    assert {n for n, _ in named} == {"flowers", "birds", "emoji"}, err
+    assert "--set small_classes=drop" in err
+    fixed = [*quick, "--set", "small_classes=drop", "--set", "domains=['flowers','birds']"]
+    with pytest.warns(UserWarning, match="too small"):
+        assert main(fixed) == 0, capsys.readouterr().err
+    (record,) = runs.rglob("result.json")
+    assert json.loads(record.read_text())["preset"]["source"] == "packs"
+
+
+def test_root_of_a_synthetic_preset_without_packs_is_refused_with_the_fix(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    for root, why in ((tmp_path / "empty", "holds no .npz domain packs"),
+                      (tmp_path / "nowhere", "does not exist")):  # fmt: skip
+        assert main(["run", "--root", str(root), "--out", str(tmp_path / "runs")]) == 2
+        err = capsys.readouterr().err
+        assert f"--root {root} {why}, and the quick preset generates its data" in err
+        assert "add --source paper for the paper's datasets, or drop --root" in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_pack_no_run_can_use_gives_no_run_command_but_the_reason(tmp_path, capsys):
+    import json
+
+    folder = image_folder(tmp_path / "imgs", 6, per_class=16)
+    for p in sorted((folder / "class_00").glob("*.png"))[4:]:
+        p.unlink()
+    pack = build_pack_from_folder(folder, tmp_path / "mine.npz", image_size=8, split=(2, 2, 2),
+                                  n_way=2)  # fmt: skip
+    out = tmp_path / "out"
+    argv = ["prepare", "stream", "--out", str(out), "--size", "8", "--n-way", "2",
+            "--domains", str(pack), "--ood", "synthetic:rings"]  # fmt: skip
+    with pytest.warns(UserWarning, match=rf"item '{pack}': 1 of 6 classes .*--set small_classes"):
+        assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "run on it:" not in printed
+    assert "no run command: cpu runs can use none of the stream domains: 2-way episodes" in printed
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["run_command"] is None
+    assert (
+        manifest["run_command_note"] in printed
+        and manifest["run_command_note"] in (out / "README.md").read_text()
+    )

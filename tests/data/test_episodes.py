@@ -258,7 +258,7 @@ def test_small_classes_can_be_dropped_with_a_warning():
     keep = np.concatenate([np.flatnonzero(dom.labels == 0)[:5], np.flatnonzero(dom.labels != 0)])
     small = Domain("small", dom.images[keep], dom.labels[keep], dom.class_names, dom.class_split)
     cfg = EpisodeConfig(n_way=3, n_shot=2, n_query=3, n_unlabeled=2, n_ood=0)
-    with pytest.raises(ValueError, match="small_classes='drop'"):
+    with pytest.raises(ValueError, match="--set small_classes=drop"):
         EpisodeSampler(small, config=cfg)
     with pytest.warns(UserWarning, match="1 of 10 train classes"):
         sampler = EpisodeSampler(small, config=cfg, small_classes="drop")

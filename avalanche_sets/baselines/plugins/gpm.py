@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -107,7 +109,7 @@ class GPMPlugin(SupervisedPlugin):
         threshold: float = 0.97,
         threshold_increment: float = 0.003,
         n_episodes: int = 10,
-        other_params: str = "freeze",
+        other_params: Literal["freeze", "train"] = "freeze",
         image_chunk: int = 64,
         seed: int = 0,
     ) -> None:
