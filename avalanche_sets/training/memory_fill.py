@@ -64,6 +64,14 @@ class MemoryFilling:
             raise ValueError(f"stores must be 'iteration' or 'domain', got {self.stores!r}")
         if self.layout not in ("reservoir", "balanced"):
             raise ValueError(f"layout must be 'reservoir' or 'balanced', got {self.layout!r}")
+        if self.layout == "balanced" and self.stores != "domain":
+            raise ValueError("a balanced memory sets its quotas at domain ends: stores='domain'")
+        if (
+            isinstance(self.capacity, bool)
+            or not isinstance(self.capacity, int)
+            or self.capacity < 1
+        ):
+            raise ValueError(f"capacity must be a positive integer, got {self.capacity!r}")
 
 
 def _quotas(capacity: int, groups: int) -> list[int]:
@@ -80,13 +88,15 @@ class MemoryFill:
 
     ``full_at`` and ``first_eviction`` are ``(domain, iteration)``, both counted from 1, with
     ``iteration`` ``None`` for a memory that stores at domain ends (the end of that domain);
-    ``None`` when it never happens on this stream.
+    ``None`` when it never happens on this stream. ``held_at_last_domain``: the tasks it holds
+    when the last domain's training starts; ``held_at_end``: when the stream ends.
     """
 
     filling: MemoryFilling
     tasks_per_domain: tuple[int, ...]
     meta_batch: int
     held_at_last_domain: int
+    held_at_end: int
     full_at: tuple[int, int | None] | None
     first_eviction: tuple[int, int | None] | None
 
@@ -130,7 +140,7 @@ class MemoryFill:
         full = (
             f"it is full {self._when(self.full_at)}"
             if self.full_at is not None
-            else f"it is never full (it ends with {self._held_at_end()} of {f.capacity})"
+            else f"it is never full (it ends with {self.held_at_end} of {f.capacity})"
         )
         if self.first_eviction is None:
             evicts, keeps = "never evicts", "It keeps every task offered"
@@ -153,17 +163,6 @@ class MemoryFill:
             f"domain (domain {n_domains}), so the memory holds {self.held_at_last_domain} "
             f"when it starts: {full} and {evicts}. {keeps}, so {matters}.{fix}"
         )
-
-    def _held_at_end(self) -> int:
-        if self.filling.layout == "balanced":
-            held: list[int] = []
-            for d, t in enumerate(self.tasks_per_domain, 1):
-                quota = _quotas(self.filling.capacity, d)
-                held = [min(h, q) for h, q in zip(held, quota[:-1], strict=False)] + [
-                    min(t, quota[-1])
-                ]
-            return sum(held)
-        return min(self.filling.capacity, sum(self.tasks_per_domain))
 
     def _fix(self) -> str:
         """What makes this memory evict before the last domain, for a stream of equal
@@ -193,6 +192,7 @@ class MemoryFill:
             "meta_batch": self.meta_batch,
             "tasks_before_last_domain": self.tasks_before_last_domain,
             "held_at_last_domain": self.held_at_last_domain,
+            "held_at_end": self.held_at_end,
             "full_at": None if self.full_at is None else list(self.full_at),
             "first_eviction": None if self.first_eviction is None else list(self.first_eviction),
             "evicts_before_last_domain": self.evicts_before_last_domain,
@@ -202,14 +202,12 @@ class MemoryFill:
 def _fill(filling: MemoryFilling, tasks: Sequence[int], meta_batch: int) -> MemoryFill:
     m = filling.capacity
     full_at = evict_at = None
-    held_at_last = 0
+    held_at_last = offered = 0
+    held: list[int] = []  # a balanced memory's tasks per domain seen
     if filling.layout == "balanced":
-        held: list[int] = []
         for d, t in enumerate(tasks, 1):
             if d == len(tasks):
                 held_at_last = sum(held)
-            if filling.stores != "domain":  # per-domain quotas are set at domain ends
-                raise ValueError("a balanced memory stores at domain ends (stores='domain')")
             quota = _quotas(m, d)
             evicts = t > quota[-1] or any(h > q for h, q in zip(held, quota, strict=False))
             held = [min(h, q) for h, q in zip(held, quota[:-1], strict=False)] + [min(t, quota[-1])]
@@ -218,7 +216,6 @@ def _fill(filling: MemoryFilling, tasks: Sequence[int], meta_batch: int) -> Memo
             if evict_at is None and evicts:
                 evict_at = (d, None)
     else:
-        offered = 0
         for d, t in enumerate(tasks, 1):
             if d == len(tasks):
                 held_at_last = min(m, offered)
@@ -241,6 +238,7 @@ def _fill(filling: MemoryFilling, tasks: Sequence[int], meta_batch: int) -> Memo
         tasks_per_domain=tuple(tasks),
         meta_batch=meta_batch,
         held_at_last_domain=held_at_last,
+        held_at_end=sum(held) if filling.layout == "balanced" else min(m, offered),
         full_at=full_at,
         first_eviction=evict_at,
     )
