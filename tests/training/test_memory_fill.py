@@ -151,6 +151,7 @@ def test_the_counts_are_the_memories_sizes_after_training(method, mem_size):
     run_sets(strategy, bench)
     # when the last domain starts, and when the stream ends
     assert sizes.sizes[len(DOMAINS) - 1] == fill.held_at_last_domain, sizes.sizes
+    assert sizes.sizes[-1] == fill.held_at_end, sizes.sizes
     assert (sizes.sizes[-1] == mem_size) == (fill.full_at is not None), (sizes.sizes, fill)
     # 12 tasks: 10 come before the last domain, none evicted; 7: evicted before it
     assert fill.evicts_before_last_domain == (mem_size == 7)
