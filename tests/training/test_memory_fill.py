@@ -196,3 +196,24 @@ def test_a_memory_that_evicts_in_time_or_none_says_nothing(method, tmp_path, cap
         assert record["memory"][0]["evicts_before_last_domain"] is True
     else:
         assert "memory" not in record
+
+
+def test_a_resumed_run_has_the_note_once_in_its_log(tmp_path, capsys, monkeypatch):
+    from avalanche_sets import training
+
+    real = training.run_sets
+
+    def killed(*args, **kwargs):  # trains 3 iterations (a checkpoint each), then dies
+        real(*args, **{**kwargs, "checkpoint_every": 1}, stop_after=3)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(training, "run_sets", killed)
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment("order", tiny(mem_size=12), seed=0, out_root=tmp_path, loggers=())
+    monkeypatch.setattr(training, "run_sets", real)
+    record = run_experiment("order", tiny(mem_size=12), seed=0, out_root=tmp_path, loggers=())
+    err = capsys.readouterr().err
+    assert "resuming" in err and err.count("memory note:") == 2  # each start says it
+    (log,) = tmp_path.rglob(LOG_FILE)
+    assert log.read_text().count("memory note:") == 1
+    assert record["resumes"] and record["memory"][0]["first_eviction"] == [3, 2]
