@@ -90,6 +90,7 @@ __all__ = [
     "wandb_config",
     "note_memory",
     "check_run",
+    "check_device",
 ]
 
 
@@ -179,6 +180,32 @@ def wandb_config(
     if plugins:
         config["plugins"] = list(plugins)
     return config
+
+
+def check_device(preset: RunConfig | Mapping[str, Any]) -> None:
+    """Refuse a preset whose ``device`` this machine does not have, before a strategy is built on
+    it (torch's own error would come from inside the strategy's constructor, without the fix).
+
+    Raises:
+        ValueError: a name that is no torch device; a CUDA device without CUDA, or with fewer
+            GPUs than its index needs.
+    """
+    name = str(RunConfig.of(preset).device)
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ValueError(
+            f"device={name!r} is no torch device; fix: --set device=cpu or device=cuda"
+        ) from None
+    if device.type != "cuda":
+        return
+    have = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if have <= (device.index or 0):
+        raise ValueError(
+            f"device={str(device)!r} needs a CUDA GPU{'' if device.index is None else ' of that index'}"
+            f", and this torch build or machine has {have}; fix: --set device=cpu (or run on a "
+            "machine with the GPU)"
+        )
 
 
 def data_device(preset: RunConfig | Mapping[str, Any]) -> str | None:
@@ -351,6 +378,7 @@ def check_run(
     config = check_method(
         method, preset, dict(strategy_overrides or {}), given=given, eval_stream=eval_stream
     )
+    check_device(config)
     build_strategy(
         method, config, seed=seed, check=False, **typed_options(method, strategy_overrides or {})
     )
@@ -493,6 +521,7 @@ def run_experiment(
     else:  # before any data is loaded
         preset = check_method(method, preset, strategy_overrides)
     bench_preset = method_preset(method, preset)  # raises before any data is loaded, too
+    check_device(preset)  # before a strategy is built on it
     added = [plugin_description(p) for p in plugins]
     # typed as the option keeps it (beta=0 is beta=0.0), an explicit default dropped, the
     # settings the run does not read named: one run, one folder and identity

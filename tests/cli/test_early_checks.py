@@ -81,6 +81,21 @@ def test_a_plugins_bad_argument_is_refused_before_the_stream_is_described(
     assert not (user_module / "runs").exists()
 
 
+@pytest.mark.parametrize(
+    ("device", "message"),
+    [("cuda:99", "needs a CUDA GPU of that index"), ("gpu", "is no torch device")],
+)
+def test_a_device_this_machine_lacks_is_refused_before_the_stream(
+    tmp_path, monkeypatch, capsys, device, message
+):
+    monkeypatch.chdir(tmp_path)
+    rc = main(["run", "--out", "runs", *TINY, "--set", f"device={device}"])
+    out, err = capsys.readouterr()
+    assert rc == 2 and message in err and "fix: --set device=cpu" in err, err
+    assert "SETS benchmark" not in out
+    assert not (tmp_path / "runs").exists()
+
+
 def test_the_same_command_with_a_good_argument_runs(user_module, capsys):
     rc = main(
         ["run", "--method", "hardreplay:semi_hard", "--strategy-set", "policy=uniform",
