@@ -379,9 +379,7 @@ def check_run(
         method, preset, dict(strategy_overrides or {}), given=given, eval_stream=eval_stream
     )
     check_device(config)
-    build_strategy(
-        method, config, seed=seed, check=False, **typed_options(method, strategy_overrides or {})
-    )
+    build_strategy(method, config, seed=seed, check=False, **dict(strategy_overrides or {}))
     return config
 
 
