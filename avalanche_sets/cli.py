@@ -430,13 +430,13 @@ def _cmd_run(args) -> int:
     seeds = args.seeds or list(preset.seeds)
     strategy_overrides = _strategy_options(args.strategy_set, [args.method])[args.method]
     from .data.visualize import plot_episodes
-    from .methods import check_method
-    from .runs.experiment import build_benchmark, run_experiment, run_settings
+    from .runs.experiment import build_benchmark, check_run, run_experiment, run_settings
     from .runs.folder import RUN_FILES, check_finished_loggers, is_finished, run_folder
     from .runs.report import run_table
 
-    # the one check of the method, before any data is loaded
-    check_method(args.method, preset, strategy_overrides, given=given, eval_stream=args.eval_stream)
+    # the one check of the method, its strategy built once, before any data loads or is described
+    check_run(args.method, preset, strategy_overrides, seed=seeds[0], given=given,
+              eval_stream=args.eval_stream)  # fmt: skip
     tag = args.tag or ""
     where = run_settings(args.method, preset, eval_stream=args.eval_stream,
                          strategy_overrides=strategy_overrides)  # fmt: skip

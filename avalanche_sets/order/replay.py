@@ -18,6 +18,7 @@ from ..defaults import MEM_SIZE, REPLAY_BATCH, check_mem_size
 from ..functional.ood import id_first
 from ..functional.reservoir import Reservoir
 from ..training.iteration import MetaBatchReplay
+from ..training.memory_fill import MemoryFilling
 
 __all__ = [
     "FeatureReservoirReplayPlugin",
@@ -270,6 +271,11 @@ class FeatureReservoirReplayPlugin(MetaBatchReplay, SupervisedPlugin):
     # ------------------------------------------------------------------ memory
     def __len__(self) -> int:
         return len(self.reservoir)
+
+    def memory_filling(self) -> MemoryFilling:
+        """How the memory fills: each iteration's current tasks offered to a reservoir of
+        ``mem_size`` (:mod:`~avalanche_sets.training.memory_fill`)."""
+        return MemoryFilling(self.mem_size, "iteration", "reservoir", type(self).__name__)
 
     @property
     def tasks(self) -> list[MemoryTask]:

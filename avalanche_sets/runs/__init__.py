@@ -32,6 +32,7 @@ _LAZY = {
     "build_benchmark": ".experiment",
     "method_benchmark": ".experiment",
     "run_experiment": ".experiment",
+    "check_run": ".experiment",
     "RunSpec": ".sweep",
     "RunOutcome": ".sweep",
     "run_one": ".sweep",

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -53,6 +54,7 @@ from ..training.loggers import (
     WandBLogger,
 )
 from ..training.loss_terms import DEFAULT_LOG_EVERY, LossTerms, RunEvaluator, check_log_every
+from ..training.memory_fill import MemoryFill, memory_fills
 from ..training.progress import DomainProgressLogger
 from .code import code_info, command_line, numerics_info, provenance, user_code, utc_now
 from .folder import (
@@ -86,6 +88,9 @@ __all__ = [
     "resolved_preset",
     "run_settings",
     "wandb_config",
+    "note_memory",
+    "check_run",
+    "check_device",
 ]
 
 
@@ -175,6 +180,32 @@ def wandb_config(
     if plugins:
         config["plugins"] = list(plugins)
     return config
+
+
+def check_device(preset: RunConfig | Mapping[str, Any]) -> None:
+    """Refuse a preset whose ``device`` this machine does not have, before a strategy is built on
+    it (torch's own error would come from inside the strategy's constructor, without the fix).
+
+    Raises:
+        ValueError: a name that is no torch device; a CUDA device without CUDA, or with fewer
+            GPUs than its index needs.
+    """
+    name = str(RunConfig.of(preset).device)
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ValueError(
+            f"device={name!r} is no torch device; fix: --set device=cpu or device=cuda"
+        ) from None
+    if device.type != "cuda":
+        return
+    have = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if have <= (device.index or 0):
+        raise ValueError(
+            f"device={str(device)!r} needs a CUDA GPU{'' if device.index is None else ' of that index'}"
+            f", and this torch build or machine has {have}; fix: --set device=cpu (or run on a "
+            "machine with the GPU)"
+        )
 
 
 def data_device(preset: RunConfig | Mapping[str, Any]) -> str | None:
@@ -320,6 +351,93 @@ _CLOSED_LOGGERS = (
 )
 
 
+def check_run(
+    method: str,
+    preset: RunConfig | Mapping[str, Any] | str,
+    strategy_overrides: Mapping[str, Any] | None = None,
+    *,
+    seed: int = 0,
+    given: Iterable[str] = (),
+    eval_stream: str = "test",
+) -> RunConfig:
+    """Check a run before any data loads or any folder is made; returns its config.
+
+    :func:`~avalanche_sets.methods.check_method` (the method's name, preset, options and
+    ``given`` settings), then the strategy built once and dropped — with a silent evaluator and
+    no added plugins — so that what only its construction checks (a method factory of one's own
+    and the plugins it builds, a strategy's own argument checks) fails here, before the stream
+    is built or described. A factory is therefore called twice per run: here, and by
+    :func:`run_experiment`, which builds the run's strategy with its evaluator and plugins.
+    Building a strategy is cheap (a small network, no data) and seeds its own model, so the
+    probe changes nothing the run computes.
+
+    Raises:
+        ValueError, TypeError: as :func:`~avalanche_sets.methods.check_method`, and whatever
+            the strategy's (or the factory's, or its plugins') construction raises.
+    """
+    config = check_method(
+        method, preset, dict(strategy_overrides or {}), given=given, eval_stream=eval_stream
+    )
+    check_device(config)
+    build_strategy(method, config, seed=seed, check=False, **dict(strategy_overrides or {}))
+    return config
+
+
+def _close(loggers: Sequence[Any], log: IO[str]) -> None:
+    """Close the run's loggers that hold something open, then its log."""
+    for logger in loggers:
+        if isinstance(logger, _CLOSED_LOGGERS):
+            logger.close()
+    log.close()
+
+
+def _first_missing(folder: Path) -> Path | None:
+    """The outermost of ``folder`` and its parents that does not exist yet (what making
+    ``folder`` creates), or ``None`` when ``folder`` exists."""
+    missing = None
+    for path in (folder, *folder.parents):
+        if path.exists():
+            break
+        missing = path
+    return missing
+
+
+def _remove_unstarted(folder: Path, made: Path) -> None:
+    """Remove ``folder``, made by this call for a run that failed before training began, and
+    the empty parents up to ``made`` that the call made with it. A folder holding a checkpoint
+    or a result is never removed (only a run that began training writes one)."""
+    checkpoint = folder / CHECKPOINT_FILE
+    if any(p.exists() for p in (checkpoint, previous_checkpoint_path(checkpoint))):
+        return
+    if is_finished(folder):
+        return
+    shutil.rmtree(folder, ignore_errors=True)
+    for parent in folder.parents:
+        if not parent.is_relative_to(made):
+            break
+        try:
+            parent.rmdir()  # only when empty: another run may have made a folder there since
+        except OSError:
+            break
+
+
+def note_memory(fills: Sequence[MemoryFill], *, log: IO[str] | None = None) -> list[str]:
+    """Say, once, that a run's memory does not evict before its last domain
+    (:class:`~avalanche_sets.training.memory_fill.MemoryFill`, with the numbers): on stderr
+    and in ``log`` (the run's ``log.txt``; a resumed run has it there already).
+    A memory that evicts before the last domain, or a run without a memory, says nothing.
+
+    Returns:
+        the notes.
+    """
+    notes = [f.message() for f in fills if not f.evicts_before_last_domain]
+    for note in notes:
+        print(note, file=sys.stderr, flush=True)
+        if log is not None:
+            print(note, file=log, flush=True)
+    return notes
+
+
 def run_experiment(
     method: str,
     preset: RunConfig | Mapping[str, Any] | str,
@@ -374,6 +492,14 @@ def run_experiment(
     ``benchmark``: the :func:`build_benchmark` of this ``preset`` and ``seed`` when the caller
     has built it already (the command line, which describes it first), so it is not built
     twice; episodes are generated on access from their seed, so it is the same benchmark.
+    A run that fails before its training begins (a method factory's or a plugin's error — the
+    strategy is built before the benchmark, so these come before any data loads — or data that
+    does not load) leaves no folder behind that this call made; a folder that was there (a
+    checkpoint to resume, another run's files) is never removed. A method with a memory whose
+    storage rule cannot matter before the last domain says so once, with the numbers
+    (:func:`note_memory`), and the record keeps every memory's filling as ``"memory"``
+    (:meth:`~avalanche_sets.training.memory_fill.MemoryFill.to_dict`).
+
     ``checked=True``: the caller has passed these arguments through
     :func:`~avalanche_sets.methods.check_method` already (before loading any data), so the
     method is checked once per command.
@@ -393,6 +519,7 @@ def run_experiment(
     else:  # before any data is loaded
         preset = check_method(method, preset, strategy_overrides)
     bench_preset = method_preset(method, preset)  # raises before any data is loaded, too
+    check_device(preset)  # before a strategy is built on it
     added = [plugin_description(p) for p in plugins]
     # typed as the option keeps it (beta=0 is beta=0.0), an explicit default dropped, the
     # settings the run does not read named: one run, one folder and identity
@@ -418,34 +545,50 @@ def run_experiment(
 
     if is_finished(out):
         return finished_before()
+    made = _first_missing(out)  # the folder this call creates (None: it was there)
     out.mkdir(parents=True, exist_ok=True)
+    checkpoint = out / CHECKPOINT_FILE
     with RunLock(out, wait=wait) as lock:
         if is_finished(out):  # finished by the process that held the lock
             lock.remove()
             return finished_before()
+        resuming = checkpoint.exists() or previous_checkpoint_path(checkpoint).exists()
         torch.set_num_threads(int(preset.threads))
         # The run log: every metric value (and resumes); closed with the loggers below.
         log = open(out / LOG_FILE, "a", buffering=1)  # noqa: SIM115
-        print(f"# {utc_now()}: {command_line()}", file=log)
-        if benchmark is None or bench_preset is not preset:  # more training tasks: rebuilt
-            benchmark = build_benchmark(bench_preset, seed=seed)
-        bench = method_benchmark(method, benchmark, seed=seed)
-        strategy = build_strategy(
-            method,
-            preset,
-            seed=seed,
-            evaluator=evaluator(
+        made_loggers: list = []
+        try:  # until training begins: a failure leaves no folder this call made
+            print(f"# {utc_now()}: {command_line()}", file=log)
+            # the strategy before the benchmark: its (a factory's, a plugin's) errors come
+            # before any data loads
+            run_evaluator = evaluator(
                 loggers,
                 out,
                 verbose=verbose,
                 log_file=log,
                 config=wandb_config(method, preset, seed=seed, **logged),
                 log_every=log_every,
-            ),
-            plugins=list(plugins),
-            check=False,  # checked above (or by the caller)
-            **(strategy_overrides or {}),
-        )
+            )
+            made_loggers = run_evaluator.loggers
+            strategy = build_strategy(
+                method,
+                preset,
+                seed=seed,
+                evaluator=run_evaluator,
+                plugins=list(plugins),
+                check=False,  # checked above (or by the caller)
+                **(strategy_overrides or {}),
+            )
+            if benchmark is None or bench_preset is not preset:  # more training tasks: rebuilt
+                benchmark = build_benchmark(bench_preset, seed=seed)
+            bench = method_benchmark(method, benchmark, seed=seed)
+            fills = memory_fills(strategy, bench)
+            note_memory(fills, log=None if resuming else log)  # log.txt: once per run
+        except BaseException:
+            _close(made_loggers, log)
+            if made is not None and not resuming:
+                _remove_unstarted(out, made)
+            raise
         clock = {"before": 0.0, "start": time.perf_counter()}
         resumes: list[dict] = []
 
@@ -474,7 +617,6 @@ def run_experiment(
             if note:
                 print(note, file=log, flush=True)
 
-        checkpoint = out / CHECKPOINT_FILE
         try:
             # looked up on the module when called, so a test can replace the training loop
             result = training.run_sets(
@@ -488,10 +630,7 @@ def run_experiment(
                 on_resume=on_resume,
             )
         finally:  # also when the run stops early: bars, files and the W&B run are closed
-            for logger in strategy.evaluator.loggers:
-                if isinstance(logger, _CLOSED_LOGGERS):
-                    logger.close()
-            log.close()
+            _close(strategy.evaluator.loggers, log)
         computed = {
             "avalanche_sets": __version__,
             "method": method,
@@ -507,6 +646,7 @@ def run_experiment(
             "code": code_info(),
             "numerics": numerics_info(device=preset.device, precision=run_precision(preset)),
             "data": data,
+            **({"memory": [f.to_dict() for f in fills]} if fills else {}),
             "result": result.to_dict(),
         }
         run = {

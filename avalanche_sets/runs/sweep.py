@@ -22,9 +22,9 @@ from typing import Any
 
 from tqdm import tqdm
 
-from ..methods import check_method, unread_settings
+from ..methods import unread_settings
 from ..presets import RunConfig
-from .experiment import run_experiment, run_settings
+from .experiment import check_run, run_experiment, run_settings
 from .folder import RunLockedError, check_tag, is_finished, run_folder
 
 __all__ = ["RunSpec", "RunOutcome", "check_specs", "run_one", "run_sweep"]
@@ -109,7 +109,8 @@ def check_specs(specs: Sequence[RunSpec], *, given: Iterable[str] = ()) -> list[
     stderr per method and setting says so, with the reason.
 
     Raises:
-        ValueError, TypeError: as :func:`~avalanche_sets.methods.check_method`; a given
+        ValueError, TypeError: as :func:`~.experiment.check_run` (the method's checks, and
+            its strategy's construction, built once per method, setting and options); a given
             setting that no run of the sweep reads.
     """
     given = set(given)
@@ -121,11 +122,17 @@ def check_specs(specs: Sequence[RunSpec], *, given: Iterable[str] = ()) -> list[
         )
         read |= given - set(unread)
         ignored.update({(spec.method, k): unread[k] for k in given & set(unread)})
+    probed: list[tuple] = []  # the seed aside, the runs whose strategy was built
     for spec in specs:  # a setting no run reads is refused with the method's own message
-        check_method(
-            spec.method, spec.preset, spec.strategy_overrides, given=given - read,
-            eval_stream=spec.eval_stream,
+        key = (spec.method, spec.preset, spec.eval_stream, spec.strategy_overrides)
+        if key in probed:
+            continue
+        # the strategy built once (check_run): a factory's or plugin's construction errors
+        check_run(
+            spec.method, spec.preset, spec.strategy_overrides, seed=spec.seed,
+            given=given - read, eval_stream=spec.eval_stream,
         )  # fmt: skip
+        probed.append(key)
     for (method, key), why in ignored.items():
         if key in read:
             print(f"warning: {method} does not read {key} ({why}): it runs once for every "

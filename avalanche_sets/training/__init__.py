@@ -19,6 +19,7 @@ from .episode_memory import copy_episodes, episode_from_dict, episode_to_dict, l
 from .iteration import Iteration, MetaBatchReplay, Replayed, check_partners
 from .loggers import ResumableCSVLogger, ResumableTensorboardLogger, RunTextLogger, WandBLogger
 from .loss_terms import LossTerms, RunEvaluator
+from .memory_fill import MemoryFill, MemoryFilling, memory_fill
 from .progress import DomainProgressLogger
 from .runner import RunResult, episode_accuracies, run_sets, set_up_process
 from .template import (
@@ -56,6 +57,9 @@ __all__ = [
     "episode_accuracies",
     "quiet_evaluator",
     "silent_evaluator",
+    "MemoryFilling",
+    "MemoryFill",
+    "memory_fill",
     "DomainProgressLogger",
     "ResumableCSVLogger",
     "ResumableTensorboardLogger",

@@ -10,6 +10,7 @@ from torch import Tensor
 from ...data.episodes import EpisodeBatch
 from ...defaults import MEM_SIZE, REPLAY_BATCH, check_mem_size
 from ...functional.reservoir import Reservoir
+from ...training.memory_fill import MemoryFilling
 from ._memory import episode_from_dict, episode_to_dict, learner_batch, stored_episodes
 
 __all__ = ["DERPlugin", "dark_logit_loss"]
@@ -102,6 +103,11 @@ class DERPlugin(SupervisedPlugin):
 
     def __len__(self) -> int:
         return len(self.reservoir)
+
+    def memory_filling(self) -> MemoryFilling:
+        """How the memory fills: each iteration's current tasks offered to a reservoir of
+        ``mem_size`` (:mod:`~avalanche_sets.training.memory_fill`)."""
+        return MemoryFilling(self.mem_size, "iteration", "reservoir", type(self).__name__)
 
     def _sample(self, device) -> tuple[EpisodeBatch, Tensor, Tensor]:
         items = self.reservoir.sample(self.replay_batch)

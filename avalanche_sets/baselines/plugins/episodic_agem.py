@@ -10,6 +10,7 @@ from avalanche.training.plugins import AGEMPlugin
 from avalanche.training.storage_policy import ExperienceBalancedBuffer
 
 from ...defaults import MEM_SIZE, check_mem_size
+from ...training.memory_fill import MemoryFilling
 from ._memory import (
     learner_batch,
     load_storage_state_dict,
@@ -102,6 +103,11 @@ class EpisodicAGEMPlugin(AGEMPlugin):
         episodes = [e for buf in self.buffers for e in sample_episodes(buf, per_group, self._rng)]
         x, y = learner_batch(episodes)
         return x, y, torch.zeros_like(y)
+
+    def memory_filling(self) -> MemoryFilling:
+        """How the memory fills: each domain's training tasks stored at its end, ``mem_size``
+        balanced over the domains seen (:mod:`~avalanche_sets.training.memory_fill`)."""
+        return MemoryFilling(self.mem_size, "domain", "balanced", type(self).__name__)
 
     # ------------------------------------------------------------------ checkpoint
     def state_dict(self) -> dict:

@@ -8,6 +8,7 @@ from avalanche.training.plugins import GEMPlugin
 from avalanche.training.storage_policy import ExperienceBalancedBuffer
 
 from ...defaults import MEM_SIZE, check_mem_size
+from ...training.memory_fill import MemoryFilling
 from ._memory import (
     grad_vector,
     learner_batch,
@@ -114,6 +115,11 @@ class EpisodicGEMPlugin(GEMPlugin):
     def after_training_exp(self, strategy, **kwargs):
         with seeded_torch(self.seed, len(self.storage.buffer_groups)):
             self.storage.post_adapt(strategy, strategy.experience)
+
+    def memory_filling(self) -> MemoryFilling:
+        """How the memory fills: each domain's training tasks stored at its end, ``mem_size``
+        balanced over the domains seen (:mod:`~avalanche_sets.training.memory_fill`)."""
+        return MemoryFilling(self.mem_size, "domain", "balanced", type(self).__name__)
 
     # ------------------------------------------------------------------ checkpoint
     def state_dict(self) -> dict:

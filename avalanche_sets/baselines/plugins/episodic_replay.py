@@ -7,11 +7,16 @@ import math
 import numpy as np
 from avalanche.benchmarks.utils.data_loader import ReplayDataLoader
 from avalanche.training.plugins import ReplayPlugin
-from avalanche.training.storage_policy import ExemplarsBuffer, ReservoirSamplingBuffer
+from avalanche.training.storage_policy import (
+    ExemplarsBuffer,
+    ExperienceBalancedBuffer,
+    ReservoirSamplingBuffer,
+)
 
 from ...data.episodes import collate_episodes
 from ...defaults import MEM_SIZE, REPLAY_BATCH, check_mem_size
 from ...training.iteration import MetaBatchReplay
+from ...training.memory_fill import MemoryFilling
 from ._memory import load_storage_state_dict, seeded_torch, storage_state_dict
 
 __all__ = ["EpisodicReplayPlugin"]
@@ -129,6 +134,20 @@ class EpisodicReplayPlugin(ReplayPlugin):
         with seeded_torch(self.seed, self.n_updates, 1):
             self.storage_policy.post_adapt(strategy, strategy.experience)
         self.n_updates += 1
+
+    def memory_filling(self) -> MemoryFilling | None:
+        """How the memory fills: each domain's training tasks stored at its end, in a reservoir
+        (``ReservoirSamplingBuffer``) or balanced per domain (an adaptive
+        ``ExperienceBalancedBuffer``); ``None`` for another storage policy, whose filling it
+        does not know (:mod:`~avalanche_sets.training.memory_fill`)."""
+        policy = self.storage_policy
+        if type(policy) is ReservoirSamplingBuffer:
+            layout = "reservoir"
+        elif type(policy) is ExperienceBalancedBuffer and policy.adaptive_size:
+            layout = "balanced"
+        else:
+            return None
+        return MemoryFilling(policy.max_size, "domain", layout, type(self).__name__)
 
     # ------------------------------------------------------------------ checkpoint
     def state_dict(self) -> dict:

@@ -13,6 +13,7 @@ from ...data.episodes import Episode
 from ...defaults import MEM_SIZE, REPLAY_BATCH, check_mem_size
 from ...functional.reservoir import Reservoir
 from ...training.iteration import MetaBatchReplay
+from ...training.memory_fill import MemoryFilling
 from ._memory import episode_from_dict, episode_to_dict, learner_batch, stored_episodes
 
 __all__ = ["MERPlugin", "mer_update"]
@@ -144,6 +145,11 @@ class MERPlugin(SupervisedPlugin):
 
     def __len__(self) -> int:
         return len(self.reservoir)
+
+    def memory_filling(self) -> MemoryFilling:
+        """How the memory fills: each iteration's current tasks offered to a reservoir of
+        ``mem_size`` (:mod:`~avalanche_sets.training.memory_fill`)."""
+        return MemoryFilling(self.mem_size, "iteration", "reservoir", type(self).__name__)
 
     def train_iteration(self, strategy, **kwargs) -> None:
         """MER's update for the current meta-batch ``strategy.mbatch`` (see the class doc)."""
