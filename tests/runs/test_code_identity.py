@@ -226,7 +226,8 @@ def test_an_edited_method_module_is_not_finished_before_and_runs_beside_the_old_
     assert main(command) == 0 and "finished before" in capsys.readouterr().out  # same code
     _edit(tmp_path / f"{mine}.py", "SCALE = 1\n", "SCALE = 10\n")
     assert main(command) == 2
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert "SETS benchmark" not in out  # refused before the stream is built and described
     old, new = first[0]["user_code"][mine][:7], code.source_fingerprint(mine)[1][:7]
     assert f"code of {mine}: {old} there, {new} now" in err
     assert "--tag NAME" in err and "another --out" in err and "delete that folder" in err
