@@ -50,9 +50,14 @@ def caption_lines(md: str) -> list[str]:
     return [x.rstrip() for x in lines[at + 1 :] if x.strip()]
 
 
-def figures_block(folder: Path) -> str:
-    """The guide's ``paper-figures`` block: each committed picture with its caption."""
-    rel = os.path.relpath(folder, PAGE.parent)
+FIGURES = ROOT / "benchmarks" / "results" / "paper_table"
+"""Where the guide's committed pictures and their captions live."""
+
+
+def figures_block(folder: Path = FIGURES, base: Path = PAGE.parent) -> str:
+    """The guide's ``paper-figures`` block: each committed picture with its caption, linked
+    relative to the folder ``base`` (the guide's; the root for ``benchmarks.readme``)."""
+    rel = os.path.relpath(folder, base)
     parts = []
     for fig in ("stream", "final"):
         md = (folder / f"paper_{fig}.md").read_text()

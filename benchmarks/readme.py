@@ -347,6 +347,7 @@ def relink(block: str, base: Path) -> str:
 
 def _generated() -> dict[str, str]:
     """Marker -> its text, from the committed result files, links relative to the root."""
+    from benchmarks.paper_table import figures_block
     from benchmarks.python_threads import threads_block  # torch: only when the blocks are made
     from benchmarks.strategy_defaults import defaults_block
 
@@ -361,6 +362,7 @@ def _generated() -> dict[str, str]:
         "strategy-defaults": defaults_block(),
         "python-threads": threads_block(),
         "methods-table": methods_block(),
+        "paper-figures": figures_block(base=ROOT),
         **readme_blocks(),
     }
 
