@@ -412,10 +412,14 @@ class WandBLogger(_Resumable, _AvalancheWandBLogger):
 
     def _remove_earlier_folders(self, run_id: str) -> list[str]:
         """Removes the offline-run folders of ``run_id`` (a pattern) that another process wrote
-        (all but this process's own), and returns their names."""
+        (all but this process's own), and returns their names. wandb names a folder
+        ``offline-run-<time>-<id>``, with ``-<n>`` added when a process started in the same
+        second as another of the same id."""
         own = Path(self._run.settings.sync_dir).resolve()
         removed = []
-        for folder in sorted(own.parent.glob(f"offline-run-*-{run_id}")):
+        parent = own.parent
+        names = {*parent.glob(f"offline-run-*-{run_id}"), *parent.glob(f"offline-run-*-{run_id}-*")}
+        for folder in sorted(names):
             if folder.is_dir() and folder.resolve() != own:
                 shutil.rmtree(folder)
                 removed.append(folder.name)

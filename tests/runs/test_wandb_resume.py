@@ -198,3 +198,21 @@ def test_a_checkpoint_holding_only_the_runs_id_continues_the_run():
     rows = server.runs["run1"]
     assert {s: rows[s] for s in had} == had and max(rows) == 8
     assert server.dropped == []  # the steps the server had are not sent again
+
+
+def test_the_offline_folders_of_earlier_attempts_are_found_with_wandbs_same_second_suffix(
+    tmp_path,
+):
+    """wandb names a second folder of one id started in the same second ``...-<id>-1``: a
+    resumed process removes every earlier folder of its id, suffixed or not, and keeps its own
+    and other ids'."""
+    wandb_dir = tmp_path / "wandb"
+    own = wandb_dir / "offline-run-20261127_120003-abc123"
+    earlier = ["offline-run-20261127_120002-abc123", "offline-run-20261127_120002-abc123-1"]
+    other = "offline-run-20261127_120000-zzz999"
+    for name in [*earlier, own.name, other]:
+        (wandb_dir / name).mkdir(parents=True)
+    logger = object.__new__(WandBLogger)  # only the folder logic: no wandb run is started
+    logger._run = SimpleNamespace(settings=SimpleNamespace(sync_dir=str(own)))
+    assert logger._remove_earlier_folders("abc123") == earlier
+    assert sorted(p.name for p in wandb_dir.iterdir()) == sorted([own.name, other])
