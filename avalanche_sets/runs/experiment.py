@@ -61,8 +61,8 @@ from .folder import (
     CHECKPOINT_FILE,
     LOG_FILE,
     UNREAD_FIELD,
-    RunConflictError,
     RunLock,
+    check_checkpoint_code,
     check_finished,
     check_finished_loggers,
     check_loggers,
@@ -596,7 +596,7 @@ def run_experiment(
             return clock["before"] + time.perf_counter() - clock["start"]
 
         def on_resume(restored: dict) -> None:
-            _check_checkpoint_code(restored, code_now)
+            check_checkpoint_code(restored["path"], restored["extra"].get("code"), code_now)
             clock["before"] = float(restored["extra"].get("seconds", 0.0))
             pos = restored["position"]
             resumes.append(
@@ -664,33 +664,3 @@ def run_experiment(
         # Safe to remove while held: a process waiting on it re-checks result.json first.
         lock.remove()
         return {**read_record(out), "status": "ran"}
-
-
-def _check_checkpoint_code(restored: Mapping[str, Any], now: Mapping[str, Any]) -> None:
-    """Refuse to resume from a checkpoint written by other code: its ``extra["code"]`` (the
-    library's :func:`~.code.package_fingerprint` and the run's :func:`~.code.user_code`) must
-    be this process's. A checkpoint that stored none (written before checkpoints did) is
-    resumed, as a record without it is reused.
-
-    Raises:
-        RunConflictError: names the checkpoint, what changed (short hashes) and the fix.
-    """
-    then = restored["extra"].get("code")
-    if then is None or dict(then) == dict(now):
-        return
-    changed = []
-    if then.get("package") != now["package"]:
-        changed.append(
-            f"avalanche_sets package {str(then.get('package'))[:7]} then, {now['package'][:7]} now"
-        )
-    for name in sorted(set(then.get("user_code") or {}) | set(now["user_code"])):
-        a, b = (then.get("user_code") or {}).get(name), now["user_code"].get(name)
-        if a != b:
-            changed.append(f"code of {name} {str(a)[:7]} then, {str(b)[:7]} now")
-    path = Path(restored["path"])
-    raise RunConflictError(
-        f"the checkpoint {path} was written by other code ({'; '.join(changed)}): resuming "
-        "it would mix two versions of the code in one run. Fix: delete "
-        f"{path.parent / CHECKPOINT_FILE} (and {previous_checkpoint_path(path.parent / CHECKPOINT_FILE).name}) "
-        "to start the run over, or restore the code that wrote it"
-    )

@@ -79,6 +79,7 @@ __all__ = [
     "write_record",
     "is_finished",
     "check_finished",
+    "check_checkpoint_code",
     "run_dir_name",
     "run_folder",
     "run_identity",
@@ -428,15 +429,32 @@ def _short(fingerprint: str | None) -> str:
     )
 
 
-def _user_code_differences(have: Mapping[str, str], asked: Mapping[str, str]) -> list[str]:
+def _user_code_differences(
+    have: Mapping[str, str], asked: Mapping[str, str], *, was: str = "there"
+) -> list[str]:
     """One ``"code of <name>: <a> there, <b> now"`` per source whose hash differs (short
-    hashes); code that has no source file (:data:`~.code.NO_SOURCE`) always differs."""
+    hashes; ``was`` names where ``have`` was read); code that has no source file
+    (:data:`~.code.NO_SOURCE`) always differs."""
     diff = []
     for name in sorted(set(have) | set(asked)):
         a, b = have.get(name), asked.get(name)
         if a != b or b == NO_SOURCE:
-            diff.append(f"code of {name}: {_short(a)} there, {_short(b)} now")
+            diff.append(f"code of {name}: {_short(a)} {was}, {_short(b)} now")
     return diff
+
+
+def _package_difference(
+    have: Mapping[str, Any], now: Mapping[str, Any], *, was: str = "there"
+) -> list[str]:
+    """``["avalanche_sets package: <a> there, <b> now"]`` (short hashes, commits where known)
+    when ``have`` names a library package hash other than ``now``'s; nothing when it names
+    none (written before records and checkpoints held it)."""
+    if not have.get("package") or have["package"] == now["package"]:
+        return []
+    return [
+        f"avalanche_sets package: {_short(have['package'])}{_commit(have)} {was}, "
+        f"{_short(now['package'])}{_commit(now)} now"
+    ]
 
 
 def identity_differences(have: dict, asked: dict) -> list[str]:
@@ -615,13 +633,7 @@ def check_finished(folder: str | Path, asked: dict, seed: int) -> dict:
     rec = read_record(folder)
     diff = [f"seed: {rec['seed']} there, {seed} asked"] if rec["seed"] != seed else []
     diff += identity_differences(record_identity(rec), asked)
-    code = code_info()
-    there = rec.get("code") or {}
-    if there.get("package") and there["package"] != code["package"]:
-        diff.append(
-            f"avalanche_sets package: {_short(there['package'])}{_commit(there)} there, "
-            f"{_short(code['package'])}{_commit(code)} now"
-        )
+    diff += _package_difference(rec.get("code") or {}, code_info())
     if diff:
         changed = any(d.startswith(("code of ", "avalanche_sets package")) for d in diff)
         raise RunConflictError(
@@ -632,6 +644,31 @@ def check_finished(folder: str | Path, asked: dict, seed: int) -> dict:
             "delete that folder to redo it"
         )
     return rec
+
+
+def check_checkpoint_code(
+    path: str | Path, then: Mapping[str, Any] | None, now: Mapping[str, Any]
+) -> None:
+    """Refuse to resume from the checkpoint ``path`` written by other code: ``then``, the code
+    it stored (``{"package", "user_code"}``: the library's :func:`~.code.package_fingerprint`
+    and the run's :func:`~.code.user_code`), must be ``now``, this process's. A checkpoint that
+    stored none (written before checkpoints did) is resumed, as a record without it is reused.
+
+    Raises:
+        RunConflictError: names the checkpoint, what changed (short hashes) and the fix.
+    """
+    if then is None or dict(then) == dict(now):
+        return
+    changed = _package_difference(then, now, was="then") + _user_code_differences(
+        then.get("user_code") or {}, now["user_code"], was="then"
+    )
+    path = Path(path)
+    checkpoint = path.parent / CHECKPOINT_FILE
+    raise RunConflictError(
+        f"the checkpoint {path} was written by other code ({'; '.join(changed)}): resuming "
+        f"it would mix two versions of the code in one run. Fix: delete {checkpoint} (and "
+        f"{checkpoint.name}.prev) to start the run over, or restore the code that wrote it"
+    )
 
 
 def _commit(code: Mapping[str, Any]) -> str:

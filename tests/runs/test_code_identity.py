@@ -311,13 +311,13 @@ def test_a_checkpoint_of_other_code_is_not_resumed(mine, tmp_path, preset, monke
     original = path.read_text()
     path.write_text(original.replace("SCALE = 1\n", "SCALE = 2\n"))
     with pytest.raises(RunConflictError, match=rf"checkpoint .* written by other code \(code of "
-                       rf"{mine} [0-9a-f]{{7}} then, [0-9a-f]{{7}} now\).*delete .*checkpoint\.pt"
+                       rf"{mine}: [0-9a-f]{{7}} then, [0-9a-f]{{7}} now\).*delete .*checkpoint\.pt"
                        r".*restore the code"):  # fmt: skip
         run_experiment(spec, preset, seed=0, out_root=out, loggers=(), checkpoint_every=1)
     path.write_text(original)
     real = code.code_info()
     monkeypatch.setattr(experiment, "code_info", lambda: {**real, "package": "f" * 64})
-    with pytest.raises(RunConflictError, match=r"\(avalanche_sets package [0-9a-f]{7} then, "
+    with pytest.raises(RunConflictError, match=r"\(avalanche_sets package: [0-9a-f]{7} then, "
                        r"fffffff now\)"):  # fmt: skip
         run_experiment(spec, preset, seed=0, out_root=out, loggers=(), checkpoint_every=1)
     monkeypatch.undo()
