@@ -431,7 +431,7 @@ def _cmd_run(args) -> int:
     strategy_overrides = _strategy_options(args.strategy_set, [args.method])[args.method]
     from .data.visualize import plot_episodes
     from .runs.experiment import build_benchmark, check_run, run_experiment, run_settings
-    from .runs.folder import RUN_FILES, check_finished_loggers, is_finished, run_folder
+    from .runs.folder import RUN_FILES, is_finished, run_folder
     from .runs.report import run_table
 
     # the one check of the method, its strategy built once, before any data loads or is described
@@ -446,11 +446,8 @@ def _cmd_run(args) -> int:
         eval_stream=args.eval_stream, strategy_overrides=strategy_overrides, tag=tag,
         checkpoint_every=args.checkpoint_every, log_every=args.log_every, checked=True,
     )  # fmt: skip
-    for folder in folders.values():  # loggers a finished run would not write, before any data
-        if is_finished(folder):
-            check_finished_loggers(folder, args.loggers)
-    # a finished run is checked (same settings, data and code) before any data loads:
-    # run_experiment reads only its record
+    # a finished run is checked (the loggers it wrote; same settings, data and code) before any
+    # data loads: run_experiment reads only its record
     done = {s: run_experiment(args.method, preset, seed=s, **run)
             for s, folder in folders.items() if is_finished(folder)}  # fmt: skip
     bench = build_benchmark(preset, seed=seeds[0])  # described here, run below: built once

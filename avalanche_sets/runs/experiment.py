@@ -539,8 +539,8 @@ def run_experiment(
     code_now = {"package": code_info()["package"], "user_code": own}
 
     def finished_before() -> dict:
+        check_finished_loggers(out, loggers)  # names what the asked loggers would miss, first
         record = check_finished(out, asked, seed)
-        check_finished_loggers(out, loggers)
         return {**record, "status": "finished before"}
 
     if is_finished(out):
