@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import sys
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
 from avalanche.core import SupervisedPlugin
 from avalanche.training.plugins import EvaluationPlugin
 
-from avalanche_sets import run_sets, sets_benchmark
+from avalanche_sets import run_sets
 from avalanche_sets.methods import build_strategy
-from avalanche_sets.presets import resolve_preset
 from avalanche_sets.training import (
     CheckpointError,
     CheckpointWarning,
@@ -22,21 +23,10 @@ from avalanche_sets.training import (
 )
 from avalanche_sets.training.checkpoint import FORMAT_VERSION, previous_checkpoint_path
 
+sys.path.insert(0, str(Path(__file__).parent))
+from tiny_order import PRESET, tiny_bench  # noqa: E402
+
 torch.set_num_threads(1)
-
-PRESET = resolve_preset(
-    "quick", image_size=16, n_blocks=2, width=4, n_way=2, n_shot=1, n_query=2, n_unlabeled=2,
-    n_ood=2, tasks_per_domain=12, n_test_episodes=4, n_val_episodes=2, mem_size=4,
-    domains=["shapes", "strokes"], ood=["rings"], eval_mb_size=4, threads=1,
-)  # fmt: skip
-
-
-def _bench():
-    return sets_benchmark(
-        "synthetic", domains=PRESET.domains, ood=PRESET.ood, n_way=2, n_shot=1,
-        n_query=2, n_unlabeled=2, n_ood=2, tasks_per_domain=12, n_test_episodes=4,
-        n_val_episodes=2, image_size=16, seed=0,
-    )  # fmt: skip
 
 
 def _strategy(seed: int = 0):
@@ -100,7 +90,7 @@ def test_differently_built_strategy_is_refused(tmp_path):
 
 def _run(**kw):
     torch.manual_seed(0)
-    return run_sets(_strategy(), _bench(), **kw)
+    return run_sets(_strategy(), tiny_bench(), **kw)
 
 
 def test_fallback_to_previous_and_start_over_give_the_same_numbers(tmp_path):
@@ -274,11 +264,11 @@ def test_a_resumed_run_ends_with_the_clock_of_an_uninterrupted_one(
 
     torch.manual_seed(0)
     ref = _strategy()
-    run_sets(ref, _bench())
+    run_sets(ref, tiny_bench())
     ckpt = tmp_path / "run.pt"
     torch.manual_seed(0)
     first = _strategy()
-    run_sets(first, _bench(), checkpoint_path=ckpt, checkpoint_every=2, stop_after=stop_after)
+    run_sets(first, tiny_bench(), checkpoint_path=ckpt, checkpoint_every=2, stop_after=stop_after)
     saved = read_checkpoint(ckpt)
     assert saved["clock"]["train_iterations"] == checkpointed
     resumed = _strategy()  # a new process: its clock starts at 0
@@ -289,7 +279,7 @@ def test_a_resumed_run_ends_with_the_clock_of_an_uninterrupted_one(
             seen.append((s.clock.train_iterations, s.clock.train_exp_iterations))
 
     resumed.plugins.append(_Steps())
-    run_sets(resumed, _bench(), checkpoint_path=ckpt, checkpoint_every=2)
+    run_sets(resumed, tiny_bench(), checkpoint_path=ckpt, checkpoint_every=2)
     assert seen[0][0] == saved["clock"]["train_iterations"]  # continues, not from 0
     assert seen[0][1] == saved["position"]["iteration"]
     assert clock(resumed) == clock(ref)
@@ -301,7 +291,7 @@ def test_the_optimiser_state_resumes_on_the_device_the_strategy_trains_on(tmp_pa
     Adam's moments must load onto that device, next to the parameters they update."""
     path = tmp_path / "c.pt"
     s1 = _strategy()
-    run_sets(s1, _bench(), stop_after=2)
+    run_sets(s1, tiny_bench(), stop_after=2)
     save_checkpoint(path, s1, position={"experience": 0, "iteration": 2})
     assert any("exp_avg" in st for st in s1.optimizer.state.values())
 

@@ -5,6 +5,8 @@ run, and what cannot be saved is named."""
 from __future__ import annotations
 
 import io
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,9 +14,8 @@ from avalanche.evaluation import PluginMetric
 from avalanche.evaluation.metrics import accuracy_metrics, loss_metrics
 from avalanche.training.plugins import EvaluationPlugin
 
-from avalanche_sets import run_sets, sets_benchmark
+from avalanche_sets import run_sets
 from avalanche_sets.methods import build_strategy
-from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs.experiment import evaluator
 from avalanche_sets.training import (
     CheckpointError,
@@ -28,22 +29,12 @@ from avalanche_sets.training.checkpoint import (
     running_metric_state,
 )
 
+sys.path.insert(0, str(Path(__file__).parent))
+from tiny_order import PRESET, tiny_bench  # noqa: E402
+
 torch.set_num_threads(1)
 
-PRESET = resolve_preset(
-    "quick", image_size=16, n_blocks=2, width=4, n_way=2, n_shot=1, n_query=2, n_unlabeled=2,
-    n_ood=2, tasks_per_domain=12, n_test_episodes=4, n_val_episodes=2, mem_size=4,
-    domains=["shapes", "strokes"], ood=["rings"], eval_mb_size=4, threads=1,
-)  # fmt: skip
 EPOCH = ("Top1_Acc_Epoch/train_phase/train_stream", "Loss_Epoch/train_phase/train_stream")
-
-
-def _bench():
-    return sets_benchmark(
-        "synthetic", domains=PRESET.domains, ood=PRESET.ood, n_way=2, n_shot=1,
-        n_query=2, n_unlabeled=2, n_ood=2, tasks_per_domain=12, n_test_episodes=4,
-        n_val_episodes=2, image_size=16, seed=0,
-    )  # fmt: skip
 
 
 def _strategy(tmp_path, name: str):
@@ -67,14 +58,14 @@ def _epoch_values(strategy) -> dict[str, dict[int, float]]:
 def test_a_resumed_run_logs_the_epoch_metrics_of_an_uninterrupted_run(tmp_path, stop_after):
     torch.manual_seed(0)
     ref = _strategy(tmp_path, "ref")
-    run_sets(ref, _bench())
+    run_sets(ref, tiny_bench())
     want = _epoch_values(ref)
     assert sorted(want) == sorted(EPOCH) and all(sorted(v) == [6, 12] for v in want.values())
 
     ckpt = tmp_path / "run.pt"
     torch.manual_seed(0)
     first = _strategy(tmp_path, "first")
-    run_sets(first, _bench(), checkpoint_path=ckpt, checkpoint_every=2, stop_after=stop_after)
+    run_sets(first, tiny_bench(), checkpoint_path=ckpt, checkpoint_every=2, stop_after=stop_after)
     saved = read_checkpoint(ckpt)
     assert (saved["position"]["iteration"] == 0) == (stop_after == 7)
     state = saved["running_metrics"]
@@ -86,7 +77,7 @@ def test_a_resumed_run_logs_the_epoch_metrics_of_an_uninterrupted_run(tmp_path, 
     )
 
     resumed = _strategy(tmp_path, "resumed")  # a new process
-    run_sets(resumed, _bench(), checkpoint_path=ckpt, checkpoint_every=2)
+    run_sets(resumed, tiny_bench(), checkpoint_path=ckpt, checkpoint_every=2)
     got = _epoch_values(resumed)
     resumed_domain = 6 * (saved["position"]["experience"] + 1)
     assert resumed_domain in got[EPOCH[0]]
@@ -99,7 +90,7 @@ def test_the_running_state_round_trips_mid_epoch(tmp_path):
     epoch accuracy and loss hold what they held (per-task means included)."""
     torch.manual_seed(0)
     s = _strategy(tmp_path, "a")
-    run_sets(s, _bench(), stop_after=3)
+    run_sets(s, tiny_bench(), stop_after=3)
     saved = running_metric_state(s)
     path = tmp_path / "c.pt"
     save_checkpoint(path, s, position={"experience": 0, "iteration": 3})
