@@ -23,7 +23,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "runs"))
-from wandb_records import history  # noqa: E402
+from logger_records import csv_rows, history, tensorboard_scalars  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -101,19 +101,6 @@ def _wandb(folder: Path) -> tuple[list[Path], dict[int, dict]]:
     return runs, rows
 
 
-def _scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    acc = EventAccumulator(str(folder / "tb"), size_guidance={"scalars": 0})
-    acc.Reload()
-    return {t: [(e.step, e.value) for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]}
-
-
-def _csv(folder: Path, name: str) -> list[dict]:
-    with open(folder / "csv" / name) as f:
-        return list(csv.DictReader(f))
-
-
 def _same(got: dict, want: dict, where: str) -> None:
     """Same keys; the same values, but for those :data:`NOT_REPRODUCED`."""
     assert sorted(got) == sorted(want), where
@@ -152,7 +139,7 @@ def test_a_run_killed_mid_domain_and_resumed_logs_what_an_uninterrupted_run_logs
         _same(rows[step], row, f"W&B step {step}")
 
     # TensorBoard: each tag at the same steps, once, with the same values
-    got_tb, want_tb = _scalars(folder), _scalars(want)
+    got_tb, want_tb = tensorboard_scalars(folder), tensorboard_scalars(want)
     assert sorted(got_tb) == sorted(want_tb)
     for tag, points in want_tb.items():
         assert [s for s, _ in got_tb[tag]] == [s for s, _ in points], tag
@@ -161,12 +148,12 @@ def test_a_run_killed_mid_domain_and_resumed_logs_what_an_uninterrupted_run_logs
 
     # CSV: every row once, with the same values
     for name in ("training_results.csv", "eval_results.csv", "loss_terms.csv"):
-        got_csv, want_csv = _csv(folder, name), _csv(want, name)
+        got_csv, want_csv = csv_rows(folder, name), csv_rows(want, name)
         assert len(got_csv) == len(want_csv), name
         for i, (a, b) in enumerate(zip(got_csv, want_csv)):
             _same(a, b, f"{name} row {i}")
     # the resumed domain's training accuracy and loss (its epoch means) are compared above
-    assert [r["training_accuracy"] for r in _csv(folder, "training_results.csv")]
+    assert [r["training_accuracy"] for r in csv_rows(folder, "training_results.csv")]
 
     # log.txt: the training epoch means of both domains, as the uninterrupted run's
     epoch = re.compile(r"^\s*(?:Top1_Acc|Loss)_Epoch/\S+ = .*$", re.M)

@@ -7,7 +7,6 @@ rows are compared with an uninterrupted run's of the same seed.
 
 from __future__ import annotations
 
-import csv
 import io
 import sys
 from pathlib import Path
@@ -23,7 +22,7 @@ from avalanche_sets.runs.folder import CHECKPOINT_FILE, check_loggers, run_preci
 from avalanche_sets.training.loss_terms import LOSS_TERM_PREFIX
 
 sys.path.insert(0, str(Path(__file__).parent))
-from wandb_records import history, records  # noqa: E402
+from logger_records import csv_rows, history, records, tensorboard_scalars  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -123,21 +122,6 @@ def _folder(out: Path) -> Path:
     return result.parent
 
 
-def _scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
-    """Every TensorBoard scalar of a run folder's ``tb/`` (all its event files) as
-    ``tag -> [(step, value), ...]`` in the order TensorBoard reads them."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    acc = EventAccumulator(str(folder / "tb"), size_guidance={"scalars": 0})
-    acc.Reload()
-    return {t: [(e.step, e.value) for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]}
-
-
-def _csv(folder: Path, name: str) -> list[dict]:
-    with open(folder / "csv" / name) as f:
-        return list(csv.DictReader(f))
-
-
 # Values that differ between two runs of one seed: wall time. (The epoch means of the domain a
 # resumed run re-enters in its middle do not: their running state is in the checkpoint.)
 _NOT_REPRODUCED = ("Time_Epoch",)
@@ -197,7 +181,7 @@ def test_a_resumed_run_logs_every_value_once_at_the_uninterrupted_runs_steps(
     resumed = _folder(tmp_path / "runs")
 
     # TensorBoard: the same steps for every tag (none twice), the same values
-    want, got = _scalars(uninterrupted), _scalars(resumed)
+    want, got = tensorboard_scalars(uninterrupted), tensorboard_scalars(resumed)
     assert sorted(got) == sorted(want)
     for tag, points in want.items():
         assert [s for s, _ in got[tag]] == [s for s, _ in points], tag
@@ -213,10 +197,10 @@ def test_a_resumed_run_logs_every_value_once_at_the_uninterrupted_runs_steps(
 
     # CSV: the first process's rows are kept, none is written twice
     for name in ("training_results.csv", "eval_results.csv"):
-        want_rows, got_rows = _csv(uninterrupted, name), _csv(resumed, name)
+        want_rows, got_rows = csv_rows(uninterrupted, name), csv_rows(resumed, name)
         assert len(got_rows) == len(want_rows), name
         assert got_rows == want_rows, name
-    rows = _csv(resumed, "training_results.csv")
+    rows = csv_rows(resumed, "training_results.csv")
     assert [(r["training_exp"], r["epoch"]) for r in rows] == [("0", "0"), ("1", "0")]
     assert all(float(r["training_accuracy"]) > 0 for r in rows)
 
@@ -274,7 +258,10 @@ def test_a_checkpoint_without_the_epoch_metrics_state_resumes_with_a_note(
     log = (folder / "log.txt").read_text()
     notes = [line for line in log.splitlines() if "cover only the iterations after" in line]
     assert len(notes) == 1 and "Top1_Acc_Epoch, Loss_Epoch" in notes[0], notes
-    got, want = _csv(folder, "training_results.csv"), _csv(uninterrupted, "training_results.csv")
+    got, want = (
+        csv_rows(folder, "training_results.csv"),
+        csv_rows(uninterrupted, "training_results.csv"),
+    )
     assert got[0] == want[0]  # the domain finished before the checkpoint
     assert got[1]["training_loss"] != want[1]["training_loss"]  # 2 of its 4 iterations
 
@@ -285,7 +272,7 @@ def test_a_logger_added_on_resume_logs_at_the_restored_steps(tmp_path, monkeypat
     checkpoint, which has no state for the new logger: it starts fresh)."""
     out = tmp_path / "runs"
     _interrupted_then_resumed(out, "training", monkeypatch, ("progress",), then=("tensorboard",))
-    scalars = _scalars(_folder(out))
+    scalars = tensorboard_scalars(_folder(out))
     steps = {s for t, points in scalars.items() if not t.startswith("AccMatrix") for s, _ in points}
     assert steps == {6, 2 * ITERATIONS}  # a loss-term interval ends at 6, the domain at 8
 
@@ -337,7 +324,7 @@ def test_wandb_holds_every_value_tensorboard_holds_at_tensorboards_x(uninterrupt
     """Same run, both loggers: every TensorBoard scalar is in the W&B history with the same
     values at the same x — the accuracy-matrix family (plotted at the matrix row, a step below
     W&B's current one) with its row in ``<family>_step``."""
-    tb = _scalars(uninterrupted)
+    tb = tensorboard_scalars(uninterrupted)
     rows, _ = _wandb_run(uninterrupted)
     assert sorted(set(tb) - {k for row in rows for k in row}) == []
     for family in ("AccMatrix/", "AccMatrix_AvgAcc/", "AccMatrix_Forgetting/", "AccMatrix_BWT/"):
@@ -376,7 +363,7 @@ def test_the_loss_terms_reach_every_logger_and_the_run_log(uninterrupted):
 
     tb = {
         tag[len(LOSS_TERM_PREFIX) :]: points
-        for tag, points in _scalars(uninterrupted).items()
+        for tag, points in tensorboard_scalars(uninterrupted).items()
         if tag.startswith(LOSS_TERM_PREFIX)
     }
     assert set(tb) == {"meta", "mi", "ot", "spread"}
@@ -392,9 +379,9 @@ def test_the_loss_terms_reach_every_logger_and_the_run_log(uninterrupted):
         for k, v in row.items()
         if k.startswith(LOSS_TERM_PREFIX)
     }
-    csv_rows = _csv(uninterrupted, "loss_terms.csv")
-    in_csv = {(int(r["step"]), r["term"]): float(r["value"]) for r in csv_rows}
-    assert {r["training_exp"] for r in csv_rows} == {"0", "1"}
+    term_rows = csv_rows(uninterrupted, "loss_terms.csv")
+    in_csv = {(int(r["step"]), r["term"]): float(r["value"]) for r in term_rows}
+    assert {r["training_exp"] for r in term_rows} == {"0", "1"}
     log = (uninterrupted / "log.txt").read_text()
     in_log = {
         (int(step), term): float(value)

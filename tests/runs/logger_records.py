@@ -1,7 +1,9 @@
-"""Reads an offline W&B run's ``run-<id>.wandb`` file without the network."""
+"""Reads what a run's file loggers left, without the network: an offline W&B run's
+``run-<id>.wandb`` file, the TensorBoard event files of ``tb/`` and the CSV files of ``csv/``."""
 
 from __future__ import annotations
 
+import csv
 import json
 import struct
 from pathlib import Path
@@ -51,3 +53,19 @@ def history(path: str | Path) -> list[dict]:
                 row.setdefault("_step", record.history.step.num)
             rows.append(row)
     return rows
+
+
+def tensorboard_scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
+    """Every TensorBoard scalar of a run folder's ``tb/`` (all its event files) as
+    ``tag -> [(step, value), ...]`` in the order TensorBoard reads them."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(folder / "tb"), size_guidance={"scalars": 0})
+    acc.Reload()
+    return {t: [(e.step, e.value) for e in acc.Scalars(t)] for t in acc.Tags()["scalars"]}
+
+
+def csv_rows(folder: Path, name: str) -> list[dict]:
+    """The rows of the CSV logger's file ``name`` in a run folder's ``csv/``."""
+    with open(folder / "csv" / name) as f:
+        return list(csv.DictReader(f))
