@@ -10,26 +10,36 @@ from collections import defaultdict
 from avalanche.core import SupervisedPlugin
 
 from avalanche_sets.training import set_up_process
+from avalanche_sets.training.template import EpisodicPlugin
 
-#: The plugin methods :func:`instrument` times (those ORDER's plugins implement; ``loss_term``
-#: builds the MI and OT terms, called by the strategy's criterion).
-CALLBACKS = (
-    "before_training_iteration",
-    "after_encode",
-    "loss_term",
-    "before_backward",
-    "after_training_iteration",
-)
+#: Plugin methods timed besides Avalanche's and the template's events (``before_*`` /
+#: ``after_*``): ``loss_term`` builds ORDER's MI and OT terms, called by the strategy's criterion.
+EXTRA_CALLBACKS = ("loss_term",)
 
 
-def instrument(plugin, sink: dict, timer=time.perf_counter) -> None:
-    """Wrap a plugin's callbacks with timers (the wrappers are its instance attributes): each
-    call appends its ``timer`` seconds to ``sink["<Plugin>.<callback>"]``."""
-    name = type(plugin).__name__
-    for cb in CALLBACKS:
-        fn = getattr(type(plugin), cb, None)
-        if fn is None or fn is getattr(SupervisedPlugin, cb, None):
+def timed_callbacks(plugin) -> list[str]:
+    """The callbacks ``plugin``'s class overrides: every ``before_*`` / ``after_*`` event it
+    defines other than the template's no-op default (:class:`EpisodicPlugin`, a
+    :class:`SupervisedPlugin` with ``after_encode``), and :data:`EXTRA_CALLBACKS`. Read off the
+    class, not from a fixed list, so that a callback a plugin gains is timed too."""
+    out = []
+    for name in dir(type(plugin)):
+        if not (name.startswith(("before_", "after_")) or name in EXTRA_CALLBACKS):
             continue
+        fn = getattr(type(plugin), name)
+        if callable(fn) and fn is not getattr(EpisodicPlugin, name, None):
+            out.append(name)
+    return out
+
+
+def instrument(plugin, sink: dict, timer=time.perf_counter) -> list[str]:
+    """Wrap every callback ``plugin`` overrides (:func:`timed_callbacks`) with a timer (the
+    wrappers are its instance attributes): each call appends its ``timer`` seconds to
+    ``sink["<Plugin>.<callback>"]``. Returns the names wrapped."""
+    name = type(plugin).__name__
+    names = timed_callbacks(plugin)
+    for cb in names:
+        fn = getattr(type(plugin), cb)
 
         def timed(strategy, *a, _fn=fn, _p=plugin, _key=f"{name}.{cb}", **kw):
             t = timer()
@@ -38,6 +48,7 @@ def instrument(plugin, sink: dict, timer=time.perf_counter) -> None:
             return out
 
         setattr(plugin, cb, timed)
+    return names
 
 
 class IterationClock(SupervisedPlugin):

@@ -66,7 +66,8 @@ def run(n_ood: int, iters: int, replay_batch: int, warm: int) -> dict:
         med.update({k: statistics.median(v) for k, v in sink.items()})
         out[method] = med
     out["ratio"] = out["order"]["iteration"] / out["mskm"]["iteration"]
-    plug = sum(v for k, v in out["order"].items() if "Plugin." in k)
+    # per-iteration callbacks only (``before_training_exp`` runs once per pass)
+    plug = sum(v for k, v in out["order"].items() if "Plugin." in k and not k.endswith("_exp"))
     out["order_plugin_share"] = plug / out["order"]["iteration"]
     ot = sum(v for k, v in out["order"].items() if k.startswith("OTFeatureLossPlugin"))
     out["ot_share"] = ot / out["order"]["iteration"]

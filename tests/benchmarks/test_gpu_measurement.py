@@ -131,3 +131,53 @@ def test_the_whole_run_is_computed_from_the_measured_parts():
     assert both["training_s"] == pytest.approx((1.0 + 1.4) + (2.0 + 1.4))
     assert whole_run_cost([], [], full_iterations=10, checkpoint_s=None,
                           checkpoint_every=0)["seconds"] is None  # fmt: skip
+
+
+def _order_plugin_classes() -> list[type]:
+    """Every plugin class defined in ``avalanche_sets.order``'s modules."""
+    import importlib
+    import pkgutil
+
+    from avalanche.core import BasePlugin
+
+    import avalanche_sets.order as order_pkg
+
+    found = []
+    for info in pkgutil.iter_modules(order_pkg.__path__):
+        mod = importlib.import_module(f"{order_pkg.__name__}.{info.name}")
+        for obj in vars(mod).values():
+            if (isinstance(obj, type) and issubclass(obj, BasePlugin)
+                    and obj.__module__ == mod.__name__):  # fmt: skip
+                found.append(obj)
+    return found
+
+
+def _own_callbacks(cls: type) -> set[str]:
+    """The events and ``loss_term`` a class of the package defines itself or inherits from
+    another class of the package (not Avalanche's or the template's defaults)."""
+    names = set()
+    for klass in cls.__mro__:
+        if klass.__module__.startswith("avalanche_sets.order"):
+            names |= {n for n, v in vars(klass).items() if callable(v)
+                      and (n.startswith(("before_", "after_")) or n == "loss_term")}  # fmt: skip
+    return names
+
+
+def test_every_callback_of_orders_plugins_is_timed_in_a_training_pass():
+    from collections import defaultdict
+
+    from benchmarks._timing import instrument
+
+    preset = resolve_preset("cpu", **TINY, tasks_per_domain=16)
+    exp = build_benchmark(preset, seed=0).train_stream[0]
+    strategy = build_strategy("order", preset, seed=0, mem_size=4)
+    plugins = strategy.order_plugins
+    # the strategy holds every plugin class the package defines
+    assert {type(p) for p in plugins} == set(_order_plugin_classes())
+    assert any("after_forward" in _own_callbacks(type(p)) for p in plugins)  # the MI step
+    sink: dict = defaultdict(list)
+    for p in plugins:
+        instrument(p, sink)
+    train_range(strategy, exp, 0, 4)  # the memory fills, then replay, MI and OT run
+    expected = {f"{type(p).__name__}.{cb}" for p in plugins for cb in _own_callbacks(type(p))}
+    assert expected <= set(sink), sorted(expected - set(sink))
