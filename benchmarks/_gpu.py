@@ -1,7 +1,8 @@
 """Shared helpers of the GPU benchmarks (``gpu_step.py``, ``paper_scale.py``): what GPU made a
 number, a clock that waits for the device, the rule that a CPU run is only a smoke test, a
 result file rewritten whole after every stage (so a run cut short keeps what it measured), how
-busy the GPU was in a profile, and ``torch.compile``'s recompilations made visible."""
+busy the GPU was in a profile (inside given windows: the training steps), whether Inductor
+replaced the backbone's ATen kernels, and ``torch.compile``'s recompilations made visible."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from avalanche.core import SupervisedPlugin
 
 __all__ = [
     "BUSY_COUNTS",
+    "BUSY_SHARE",
     "StepClock",
     "busy_device_us",
     "compile_counters",
@@ -26,7 +28,9 @@ __all__ = [
     "gpu_info",
     "gpu_line",
     "guard_recompiles",
+    "inductor_evidence",
     "is_device_work",
+    "is_inductor_kernel",
     "results_folder",
     "write_json_atomic",
 ]
@@ -158,6 +162,13 @@ class StepClock(SupervisedPlugin):
 #: without it counted the annotation ranges too: its shares are upper bounds).
 BUSY_COUNTS = "kernels, memcpy and memset; annotation ranges left out"
 
+#: What a ``gpu_step`` record's ``gpu_busy`` divides by what (a record without it divided the
+#: busy time by the profiled pass's wall time, set-up and profiler included).
+BUSY_SHARE = (
+    "device-busy ms per iteration inside the profiled steps (busy_ms_per_it) over the median "
+    "step of the timed rounds (ms)"
+)
+
 #: Kineto's activity types of the device-side ranges that are annotations, not work.
 _ANNOTATION_TYPES = frozenset({"gpu_user_annotation", "user_annotation"})
 
@@ -177,9 +188,20 @@ def is_device_work(event) -> bool:
     return getattr(event, "activity_type", None) not in _ANNOTATION_TYPES
 
 
-def busy_device_us(events: Iterable) -> float:
+def _merged(spans: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def busy_device_us(events: Iterable, windows: Iterable[tuple[float, float]] | None = None) -> float:
     """Microseconds during which the GPU ran at least one kernel (or copy), from a profile's
-    events (``prof.events()``).
+    events (``prof.events()``); with ``windows`` (``(start, end)`` on the profile's clock, such
+    as the training steps' ranges), only the busy time inside them.
 
     Only the device's own work counts (:func:`is_device_work`): kernels, memcpy and memset, each
     once, overlapping ones (several streams) merged into one interval; annotation ranges on the
@@ -187,22 +209,54 @@ def busy_device_us(events: Iterable) -> float:
     kernel's time (its ``self_device_time_total``), so summing that column over every row
     counts each kernel twice.
     """
-    spans = sorted(
+    busy = _merged(
         (e.time_range.start, e.time_range.end)
         for e in events
         if is_device_work(e) and e.time_range.end > e.time_range.start
     )
-    busy, cur_start, cur_end = 0.0, None, None
-    for start, end in spans:
-        if cur_end is None or start > cur_end:
-            if cur_end is not None:
-                busy += cur_end - cur_start
-            cur_start, cur_end = start, end
-        else:
-            cur_end = max(cur_end, end)
-    if cur_end is not None:
-        busy += cur_end - cur_start
-    return float(busy)
+    if windows is None:
+        return float(sum(end - start for start, end in busy))
+    total, wins = 0.0, _merged(windows)
+    for start, end in busy:
+        for w_start, w_end in wins:
+            total += max(0.0, min(end, w_end) - max(start, w_start))
+    return float(total)
+
+
+#: Kernel names of ATen's batch-norm and max-pool (the backbone's blocks), and of Inductor's
+#: generated kernels: what :func:`inductor_evidence` tells apart.
+_ATEN_BACKBONE = ("batch_norm", "max_pool")
+
+
+def is_inductor_kernel(name: str) -> bool:
+    """Whether a kernel's name is one Inductor generates (``triton_poi_fused_...``, a name
+    naming ``inductor``, or Inductor's ``_fused_`` infix)."""
+    return name.startswith("triton_") or "inductor" in name.lower() or "_fused_" in name
+
+
+def inductor_evidence(kernel_rows: Iterable) -> dict:
+    """Whether ``torch.compile``'s Inductor replaced the backbone's ATen kernels, from every
+    kernel row of a profile (``key_averages()`` rows that are device work): calls and ms of
+    Inductor's kernels and of ATen's batch-norm and max-pool kernels, a few names of each, and
+    ``inductor_replaced_backbone``, true only when ATen's are gone and Inductor's ran."""
+    groups = {"inductor": [], "aten_backbone": []}
+    for e in kernel_rows:
+        if is_inductor_kernel(e.key):
+            groups["inductor"].append(e)
+        elif any(k in e.key for k in _ATEN_BACKBONE):
+            groups["aten_backbone"].append(e)
+    out = {
+        name: {
+            "calls": sum(e.count for e in rows),
+            "ms": sum(e.self_device_time_total for e in rows) / 1e3,
+            "names": [e.key[:100] for e in rows[:5]],
+        }
+        for name, rows in groups.items()
+    }
+    out["inductor_replaced_backbone"] = (
+        out["aten_backbone"]["calls"] == 0 and out["inductor"]["calls"] > 0
+    )
+    return out
 
 
 def guard_recompiles(limit: int = 64) -> None:

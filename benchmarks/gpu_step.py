@@ -11,14 +11,21 @@ For each configuration (method × R × backbone variant × data path):
   optimiser step, waiting for the GPU at both ends;
 * ``data_wait``: the share of the wall time spent between two iterations of one pass (the
   loader gathering the next meta-batch and Avalanche moving it to the device);
-* peak GPU memory of a solo pass; backbone TFLOP/s (forward + backward FLOPs over the median);
+* peak GPU memory of a solo pass; backbone TFLOP/s: the FLOPs (forward + backward) of the
+  images the method's backbone embeds per iteration, counted by a hook on the backbone (ProtoNet
+  embeds no unlabeled image; ORDER embeds its replayed tasks too), over the median;
 * host synchronisations per iteration (CUDA's sync debug mode) and where they happen;
-* ``gpu_busy``: the time the GPU ran a kernel or a copy (each once, overlaps merged, the
-  annotation ranges drawn on the GPU's timeline left out) over the wall time of a profiled
-  pass, with that pass's heaviest kernels and host operators;
+* ``gpu_busy``: ``busy_ms_per_it``, the milliseconds per iteration in which the GPU ran a
+  kernel or a copy inside the profiled pass's training steps (each once, overlaps merged, the
+  annotation ranges drawn on the GPU's timeline left out), over ``ms``, the median step of the
+  timed rounds; ``gpu_busy_of_pass`` is the profiled pass's whole device work over that pass's
+  wall time (set-up and profiler included), which is not the step's share; the pass's heaviest
+  kernels and host operators;
+* for a compiled backbone, ``inductor``: whether Inductor's kernels replaced ATen's batch-norm
+  and max-pool kernels in the profile, with the calls and times of each;
 
-and ORDER / MSKM as a ratio measured side by side, with ORDER's plugin callbacks timed in a
-separate pass. Variants: the backbone ``eager``, ``compile`` (``torch.compile``) and
+and ORDER / MSKM as a ratio measured side by side, with every callback ORDER's plugins
+override timed in a separate pass (which also counts the backbone's images). Variants: the backbone ``eager``, ``compile`` (``torch.compile``) and
 ``cudagraphs`` (``torch.compile(mode="reduce-overhead")``: CUDA graphs of the backbone; the
 whole step cannot be one graph because the exact OT plan is solved on the host); data paths:
 ``device`` (image pools on the GPU, :class:`~avalanche_sets.data.DeviceEpisodeSampler`, what a
@@ -57,6 +64,7 @@ from avalanche_sets.training import silent_evaluator
 from benchmarks._common import RESULTS, header_md, provenance, save_figure
 from benchmarks._gpu import (
     BUSY_COUNTS,
+    BUSY_SHARE,
     StepClock,
     busy_device_us,
     compile_counters,
@@ -65,6 +73,7 @@ from benchmarks._gpu import (
     gpu_info,
     gpu_line,
     guard_recompiles,
+    inductor_evidence,
     is_device_work,
     results_folder,
     write_json_atomic,
@@ -72,14 +81,15 @@ from benchmarks._gpu import (
 from benchmarks._timing import instrument, train_range
 from benchmarks.step_speed import backbone_flops
 
-__all__ = ["main", "measure", "ratios", "schedule", "targets"]
+__all__ = ["backbone_images", "busy_share", "main", "measure", "ratios", "schedule", "targets"]
 
 METHODS = ("protonet", "mskm", "order")
 VARIANTS = {"eager": None, "compile": "default", "cudagraphs": "reduce-overhead"}
 DATA_PATHS = ("device", "host")
 TARGETS = {"order_ms_r50": 15.0, "order_over_mskm": 2.1, "gpu_busy": 0.70}
 #: The passes after the timed rounds, in order: peak memory, host synchronisations and the
-#: profiler need CUDA; ORDER's plugin callbacks are timed on every device.
+#: profiler need CUDA; the last ("parts": the backbone's images, ORDER's plugin callbacks) runs
+#: on every device.
 CUDA_STAGES = ("peak", "syncs", "busy")
 TOP_ROWS = 12
 
@@ -132,30 +142,132 @@ def _top(rows, key: str, n: int = TOP_ROWS) -> list[dict]:
     return [{"name": e.key[:120], "calls": e.count, "ms": getattr(e, key) / 1e3} for e in rows]
 
 
-def _gpu_busy(strategy, exp, start: int, stop: int, clock) -> dict:
-    """The share of the wall time of iterations [start, stop) in which the GPU ran a kernel
-    (profiler; each kernel counted once, :func:`busy_device_us`), with the profile's heaviest
-    kernels and the CPU operators that take the most host time (what keeps the GPU waiting)."""
+#: The profiler range around each training step of the profiled pass (its CPU timeline).
+STEP_RANGE = "gpu_step.step"
+
+
+def _step_ranges(strategy):
+    """Two plugins that open :data:`STEP_RANGE` at the start of each training iteration (the
+    first plugin) and close it at its end (the last), each after waiting for the GPU, so that
+    the range holds the step's device work and no other's."""
+    from avalanche.core import SupervisedPlugin
+
+    box = {}
+
+    class _Open(SupervisedPlugin):
+        def before_training_iteration(self, s, **kw):
+            torch.cuda.synchronize()
+            box["range"] = torch.profiler.record_function(STEP_RANGE)
+            box["range"].__enter__()
+
+    class _Close(SupervisedPlugin):
+        def after_training_iteration(self, s, **kw):
+            torch.cuda.synchronize()
+            box.pop("range").__exit__(None, None, None)
+
+    return _Open(), _Close()
+
+
+def busy_share(events, *, iterations: int, step_ms: float, wall_us: float) -> dict:
+    """The busy figures of a profiled pass of ``iterations`` steps: ``busy_ms_per_it`` (device
+    work inside the :data:`STEP_RANGE` ranges, per iteration; ``None`` unless there is one
+    range per iteration), ``gpu_busy`` (that over ``step_ms``, the timed rounds' median step)
+    and ``gpu_busy_of_pass`` (all the pass's device work over its wall time ``wall_us``)."""
+    from torch.autograd import DeviceType
+
+    events = list(events)
+    steps = [
+        (e.time_range.start, e.time_range.end)
+        for e in events
+        if e.name == STEP_RANGE and e.device_type == DeviceType.CPU
+    ]
+    busy_pass = busy_device_us(events)
+    busy_ms = None
+    if len(steps) == iterations:
+        busy_ms = busy_device_us(events, steps) / iterations / 1e3
+    return {
+        "busy_ms_per_it": busy_ms,
+        "gpu_busy": None if busy_ms is None else busy_ms / step_ms,
+        "gpu_busy_of_pass": busy_pass / wall_us,
+        "profile": {
+            "iterations": iterations,
+            "wall_ms": wall_us / 1e3,
+            "steps_ms": sum(b - a for a, b in steps) / 1e3,
+            "busy_ms_pass": busy_pass / 1e3,
+        },
+    }
+
+
+def _gpu_busy(strategy, exp, start: int, stop: int, clock, step_ms: float, compiled: bool) -> dict:
+    """How busy the GPU was in the training steps of iterations [start, stop) (profiler):
+    ``busy_ms_per_it``, the device-busy time inside the steps (:func:`busy_device_us` clipped
+    to :data:`STEP_RANGE`) per iteration, and ``gpu_busy``, that over ``step_ms`` (the median
+    step of the timed rounds: the profiler slows the host, so the profiled steps' own wall time
+    would make the share too small). ``gpu_busy_of_pass`` is the pass's whole device work over
+    its wall time, set-up and profiler included. With the profile's heaviest kernels, the CPU
+    operators that take the most host time (what keeps the GPU waiting) and, for a compiled
+    backbone, whether Inductor replaced ATen's kernels (:func:`inductor_evidence`)."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
-    t0 = clock()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        train_range(strategy, exp, start, stop)
-        torch.cuda.synchronize()
-    wall_us = (clock() - t0) * 1e6
+    opener, closer = _step_ranges(strategy)
+    strategy.plugins.insert(0, opener)
+    strategy.plugins.append(closer)
+    try:
+        t0 = clock()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            train_range(strategy, exp, start, stop)
+            torch.cuda.synchronize()
+        wall_us = (clock() - t0) * 1e6
+    finally:
+        strategy.plugins.remove(opener)
+        strategy.plugins.remove(closer)
     avg = prof.key_averages()
     kernels = [e for e in avg if is_device_work(e)]
     host_ops = [e for e in avg if e.device_type == DeviceType.CPU]
-    return {
-        "gpu_busy": busy_device_us(prof.events()) / wall_us,
-        "profile": {
-            "iterations": stop - start,
-            "wall_ms": wall_us / 1e3,
-            "top_kernels": _top(kernels, "self_device_time_total"),
-            "top_host_ops": _top(host_ops, "self_cpu_time_total"),
-        },
-    }
+    out = busy_share(prof.events(), iterations=stop - start, step_ms=step_ms, wall_us=wall_us)
+    out["profile"]["top_kernels"] = _top(kernels, "self_device_time_total")
+    out["profile"]["top_host_ops"] = _top(host_ops, "self_cpu_time_total")
+    if compiled:
+        out["inductor"] = inductor_evidence(kernels)
+    return out
+
+
+class _ImageCount:
+    """Images the backbone embeds, summed over its calls (a forward pre-hook)."""
+
+    def __init__(self, backbone) -> None:
+        self.images = 0
+        self._handle = backbone.register_forward_pre_hook(self._count)
+
+    def _count(self, module, args) -> None:
+        self.images += int(args[0].shape[0])
+
+    def remove(self) -> None:
+        self._handle.remove()
+
+
+def backbone_images(strategy, exp, start: int, stop: int, sink: dict | None = None) -> float:
+    """Images the strategy's backbone embeds per training iteration over [start, stop): what
+    the method feeds it (ProtoNet: support and query; MSKM: the unlabeled set too; ORDER: its
+    replayed tasks' as well), counted, not assumed."""
+    count = _ImageCount(strategy.model.backbone)
+    try:
+        train_range(strategy, exp, start, stop)
+    finally:
+        count.remove()
+    return count.images / max(stop - start, 1)
+
+
+def flops_per_image(strategy, exp, it: int) -> float:
+    """The backbone's forward + backward FLOPs per image, from one meta-batch of ``exp``
+    (:func:`~benchmarks.step_speed.backbone_flops`, which embeds its support, query and
+    unlabeled images)."""
+    n = strategy.train_mb_size
+    episodes = [exp.dataset[it * n + i] for i in range(n)]
+    images = sum(e.support_x.shape[0] + e.query_x.shape[0] + e.unlabeled_x.shape[0]
+                 for e in episodes)  # fmt: skip
+    return backbone_flops(strategy, exp, it) / images
 
 
 def _configs(args):
@@ -178,6 +290,7 @@ class Recorder:
         self.summary["stage"] = stage
         self.summary["compile_counters"] = compile_counters()
         self.summary["gpu_busy_counts"] = BUSY_COUNTS
+        self.summary["gpu_busy_share"] = BUSY_SHARE
         rows = self.summary["rows"]
         self.summary["ratios"] = ratios(rows)
         cuda = self.summary["gpu"] is not None
@@ -249,10 +362,12 @@ def measure(args, recorder: Recorder | None = None) -> list[dict]:
             "data_wait": sum(gaps) / (sum(gaps) + sum(times) * len(gaps) / len(times))
             if gaps
             else 0.0,
-            "backbone_tflop": backbone_flops(s, exp, it) / 1e12,
+            "flops_per_image": flops_per_image(s, exp, it),
         }
-        row["tflops"] = row["backbone_tflop"] / (row["ms"] / 1e3)
+        # the backbone's images per iteration are counted in the "parts" pass
+        row.update(backbone_images_per_it=None, backbone_tflop=None, tflops=None)
         row.update(peak_gib=None, syncs_per_it=None, sync_sites={}, gpu_busy=None, profile=None)
+        row.update(busy_ms_per_it=None, gpu_busy_of_pass=None)
         rows.append(row)
     record("timed")
 
@@ -264,12 +379,17 @@ def measure(args, recorder: Recorder | None = None) -> list[dict]:
             train_range(s, exp, *stages["peak"])
             row["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
             row["syncs_per_it"], row["sync_sites"] = _sync_sites(s, exp, *stages["syncs"])
-            row.update(_gpu_busy(s, exp, *stages["busy"], clock))
-        if row["method"] == "order":  # plugin callbacks, in a pass of their own (the timer waits)
-            sink: dict = defaultdict(list)
-            for plugin in s.order_plugins:
-                instrument(plugin, sink, timer=clock)
-            train_range(s, exp, *stages["parts"])
+            compiled = VARIANTS[row["variant"]] is not None
+            row.update(_gpu_busy(s, exp, *stages["busy"], clock, row["ms"], compiled))
+        # a pass of its own: the backbone's images and ORDER's callbacks (the timer waits)
+        sink: dict = defaultdict(list)
+        for plugin in getattr(s, "order_plugins", []):
+            instrument(plugin, sink, timer=clock)
+        images = backbone_images(s, exp, *stages["parts"])
+        row["backbone_images_per_it"] = images
+        row["backbone_tflop"] = images * row["flops_per_image"] / 1e12
+        row["tflops"] = row["backbone_tflop"] / (row["ms"] / 1e3)
+        if sink:
             row["order_parts_ms"] = {k: 1e3 * statistics.median(v) for k, v in sink.items()}
         record(f"profiled {row['method']} R={row['R']} {row['variant']} data={row['data']}")
     return rows
@@ -338,16 +458,37 @@ def report(summary: dict, out: Path, stem: str | None = None, *, plot: bool = Tr
         md += f"- torch.compile counters: {counters.get('stats', {})}\n"
     md += "\n"
     md += (
-        "| method | R | backbone | data | ms / it | data wait | GPU busy | syncs / it | "
-        "peak GiB | backbone TFLOP/s |\n|---|---|---|---|---|---|---|---|---|---|\n"
+        "| method | R | backbone | data | ms / it (median) | data wait | GPU busy ms / it | "
+        "GPU busy share of the step | syncs / it | peak GiB | backbone images / it | "
+        "backbone TFLOP/s |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
     for r in rows:
         md += (
             f"| {r['method']} | {r['R']} | {r['variant']} | {r['data']} | {r['ms']:.2f} | "
-            f"{r['data_wait']:.1%} | {_fmt(r['gpu_busy'], '.1%')} | "
+            f"{r['data_wait']:.1%} | {_fmt(r.get('busy_ms_per_it'), '.2f')} | "
+            f"{_fmt(r['gpu_busy'], '.1%')} | "
             f"{_fmt(r['syncs_per_it'], '.1f')} | {_fmt(r['peak_gib'], '.2f')} | "
-            f"{r['tflops']:.1f} |\n"
+            f"{_fmt(r.get('backbone_images_per_it'), '.0f')} | {_fmt(r['tflops'], '.1f')} |\n"
         )
+    md += (
+        "\nGPU busy: the milliseconds per iteration in which a kernel or a copy ran inside the "
+        "profiled pass's training steps, over the median step of the timed rounds (ms / it). "
+        "Backbone TFLOP/s: the FLOPs of the images the backbone embedded per iteration (counted) "
+        "over the median step.\n"
+    )
+    inductor = [r for r in rows if r.get("inductor")]
+    if inductor:
+        md += "\nDid Inductor replace the backbone's ATen kernels (compiled variants)?\n\n"
+        md += "| method | R | backbone | data | replaced | Inductor kernels | ATen batch-norm / max-pool kernels |\n"
+        md += "|---|---|---|---|---|---|---|\n"
+        for r in inductor:
+            ev = r["inductor"]
+            md += (
+                f"| {r['method']} | {r['R']} | {r['variant']} | {r['data']} | "
+                f"{'yes' if ev['inductor_replaced_backbone'] else '**no**'} | "
+                f"{ev['inductor']['calls']} calls, {ev['inductor']['ms']:.2f} ms | "
+                f"{ev['aten_backbone']['calls']} calls, {ev['aten_backbone']['ms']:.2f} ms |\n"
+            )
     md += "\n| R | backbone | data | ORDER / MSKM |\n|---|---|---|---|\n"
     for r in summary["ratios"]:
         md += f"| {r['R']} | {r['variant']} | {r['data']} | {r['order_over_mskm']:.2f} |\n"
@@ -361,7 +502,10 @@ def report(summary: dict, out: Path, stem: str | None = None, *, plot: bool = Tr
             md += f"| {t['target']} | {t['limit']} | {t['measured']} | {t['where']} | {met} |\n"
     parts = [r for r in rows if "order_parts_ms" in r]
     if parts:
-        md += "\nORDER's plugin callbacks (median ms, a pass with a device-waiting timer):\n\n"
+        md += (
+            "\nORDER's plugin callbacks, every one a plugin overrides (median ms per call, a pass "
+            "with a device-waiting timer; `before_training_exp` runs once per pass):\n\n"
+        )
         md += "| R | backbone | data | callback | ms |\n|---|---|---|---|---|\n"
         for r in parts:
             for k, v in r["order_parts_ms"].items():

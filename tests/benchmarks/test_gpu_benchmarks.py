@@ -8,7 +8,7 @@ import json
 import pytest
 
 from benchmarks import gpu_step, paper_scale
-from benchmarks._gpu import BUSY_COUNTS
+from benchmarks._gpu import BUSY_COUNTS, BUSY_SHARE
 
 TINY = ["--set", "image_size=16", "--set", "n_blocks=2", "--set", "width=4", "--set", "threads=1"]
 
@@ -30,11 +30,20 @@ def test_gpu_step_measures_every_configuration_on_the_cpu(tmp_path):
         assert r["backbone_tflop"] > 0
         assert r["gpu_busy"] is None and r["peak_gib"] is None  # no GPU, no GPU figures
     order = [r for r in rows if r["method"] == "order"]
-    assert all("MIRegularizationPlugin.loss_term" in r["order_parts_ms"] for r in order)
+    for name in ("MIRegularizationPlugin.loss_term", "MIRegularizationPlugin.after_forward"):
+        assert all(name in r["order_parts_ms"] for r in order)
+    # the backbone's FLOPs count the images each method embeds: ORDER its 2 replayed tasks too
+    images = {(r["method"], r["data"]): r["backbone_images_per_it"] for r in rows}
+    assert images["order", "device"] == 2 * images["mskm", "device"]
+    for r in rows:
+        assert r["backbone_tflop"] == pytest.approx(
+            r["backbone_images_per_it"] * r["flops_per_image"] / 1e12
+        )
     assert {(r["R"], r["data"]) for r in summary["ratios"]} == {(4, "device"), (4, "host")}
     assert summary["gpu"] is None and summary["targets"] == []
     # the record says what its busy shares count (a record without it counted annotations too)
     assert summary["gpu_busy_counts"] == BUSY_COUNTS
+    assert summary["gpu_busy_share"] == BUSY_SHARE
     md = (tmp_path / "README.md").read_text()
     assert "GPU: none" in md and "not judged" in md
     assert (tmp_path / "gpu_step.png").stat().st_size > 0

@@ -13,9 +13,9 @@ from torch.autograd.profiler_util import Interval
 from avalanche_sets.methods import build_strategy
 from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs.experiment import build_benchmark
-from benchmarks._gpu import busy_device_us, is_device_work
+from benchmarks._gpu import busy_device_us, inductor_evidence, is_device_work
 from benchmarks._timing import train_range
-from benchmarks.gpu_step import CUDA_STAGES, schedule
+from benchmarks.gpu_step import CUDA_STAGES, STEP_RANGE, backbone_images, busy_share, schedule
 from benchmarks.step_speed import backbone_flops
 
 TINY = dict(source="synthetic", domains=["shapes"], image_size=16, n_blocks=2, width=4,
@@ -58,9 +58,9 @@ def test_bad_schedule_numbers_are_refused_by_name():
         schedule(warm=1, iters=2, round_=0, cuda=True, meta_batch=2)
 
 
-def _event(device_type, start, end, self_device=0.0, activity="kernel"):
+def _event(device_type, start, end, self_device=0.0, activity="kernel", name="k"):
     return SimpleNamespace(
-        device_type=device_type, time_range=Interval(start, end),
+        name=name, device_type=device_type, time_range=Interval(start, end),
         self_device_time_total=self_device, activity_type=activity,
         is_user_annotation=activity.endswith("user_annotation"),
     )  # fmt: skip
@@ -181,3 +181,61 @@ def test_every_callback_of_orders_plugins_is_timed_in_a_training_pass():
     train_range(strategy, exp, 0, 4)  # the memory fills, then replay, MI and OT run
     expected = {f"{type(p).__name__}.{cb}" for p in plugins for cb in _own_callbacks(type(p))}
     assert expected <= set(sink), sorted(expected - set(sink))
+
+
+def test_the_busy_share_is_the_steps_device_work_per_iteration_over_the_timed_step():
+    cpu, cuda = DeviceType.CPU, DeviceType.CUDA
+    events = [
+        # two profiled steps, 0..100 and 300..400 on the host's timeline (the profiler slows
+        # them: the timed rounds' median step is 50)
+        _event(cpu, 0, 100, name=STEP_RANGE),
+        _event(cpu, 300, 400, name=STEP_RANGE),
+        _event(cuda, 10, 30),  # 20 inside the first step
+        _event(cuda, 90, 120),  # 10 inside, 20 outside
+        _event(cuda, 200, 260),  # between the steps (the next meta-batch gathered): left out
+        _event(cuda, 310, 340),  # 30 inside the second step
+    ]
+    out = busy_share(events, iterations=2, step_ms=0.050, wall_us=500.0)
+    assert out["busy_ms_per_it"] == pytest.approx((20 + 10 + 30) / 2 / 1e3)
+    assert out["gpu_busy"] == pytest.approx(30 / 50)  # over the timed step, not the pass
+    assert out["gpu_busy_of_pass"] == pytest.approx((20 + 30 + 60 + 30) / 500)
+    assert out["profile"]["steps_ms"] == pytest.approx(0.2)
+    # without one step range per iteration there is no share of the step to give
+    assert busy_share(events[1:], iterations=2, step_ms=0.05, wall_us=500.0)["gpu_busy"] is None
+    assert busy_device_us(events, [(0, 100), (50, 150)]) == pytest.approx(50.0)  # merged windows
+
+
+def _row(key, count, ms):
+    return SimpleNamespace(key=key, count=count, self_device_time_total=1e3 * ms)
+
+
+def test_inductor_replaced_the_backbone_only_when_atens_kernels_are_gone():
+    aten = [
+        _row("void at::native::batch_norm_collect_statistics_channels_last_kernel<...>", 20, 6.1),
+        _row("void at::native::(anonymous namespace)::max_pool_forward_nhwc<...>", 20, 6.9),
+    ]
+    adam = _row("void at::native::multi_tensor_apply_kernel<...FusedAdamMathFunctor...>", 4, 0.2)
+    triton = [_row("triton_poi_fused_convolution_relu_0", 20, 3.0),
+              _row("triton_red_fused__native_batch_norm_legit_functional_1", 20, 4.0)]  # fmt: skip
+    # what the committed compile record shows: ATen's kernels, no Inductor kernel
+    kept = inductor_evidence([*aten, adam])
+    assert kept["inductor_replaced_backbone"] is False
+    assert kept["aten_backbone"]["calls"] == 40 and kept["inductor"]["calls"] == 0
+    mixed = inductor_evidence([*aten, *triton])
+    assert mixed["inductor_replaced_backbone"] is False and mixed["inductor"]["ms"] == 7.0
+    replaced = inductor_evidence([*triton, adam])
+    assert replaced["inductor_replaced_backbone"] is True
+    assert replaced["aten_backbone"]["calls"] == 0
+
+
+def test_the_backbone_images_are_those_each_method_embeds():
+    s, q, z, r = 5, 5 * 2, 5 * 2, 4  # 5-way 1-shot, 2 queries and 2 unlabeled per class, R = 4
+    preset = resolve_preset("cpu", **TINY, n_query=2, n_unlabeled=2, tasks_per_domain=24)
+    exp = build_benchmark(preset, seed=0).train_stream[0]
+    mb, episode = preset.meta_batch, s + q + z + r
+    expected = {"protonet": mb * (s + q), "mskm": mb * episode, "order": 2 * mb * episode}
+    for method, images in expected.items():
+        strategy = build_strategy(method, preset, seed=0, mem_size=4) if method == "order" else (
+            build_strategy(method, preset, seed=0))  # fmt: skip
+        train_range(strategy, exp, 0, 4)  # ORDER's memory fills: it replays from here on
+        assert backbone_images(strategy, exp, 4, 6) == images, method
