@@ -17,7 +17,8 @@ domain on every domain, with the real evaluation after each domain (all test epi
 domain), and no run folder; ``<out>/<stem>.json`` (``--stem``, default ``paper_short``) is
 rewritten after every domain's training and every evaluation with each iteration's and each
 evaluation's seconds, and the whole run's cost **computed** from them: per domain, the measured
-training wall time plus the missing iterations at that domain's median iteration time, plus
+training wall time plus the missing iterations at that domain's mean cycle (a step and the data
+path before it: the wall time of the pass, after its first :data:`SETTLE` iterations), plus
 the measured evaluations (a short run evaluates exactly as often and as much as a whole one)
 and one checkpoint's measured save time times the checkpoints the CLI writes at
 ``--checkpoint-every``.
@@ -52,10 +53,25 @@ from benchmarks._gpu import (
     write_json_atomic,
 )
 
-__all__ = ["main", "run_all", "short_run", "whole_run_cost"]
+__all__ = ["main", "mean_cycle", "run_all", "short_run", "whole_run_cost"]
 
 METHODS = ("order", "mskm")
 TARGET_MINUTES = 20.0
+#: The first iterations of a domain left out of its mean cycle (the process's warm-up: cuDNN's
+#: autotuner, the allocator); they stay in the domain's measured training time.
+SETTLE = 5
+
+
+def mean_cycle(iterations: list[float], gaps: list[float]) -> float:
+    """Seconds per training iteration of a pass, the data path between iterations included:
+    the mean of (the gap before iteration ``i`` + iteration ``i``) over ``i >= SETTLE`` (over
+    every iteration when the pass is shorter). ``gaps[j]`` is the wall time between iteration
+    ``j`` and ``j + 1`` (:class:`~benchmarks._gpu.StepClock`)."""
+    first = SETTLE if len(iterations) > SETTLE else 0
+    its = iterations[first:]
+    between = gaps[max(first - 1, 0) :] if first else gaps
+    # with first = 0 there is one gap fewer than iterations: spread the gaps over them all
+    return (sum(its) + sum(between)) / len(its)
 
 
 def run_all(args) -> list[dict]:
@@ -100,9 +116,12 @@ def whole_run_cost(
     ``domains``: per domain trained so far, ``iterations`` (the seconds of each) and
     ``train_s`` (the wall time of its training, set-up included); ``evaluations``: the
     seconds of each evaluation so far (one after every domain, on every domain's test set, as
-    in a whole run). A domain's whole training is its measured wall time plus the iterations the
-    short run left out at its median iteration time. Domains or evaluations not reached yet are
-    counted like the mean of those measured (``complete`` is then false).
+    in a whole run), and ``gaps`` (the wall time between its iterations). A domain's whole
+    training is its measured wall time plus the iterations the short run left out at its mean
+    cycle (:func:`mean_cycle`: the pass's wall time per iteration, the data path included; a
+    median of the steps alone would leave out both the slow iterations and the data path).
+    Domains or evaluations not reached yet are counted like the mean of those measured
+    (``complete`` is then false).
     """
     n_domains = max(len(domains), 1)
     if not domains or not any(d["iterations"] for d in domains):
@@ -111,7 +130,7 @@ def whole_run_cost(
     for d in domains:
         its = d["iterations"]
         missing = max(full_iterations - len(its), 0)
-        train.append(d["train_s"] + missing * statistics.median(its))
+        train.append(d["train_s"] + missing * mean_cycle(its, d.get("gaps", [])))
     expected = domains[0].get("of", n_domains)
     train_s = sum(train) + statistics.mean(train) * (expected - len(train))
     evals = [e["seconds"] for e in evaluations]
@@ -123,6 +142,7 @@ def whole_run_cost(
         "label": "computed",
         "complete": len(domains) == expected and len(evaluations) == expected,
         "full_iterations_per_domain": full_iterations,
+        "per_iteration": f"mean cycle (step + data path), first {SETTLE} of each domain left out",
         "training_s": train_s,
         "evaluation_s": eval_s,
         "checkpoints": n_ckpt,
@@ -185,7 +205,8 @@ def short_run(args) -> dict:
             strategy.train(exp, eval_streams=[])
             rec["domains"].append({"domain": bench.domain_names[e], "of": n,
                                    "train_s": clock() - t0,
-                                   "iterations": list(step.t["iteration"])})  # fmt: skip
+                                   "iterations": list(step.t["iteration"]),
+                                   "gaps": list(step.t["gap"])})  # fmt: skip
             save(f"trained domain {e + 1}/{n}")
             t0 = clock()
             accs = episode_accuracies(strategy, bench.test_stream)
@@ -218,9 +239,10 @@ def short_report(summary: dict) -> str:
         if w.get("seconds") is None:
             md += f"- {method}: nothing measured yet ({rec.get('stage')})\n"
             continue
-        its = [t for d in rec["domains"] for t in d["iterations"]]
+        cycles = [mean_cycle(d["iterations"], d.get("gaps", [])) for d in rec["domains"]]
         md += (
-            f"- {method}: median iteration {1e3 * statistics.median(its):.1f} ms, "
+            f"- {method}: mean cycle per domain (step + data path) "
+            f"{[round(1e3 * c, 1) for c in cycles]} ms, "
             f"evaluations {[round(e['seconds'], 1) for e in rec['evaluations']]} s; whole run "
             f"(computed{'' if w['complete'] else ', from a run cut short'}): "
             f"{w['minutes']:.1f} min = training {w['training_s'] / 60:.1f} + evaluation "

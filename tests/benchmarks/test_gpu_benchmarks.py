@@ -87,6 +87,7 @@ def test_paper_scale_short_writes_each_iteration_and_evaluation_and_computes_the
     assert summary["short_iterations_per_domain"] == 2
     assert summary["full_iterations_per_domain"] == 6000  # the paper preset's
     assert [len(d["iterations"]) for d in rec["domains"]] == [2, 2]
+    assert [len(d["gaps"]) for d in rec["domains"]] == [1, 1]  # the data path between them
     assert [e["after_domain"] for e in rec["evaluations"]] == [1, 2]
     assert all(e["episodes"] == 2 * 2 for e in rec["evaluations"])  # every domain's test set
     assert rec["stage"] == "done" and rec["checkpoint_s"] > 0

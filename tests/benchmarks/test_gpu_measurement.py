@@ -239,3 +239,17 @@ def test_the_backbone_images_are_those_each_method_embeds():
             build_strategy(method, preset, seed=0))  # fmt: skip
         train_range(strategy, exp, 0, 4)  # ORDER's memory fills: it replays from here on
         assert backbone_images(strategy, exp, 4, 6) == images, method
+
+
+def test_the_whole_run_scales_the_mean_cycle_with_the_data_path_not_the_median_step():
+    from benchmarks.paper_scale import SETTLE, mean_cycle, whole_run_cost
+
+    warm = [1.4, 0.7] + [0.05] * (SETTLE - 2)  # the process's warm-up, measured but not scaled
+    its = [*warm, 0.04, 0.04, 0.04, 0.10]  # median step 0.04, mean 0.055
+    gaps = [0.003] * (len(its) - 1)  # the data path between two iterations
+    assert mean_cycle(its, gaps) == pytest.approx(0.055 + 0.003)
+    domain = {"of": 1, "train_s": 3.0, "iterations": its, "gaps": gaps}
+    cost = whole_run_cost([domain], [], full_iterations=100, checkpoint_s=None,
+                          checkpoint_every=0)  # fmt: skip
+    assert cost["training_s"] == pytest.approx(3.0 + (100 - len(its)) * 0.058)
+    assert "mean cycle" in cost["per_iteration"]
