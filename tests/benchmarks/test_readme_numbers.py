@@ -166,26 +166,34 @@ def test_the_gpu_block_quotes_the_gpu_records_and_labels_what_is_computed(tmp_pa
     order = next(r for r in eager["rows"] if (r["method"], r["R"], r["data"]) == ("order", 50, "device"))  # fmt: skip
     assert eager["gpu"]["name"] in block and eager["gpu"]["driver"] in block
     assert f"{order['ms']:.1f} eager" in block
-    assert f"| {paper['methods']['order']['whole_run']['minutes']:.1f} min |" in block
-    assert "run, **computed** |" in block
-    # these records counted annotation ranges as busy time: their share is only an upper bound
-    assert "gpu_busy_counts" not in eager
-    assert f"≤ {order['gpu_busy']:.1%} (an upper bound) | ≥ 70% | **no** |" in block
-    # an upper bound over the target proves nothing; a record that counts kernels and copies
-    # only is quoted as measured, and judged
+    # these records divided the busy time by the profiled pass's wall time and counted
+    # annotation ranges: the block computes the step's share from the record, as an interval
+    assert "gpu_busy_share" not in eager
+    low, high = readme.busy_from_record(order)
+    assert (low, high) == pytest.approx((17.10, 20.33), abs=0.01)
+    assert f"{low:.1f}–{high:.1f} ms busy per iteration of the 49.9 ms median step" in block
+    assert f"{order['gpu_busy']:.1%}" not in block
+    # their TFLOP/s counted ORDER's 2 current episodes, not its 2 replayed ones too
+    assert readme.order_tflops(order) == (pytest.approx(2 * order["tflops"]), "recomputed from the record")  # fmt: skip
+    assert "8.1 TFLOP/s (recomputed from the record" in block
+    # their whole run scaled the median step without the data path: recomputed, an interval
+    old = paper["methods"]["order"]["whole_run"]["minutes"]
+    assert readme.whole_run_from_record(paper["methods"]["order"]) == pytest.approx((32.09, 33.74), abs=0.01)  # fmt: skip
+    assert "| 32.1–33.7 min |" in block and f"| {old:.1f} min |" not in block
+    assert "run, **computed from the record** |" in block
+    # a record that names its busy share's basis is quoted as measured, and judged
     step = tmp_path / "gpu_step"
     shutil.copytree(readme.GPU_STEP, step)
     monkeypatch.setattr(readme, "GPU_STEP", step)
-    for counts, quoted in ((None, "| ≤ 75.0% (an upper bound) | ≥ 70% | **no** |"),
-                           (_gpu.BUSY_COUNTS, "| 75.0% | ≥ 70% | yes |")):  # fmt: skip
-        for name in ("step_eager.json", "step_compile.json"):
-            res = json.loads((readme.GPU_STEP / name).read_text())
-            if counts is not None:
-                res["gpu_busy_counts"] = counts
-            for row in res["rows"]:
-                row["gpu_busy"] = 0.75 if row["method"] == "order" else row["gpu_busy"]
-            (step / name).write_text(json.dumps(res))
-        assert quoted in readme.gpu_block()
+    for name in ("step_eager.json", "step_compile.json"):
+        res = json.loads((readme.GPU_STEP / name).read_text())
+        res["gpu_busy_counts"], res["gpu_busy_share"] = _gpu.BUSY_COUNTS, _gpu.BUSY_SHARE
+        for row in res["rows"]:
+            row["gpu_busy"], row["busy_ms_per_it"] = 0.75, 0.75 * row["ms"]
+        (step / name).write_text(json.dumps(res))
+    assert "| 75.0% (37.4 ms busy per iteration of a 49.9 ms median step) | ≥ 70% | yes |" in (
+        readme.gpu_block()
+    )
     assert _stale_markers() == {"gpu-measured"}
     monkeypatch.setattr(readme, "PAPER_SCALE", tmp_path / "nothing")
     assert "has not been measured" in readme.gpu_block()
