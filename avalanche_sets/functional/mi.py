@@ -24,14 +24,15 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .distance import squared_euclidean
+from .fused_adam import fused_adam_step
 
 __all__ = [
     "GaussianConditional",
@@ -40,6 +41,8 @@ __all__ = [
     "tuba_lower_bound",
     "nearest_prototype",
     "pair_with_prototypes",
+    "PairMask",
+    "pair_mask",
     "MIEstimator",
 ]
 
@@ -83,29 +86,36 @@ class GaussianConditional(nn.Module):
             nn.Linear(e_dim, hidden), nn.ReLU(), nn.Linear(hidden, p_dim)
         )
 
-    def forward(self, e: Tensor) -> tuple[Tensor, Tensor]:
-        """Mean and log-variance of ``q(· | e)``: ``e [L, e_dim]`` -> two ``[L, p_dim]``."""
-        mu = self.mu_net(e)
+    def forward(self, e: Tensor, *, frozen: bool = False) -> tuple[Tensor, Tensor]:
+        """Mean and log-variance of ``q(· | e)``: ``e [..., L, e_dim]`` -> two
+        ``[..., L, p_dim]``. ``frozen``: the networks' parameters enter as constants (no
+        gradient flows into them)."""
+        mu = _mlp(self.mu_net, e, frozen)
         span = self.max_logvar - self.min_logvar
-        logvar = self.min_logvar + span * torch.sigmoid(self.logvar_net(e))
+        logvar = self.min_logvar + span * torch.sigmoid(_mlp(self.logvar_net, e, frozen))
         return mu, logvar
 
-    def log_prob(self, p: Tensor, e: Tensor) -> Tensor:
-        """``log q(p_i | e_i)`` for paired rows: ``p [L, p_dim]``, ``e [L, e_dim]`` -> ``[L]``."""
-        mu, logvar = self(e)
+    def log_prob(self, p: Tensor, e: Tensor, *, frozen: bool = False) -> Tensor:
+        """``log q(p_i | e_i)`` for paired rows: ``p [..., L, p_dim]``, ``e [..., L, e_dim]``
+        -> ``[..., L]``."""
+        mu, logvar = self(e, frozen=frozen)
         return -0.5 * (((p - mu) ** 2) * torch.exp(-logvar) + logvar + _LOG_2PI).sum(-1)
 
-    def log_prob_matrix(self, p: Tensor, e: Tensor) -> Tensor:
-        """All cross terms: entry ``(i, j)`` is ``log q(p_i | e_j)``, shape ``[L_p, L_e]``.
+    def log_prob_matrix(self, p: Tensor, e: Tensor, *, frozen: bool = False) -> Tensor:
+        """All cross terms: entry ``(i, j)`` is ``log q(p_i | e_j)``, shape ``[..., L_p, L_e]``.
 
         Vectorised with matrix products (memory ``O(L² + L d)``): with ``s_j = σ_j^{-2}``,
         ``Σ_k (p_ik - μ_jk)² s_jk = (p²) sᵀ - 2 p (μ s)ᵀ + Σ_k μ_jk² s_jk``.
         """
-        mu, logvar = self(e)
-        prec = torch.exp(-logvar)  # [L_e, d]
-        quad = (p * p) @ prec.T - 2.0 * p @ (mu * prec).T + (mu * mu * prec).sum(-1).unsqueeze(0)
+        mu, logvar = self(e, frozen=frozen)
+        prec = torch.exp(-logvar)  # [..., L_e, d]
+        quad = (
+            (p * p) @ prec.transpose(-1, -2)
+            - 2.0 * p @ (mu * prec).transpose(-1, -2)
+            + (mu * mu * prec).sum(-1).unsqueeze(-2)
+        )
         quad = quad.clamp_min(0.0)
-        norm = (logvar.sum(-1) + self.p_dim * _LOG_2PI).unsqueeze(0)
+        norm = (logvar.sum(-1) + self.p_dim * _LOG_2PI).unsqueeze(-2)
         return -0.5 * (quad + norm)
 
     def nll(self, p: Tensor, e: Tensor) -> Tensor:
@@ -144,31 +154,101 @@ class Critic(nn.Module):
         self.act = activation()
         self.out = nn.Linear(hidden, 1)
 
-    def _blocks(self) -> tuple[Tensor, Tensor]:
-        w = self.hidden.weight
-        return w[:, : self.e_dim], w[:, self.e_dim :]
-
     def forward(self, e: Tensor, p: Tensor) -> Tensor:
         """Paired scores ``f(e_i, p_i)``: ``e [L, e_dim]``, ``p [L, p_dim]`` -> ``[L]``."""
         return self.out(self.act(self.hidden(torch.cat([e, p], dim=-1)))).squeeze(-1)
 
-    def score_matrix(self, e: Tensor, p: Tensor) -> Tensor:
-        """All pairs: entry ``(i, j)`` is ``f(e_i, p_j)``, shape ``[L_e, L_p]``."""
-        w_e, w_p = self._blocks()
-        he = e @ w_e.T  # [L_e, H]
-        hp = p @ w_p.T + self.hidden.bias  # [L_p, H]
-        h = self.act(he.unsqueeze(1) + hp.unsqueeze(0))  # [L_e, L_p, H]
-        return (h @ self.out.weight.squeeze(0)) + self.out.bias
+    def score_matrix(self, e: Tensor, p: Tensor, *, frozen: bool = False) -> Tensor:
+        """All pairs: entry ``(i, j)`` is ``f(e_i, p_j)``, shape ``[..., L_e, L_p]`` for
+        ``e [..., L_e, e_dim]``, ``p [..., L_p, p_dim]``. ``frozen``: the critic's parameters
+        enter as constants."""
+        w, b = _param(self.hidden.weight, frozen), _param(self.hidden.bias, frozen)
+        w_out, b_out = _param(self.out.weight, frozen), _param(self.out.bias, frozen)
+        he = e @ w[:, : self.e_dim].T  # [..., L_e, H]
+        hp = p @ w[:, self.e_dim :].T + b  # [..., L_p, H]
+        h = self.act(he.unsqueeze(-2) + hp.unsqueeze(-3))  # [..., L_e, L_p, H]
+        return (h @ w_out.squeeze(0)) + b_out
 
 
-def _check_pairs(e: Tensor, p: Tensor) -> None:
-    if e.dim() != 2 or p.dim() != 2 or e.shape[0] != p.shape[0]:
+def _param(t: Tensor, frozen: bool) -> Tensor:
+    return t.detach() if frozen else t
+
+
+def _mlp(net: nn.Sequential, x: Tensor, frozen: bool) -> Tensor:
+    """``Linear → activation → Linear`` of ``net`` on ``x``, its parameters as constants when
+    ``frozen`` (the same arithmetic as calling ``net``)."""
+    first, act, last = net
+    x = F.linear(x, _param(first.weight, frozen), _param(first.bias, frozen))
+    return F.linear(act(x), _param(last.weight, frozen), _param(last.bias, frozen))
+
+
+def _check_pairs(e: Tensor, p: Tensor, mask: Tensor | None = None) -> None:
+    if e.dim() < 2 or e.shape[:-1] != p.shape[:-1]:
         raise ValueError(
-            f"e and p must be paired [L, d] tensors, got {tuple(e.shape)} and {tuple(p.shape)}"
+            f"e and p must be paired [..., L, d] tensors, got {tuple(e.shape)} and {tuple(p.shape)}"
+        )
+    if mask is not None and (mask.dtype != torch.bool or mask.shape != e.shape[:-1]):
+        raise ValueError(
+            f"mask must be a bool [..., L] tensor of shape {tuple(e.shape[:-1])}, got "
+            f"{mask.dtype} {tuple(mask.shape)}"
         )
 
 
-def club_upper_bound(q: GaussianConditional, e: Tensor, p: Tensor) -> Tensor:
+class PairMask(NamedTuple):
+    """Which rows of fixed-shape sets ``[..., L]`` are pairs, as the weights of the bounds'
+    two means (:func:`pair_mask`): build it once per mask and hand it to every bound over it.
+
+    Attributes:
+        diagonal: ``[..., L]``, ``1/k`` on the ``k`` kept rows (``mean_i``).
+        pairs: ``[..., L, L]``, ``1/k²`` on the kept ``(i, j)`` (``mean_{i,j}``).
+        count: ``[...]``, ``k``.
+    """
+
+    diagonal: Tensor
+    pairs: Tensor
+    count: Tensor
+
+
+def pair_mask(mask: Tensor, dtype: torch.dtype = torch.float32) -> PairMask:
+    """The :class:`PairMask` of a bool ``mask [..., L]``."""
+    if mask.dtype != torch.bool:
+        raise ValueError(f"mask must be a bool tensor, got {mask.dtype}")
+    m = mask.to(dtype)
+    count = m.sum(-1)
+    w = m / count.clamp_min(1.0).unsqueeze(-1)
+    return PairMask(diagonal=w, pairs=w.unsqueeze(-1) * w.unsqueeze(-2), count=count)
+
+
+def _pair_means(
+    matrix: Tensor, mask: PairMask | None, *, diagonal: bool = True
+) -> tuple[Tensor | None, Tensor, Tensor]:
+    """Means over the pairs ``mask`` keeps of ``matrix [..., L, L]``: the diagonal's
+    (``mean_i m_ii``; ``None`` unless ``diagonal``), all pairs' (``mean_{i,j} m_ij``) and the
+    number of kept rows."""
+    diag = torch.diagonal(matrix, dim1=-2, dim2=-1)
+    if mask is None:
+        count = matrix.new_full(matrix.shape[:-2], float(matrix.shape[-1]))
+        return (diag.mean(-1) if diagonal else None), matrix.mean((-2, -1)), count
+    diag_mean = (diag * mask.diagonal).sum(-1) if diagonal else None
+    return diag_mean, (matrix * mask.pairs).sum((-2, -1)), mask.count
+
+
+def _as_pair_mask(mask: Tensor | PairMask | None, e: Tensor) -> PairMask | None:
+    if mask is None or isinstance(mask, PairMask):
+        return mask
+    _check_pairs(e, e, mask)
+    return pair_mask(mask, e.dtype)
+
+
+def club_upper_bound(
+    q: GaussianConditional,
+    e: Tensor,
+    p: Tensor,
+    mask: Tensor | PairMask | None = None,
+    *,
+    frozen: bool = False,
+    min_pairs: int = 2,
+) -> Tensor:
     """``I_ood`` of Theorem 1 (CLUB): ``mean_i log q(p_i|e_i) - mean_{i,j} log q(p_i|e_j)``.
 
     With the true conditional in place of ``q`` it upper-bounds ``I(e; p)`` (Jensen, proof of
@@ -176,20 +256,33 @@ def club_upper_bound(q: GaussianConditional, e: Tensor, p: Tensor) -> Tensor:
 
     Args:
         q: the variational conditional.
-        e: ``[L, e_dim]`` embeddings, p: ``[L, p_dim]`` their paired prototypes.
+        e: ``[..., L, e_dim]`` embeddings, p: ``[..., L, p_dim]`` their paired prototypes;
+            leading dimensions are independent sets (e.g. the episodes of a meta-batch).
+        mask: bool ``[..., L]``, the rows of each set that are its pairs (a fixed-shape set of
+            any size), or its :func:`pair_mask`; ``None``: every row.
+        frozen: ``q``'s parameters as constants (the encoder's term).
+        min_pairs: sets of fewer pairs give 0 (at least 2).
 
     Returns:
-        scalar; 0 when ``L < 2`` (one sample cannot tell the joint from the product of
-        marginals: the two terms coincide).
+        ``[...]``; 0 for a set of fewer than ``min_pairs`` pairs (one sample cannot tell the joint from
+        the product of marginals: the two terms coincide).
     """
     _check_pairs(e, p)
-    if e.shape[0] < 2:
-        return (e.sum() + p.sum()) * 0.0
-    lp = q.log_prob_matrix(p, e)  # [L, L], (i, j) = log q(p_i | e_j)
-    return torch.diagonal(lp).mean() - lp.mean()
+    lp = q.log_prob_matrix(p, e, frozen=frozen)  # [..., L, L], (i, j) = log q(p_i | e_j)
+    diag, full, count = _pair_means(lp, _as_pair_mask(mask, e))
+    return (diag - full) * (count >= min_pairs).to(full.dtype)
 
 
-def tuba_lower_bound(critic: Critic, e: Tensor, p: Tensor, *, clamp: float | None = 10.0) -> Tensor:
+def tuba_lower_bound(
+    critic: Critic,
+    e: Tensor,
+    p: Tensor,
+    mask: Tensor | PairMask | None = None,
+    *,
+    clamp: float | None = 10.0,
+    frozen: bool = False,
+    min_pairs: int = 2,
+) -> Tensor:
     """``I_id`` of Theorem 3 with ``a(p) = 1`` (TUBA / NWJ-type bound).
 
     ``I_id = mean_i f(e_i, p_i) - mean_j mean_i exp(f(e_i, p_j)) + 1``; the double mean runs
@@ -204,18 +297,24 @@ def tuba_lower_bound(critic: Critic, e: Tensor, p: Tensor, *, clamp: float | Non
 
     Args:
         critic: ``f_ψ``.
-        e: ``[L, e_dim]`` ID embeddings, p: ``[L, p_dim]`` their paired prototypes.
+        e: ``[..., L, e_dim]`` ID embeddings, p: ``[..., L, p_dim]`` their paired prototypes.
+        mask: bool ``[..., L]``, the rows that are pairs, or its :func:`pair_mask`
+            (``None``: every row).
+        frozen: the critic's parameters as constants (the encoder's term).
+        min_pairs: sets of fewer pairs give 0 (at least 2).
 
     Returns:
-        scalar; 0 when ``L < 2`` (no product-of-marginals samples distinct from the joint).
+        ``[...]``; 0 for a set of fewer than ``min_pairs`` pairs (no product-of-marginals
+        samples distinct from the joint).
     """
     _check_pairs(e, p)
-    if e.shape[0] < 2:
-        return (e.sum() + p.sum()) * 0.0
-    scores = critic.score_matrix(e, p)  # [L, L], (i, j) = f(e_i, p_j)
+    mask = _as_pair_mask(mask, e)
+    scores = critic.score_matrix(e, p, frozen=frozen)  # [..., L, L], (i, j) = f(e_i, p_j)
     if clamp is not None:
         scores = scores.clamp(max=float(clamp))
-    return torch.diagonal(scores).mean() - torch.exp(scores).mean() + 1.0
+    diag, _, count = _pair_means(scores, mask)
+    _, exp_mean, _ = _pair_means(torch.exp(scores), mask, diagonal=False)
+    return (diag - exp_mean + 1.0) * (count >= min_pairs).to(exp_mean.dtype)
 
 
 def nearest_prototype(embeddings: Tensor, prototypes: Tensor) -> Tensor:
@@ -247,20 +346,6 @@ def pair_with_prototypes(embeddings: Tensor, prototypes: Tensor) -> Tensor:
     if prototypes.dim() == 2:
         return prototypes[idx]
     return torch.gather(prototypes, -2, idx.unsqueeze(-1).expand(*idx.shape, prototypes.shape[-1]))
-
-
-@contextmanager
-def _frozen(*modules: nn.Module) -> Iterator[None]:
-    """Build a graph in which the modules' parameters are constants (no grads flow into them)."""
-    params = [prm for mod in modules for prm in mod.parameters()]
-    flags = [prm.requires_grad for prm in params]
-    try:
-        for prm in params:
-            prm.requires_grad_(False)
-        yield
-    finally:
-        for prm, flag in zip(params, flags):
-            prm.requires_grad_(flag)
 
 
 class MIEstimator(nn.Module):
@@ -310,14 +395,8 @@ class MIEstimator(nn.Module):
         if device is not None:
             self.q.to(device)
             self.critic.to(device)
-        self.opt_q = torch.optim.Adam(self.q.parameters(), lr=lr_q)
-        self.opt_critic = torch.optim.Adam(self.critic.parameters(), lr=lr_critic)
-
-    def _usable(self, e: Tensor | None, p: Tensor | None) -> bool:
-        if e is None or p is None:
-            return False
-        _check_pairs(e, p)
-        return e.shape[0] >= self.min_pairs
+        self.opt_q = torch.optim.Adam(self.q.parameters(), lr=lr_q, fused=True)
+        self.opt_critic = torch.optim.Adam(self.critic.parameters(), lr=lr_critic, fused=True)
 
     def fit_step(
         self,
@@ -325,32 +404,64 @@ class MIEstimator(nn.Module):
         p_id: Tensor | None,
         e_ood: Tensor | None,
         p_ood: Tensor | None,
+        *,
+        id_mask: Tensor | None = None,
+        ood_mask: Tensor | None = None,
     ) -> dict[str, Tensor]:
-        """One step of each optimiser on detached pairs.
+        """One step of each optimiser on detached pairs: ``q_φ`` by maximum likelihood on the
+        OOD pairs, the critic by maximising ``I_id`` on the ID pairs.
+
+        Args:
+            e_id, p_id / e_ood, p_ood: ``[L, d]`` pairs (``None``: no such pairs).
+            id_mask / ood_mask: bool ``[L]``, the rows that are pairs (``None``: every row), so
+                a fixed-shape set can hold any number of them.
+
+        Both losses go through one backward pass and each network takes one fused Adam step
+        (:func:`~avalanche_sets.functional.fused_adam.fused_adam_step`); a network whose set
+        has fewer than ``min_pairs`` pairs skips its step on the device. Nothing is read on the
+        host.
 
         Returns:
             ``{"nll": ..., "i_id": ...}`` — the values before the step as detached 0-d tensors
-            (NaN where skipped): reading them is left to the caller, so a step on a GPU does
-            not wait for the device.
+            (NaN where skipped).
         """
-        nan = torch.tensor(float("nan"))
-        out = {"nll": nan, "i_id": nan}
+        e_ood, p_ood, ood_mask = self._set(e_ood, p_ood, ood_mask)
+        e_id, p_id, id_mask = self._set(e_id, p_id, id_mask)
         with torch.enable_grad():
-            if self._usable(e_ood, p_ood):
-                self.opt_q.zero_grad(set_to_none=True)
-                loss = self.q.nll(p_ood.detach(), e_ood.detach())
-                loss.backward()
-                self.opt_q.step()
-                out["nll"] = loss.detach()
-            if self._usable(e_id, p_id):
-                self.opt_critic.zero_grad(set_to_none=True)
-                bound = tuba_lower_bound(
-                    self.critic, e_id.detach(), p_id.detach(), clamp=self.clamp
-                )
-                (-bound).backward()
-                self.opt_critic.step()
-                out["i_id"] = bound.detach()
-        return out
+            m = ood_mask.to(e_ood.dtype)
+            n_ood = m.sum()
+            nll = -(self.q.log_prob(p_ood, e_ood) * m).sum() / n_ood.clamp_min(1.0)
+            id_pairs = pair_mask(id_mask, e_id.dtype)
+            bound = tuba_lower_bound(
+                self.critic, e_id, p_id, id_pairs, clamp=self.clamp, min_pairs=self.min_pairs
+            )
+            q_params, c_params = list(self.q.parameters()), list(self.critic.parameters())
+            grads = torch.autograd.grad(nll - bound, q_params + c_params)
+        skip_q = n_ood < self.min_pairs
+        skip_c = id_pairs.count < self.min_pairs
+        fused_adam_step(self.opt_q, grads[: len(q_params)], found_inf=skip_q.float())
+        fused_adam_step(self.opt_critic, grads[len(q_params) :], found_inf=skip_c.float())
+        nan = torch.full_like(nll, float("nan"))
+        return {
+            "nll": torch.where(skip_q, nan, nll).detach(),
+            "i_id": torch.where(skip_c, nan, bound).detach(),
+        }
+
+    def _set(
+        self, e: Tensor | None, p: Tensor | None, mask: Tensor | None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Detached ``[L, d]`` pairs and their mask; an absent set is one masked-out row."""
+        if e is None or p is None:
+            ref = self.critic.out.bias
+            dim = self.q.e_dim
+            zero = ref.new_zeros((1, dim))
+            return zero, zero, torch.zeros(1, dtype=torch.bool, device=ref.device)
+        _check_pairs(e, p, mask)
+        if e.dim() != 2:
+            raise ValueError(f"fit_step takes [L, d] pairs, got {tuple(e.shape)}")
+        if mask is None:
+            mask = torch.ones(e.shape[0], dtype=torch.bool, device=e.device)
+        return e.detach(), p.detach(), mask
 
     def bounds(
         self,
@@ -361,19 +472,37 @@ class MIEstimator(nn.Module):
         *,
         use_id: bool = True,
         use_ood: bool = True,
+        id_mask: Tensor | PairMask | None = None,
+        ood_mask: Tensor | PairMask | None = None,
     ) -> tuple[Tensor, Tensor]:
-        """``(I_ood, I_id)`` as scalars carrying the encoder's graph (0 where disabled/too small)."""
-        given = [t for t in (e_id, p_id, e_ood, p_ood) if t is not None]
-        # a zero that stays attached to the inputs' graph (so ``.backward()`` never fails)
-        zero = sum(t.sum() * 0.0 for t in given) if given else self.critic.out.bias.new_zeros(())
-        zero = zero if isinstance(zero, Tensor) else torch.zeros(())
-        i_ood, i_id = zero, zero
-        with _frozen(self.q, self.critic):
-            if use_ood and self._usable(e_ood, p_ood):
-                i_ood = club_upper_bound(self.q, e_ood, p_ood)
-            if use_id and self._usable(e_id, p_id):
-                i_id = tuba_lower_bound(self.critic, e_id, p_id, clamp=self.clamp)
-        return i_ood, i_id
+        """``(I_ood, I_id)`` carrying the encoder's graph, the networks' parameters constants
+        (0 where disabled or below ``min_pairs``). Sets are ``[..., L, d]`` with optional
+        bool ``[..., L]`` masks (or their :func:`pair_mask`); the bounds are ``[...]``, one per
+        set."""
+        i_ood = i_id = None
+        if use_ood and e_ood is not None and p_ood is not None:
+            i_ood = club_upper_bound(
+                self.q, e_ood, p_ood, ood_mask, frozen=True, min_pairs=self.min_pairs
+            )
+        if use_id and e_id is not None and p_id is not None:
+            i_id = tuba_lower_bound(
+                self.critic,
+                e_id,
+                p_id,
+                id_mask,
+                clamp=self.clamp,
+                frozen=True,
+                min_pairs=self.min_pairs,
+            )
+        if i_ood is None and i_id is None:
+            # zeros that stay attached to the inputs' graph (so ``.backward()`` never fails)
+            given = [t for t in (e_id, p_id, e_ood, p_ood) if t is not None]
+            zero = sum(t.sum() * 0.0 for t in given) if given else None
+            zero = zero if isinstance(zero, Tensor) else self.critic.out.bias.new_zeros(())
+            return zero, zero
+        if i_ood is None:
+            return torch.zeros_like(i_id), i_id
+        return i_ood, (torch.zeros_like(i_ood) if i_id is None else i_id)
 
     def get_extra_state(self) -> dict[str, Any]:
         return {"opt_q": self.opt_q.state_dict(), "opt_critic": self.opt_critic.state_dict()}

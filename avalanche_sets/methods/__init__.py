@@ -656,5 +656,7 @@ def build_strategy(
         target = kwargs.setdefault("model_options", {}) if key in model_options else kwargs
         target[key] = value
     strategy = cls(**kwargs)
+    if isinstance(strategy.model, PrototypicalModel) and strategy.model.n_way is None:
+        strategy.model.n_way = config.n_way  # labels checked on the device, N never read
     strategy.run_config = config
     return strategy

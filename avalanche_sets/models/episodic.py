@@ -19,6 +19,7 @@ from .backbone import autocast_bf16, embed_episodes
 from .heads import (
     REFINE_MODES,
     MaskedSoftKMeans,
+    label_errors,
     proto_logits,
     prototypes,
     soft_kmeans_refine,
@@ -39,6 +40,9 @@ class EpisodeState:
         unlabeled_weight: ``[B, U]`` weight of every unlabeled image in the refinement
             (1 = use, 0 = ignore). Plugins may set it (ORDER's OOD split sets the U_id mask).
         refined_prototypes: ``[B, N, d]`` prototypes used for the logits (after ``classify``).
+        label_error: 0-d bool on the device when the model knows ``N`` in advance: whether a
+            support label broke the ``N``-way contract (:func:`~avalanche_sets.models.heads.label_errors`),
+            to be read where reading is due; ``None`` when the labels were checked on the host.
     """
 
     support_emb: Tensor
@@ -49,6 +53,7 @@ class EpisodeState:
     prototypes: Tensor
     unlabeled_weight: Tensor
     refined_prototypes: Tensor | None = None
+    label_error: Tensor | None = None
 
     def __len__(self) -> int:
         return int(self.support_emb.shape[0])
@@ -65,6 +70,14 @@ class PrototypicalModel(nn.Module):
         bf16: run the backbone under bfloat16 autocast where the CPU supports it (prototype
             distances, MI and OT stay in float32).
 
+    Attributes:
+        n_way: ``N``, the classes of every episode, when known in advance (a run built by
+            :func:`~avalanche_sets.methods.build_strategy` sets it from its preset): the support
+            labels are then checked on the device (``EpisodeState.label_error``, read by the
+            episodic template with its finite check) and encoding a meta-batch reads nothing on
+            the host. ``None`` (the default): ``N`` is read from each meta-batch's labels (one
+            host read, which also checks them).
+
     ``forward(batch)`` returns query logits ``[B * N * Q, N]`` so that Avalanche's criterion
     and metrics work unchanged. The model keeps no :class:`EpisodeState`: the episodic template
     calls ``encode`` and ``classify`` itself and holds the state in ``strategy.iteration.state``.
@@ -74,6 +87,7 @@ class PrototypicalModel(nn.Module):
         super().__init__()
         if refine not in REFINE_MODES:
             raise ValueError(f"refine must be one of {REFINE_MODES}, got {refine!r}")
+        self.n_way: int | None = None
         self.backbone = backbone
         self.refine = refine
         self.bf16 = bool(bf16)
@@ -90,15 +104,19 @@ class PrototypicalModel(nn.Module):
     def encode(self, batch: EpisodeBatch) -> EpisodeState:
         """Embed every image of the meta-batch in one backbone call; compute ``p_c``.
 
-        The support labels are checked here, once per meta-batch and with one host read
-        (:func:`~avalanche_sets.models.heads.support_n_way`), which also gives ``N``; the
+        With ``n_way`` given, the support labels are checked on the device
+        (``state.label_error``); otherwise once per meta-batch with one host read
+        (:func:`~avalanche_sets.models.heads.support_n_way`), which also gives ``N``. The
         prototype functions after it skip their own per-call checks (``check_labels=False``).
         """
         with autocast_bf16(self.bf16):
             s, q, u = embed_episodes(
                 self.backbone, [batch.support_x, batch.query_x, batch.unlabeled_x]
             )
-        n_way = support_n_way(batch.support_y)
+        if self.n_way is None:
+            n_way, label_error = support_n_way(batch.support_y), None
+        else:
+            n_way, label_error = self.n_way, label_errors(batch.support_y, self.n_way)
         protos = prototypes(s, batch.support_y, n_way, check_labels=False)
         weight = torch.ones(u.shape[:2], dtype=s.dtype, device=s.device)
         return EpisodeState(
@@ -109,42 +127,30 @@ class PrototypicalModel(nn.Module):
             n_way=n_way,
             prototypes=protos,
             unlabeled_weight=weight,
+            label_error=label_error,
         )
 
     def refine_prototypes(self, state: EpisodeState) -> Tensor:
-        """Prototypes used for classification, ``[B, N, d]``.
-
-        One episode at a time: the refinements take a batch, but a batched matrix product
-        sums in another order than one episode's (results differ in the last bits), and the
-        episode-by-episode numbers are the ones every recorded run holds. The labels were
-        checked in :meth:`encode`.
-        """
+        """Prototypes used for classification, ``[B, N, d]``: every episode of the meta-batch
+        refined at once (the labels were checked in :meth:`encode`)."""
         if self.refine == "none" or state.unlabeled_emb.shape[1] == 0:
             return state.prototypes
-        out = []
-        for b in range(len(state)):
-            if self.refine == "soft_kmeans":
-                out.append(
-                    soft_kmeans_refine(
-                        state.prototypes[b],
-                        state.support_emb[b],
-                        state.support_y[b],
-                        state.unlabeled_emb[b],
-                        weights=state.unlabeled_weight[b],
-                        check_labels=False,
-                    )
-                )
-            else:
-                out.append(
-                    self.mskm(
-                        state.prototypes[b],
-                        state.support_emb[b],
-                        state.support_y[b],
-                        state.unlabeled_emb[b],
-                        check_labels=False,
-                    )
-                )
-        return torch.stack(out)
+        if self.refine == "soft_kmeans":
+            return soft_kmeans_refine(
+                state.prototypes,
+                state.support_emb,
+                state.support_y,
+                state.unlabeled_emb,
+                weights=state.unlabeled_weight,
+                check_labels=False,
+            )
+        return self.mskm(
+            state.prototypes,
+            state.support_emb,
+            state.support_y,
+            state.unlabeled_emb,
+            check_labels=False,
+        )
 
     def classify(self, state: EpisodeState) -> Tensor:
         """Query logits ``[B * N * Q, N]`` from (refined) prototypes."""
@@ -153,4 +159,13 @@ class PrototypicalModel(nn.Module):
         return logits.reshape(-1, state.n_way)
 
     def forward(self, batch: EpisodeBatch) -> Tensor:
-        return self.classify(self.encode(batch))
+        """Query logits of ``batch``; labels that break the ``N``-way contract raise here (the
+        one host read of a call outside the episodic template)."""
+        state = self.encode(batch)
+        if state.label_error is not None and bool(state.label_error):
+            support_n_way(batch.support_y)  # explains what is wrong
+            raise ValueError(
+                f"this model was built for {self.n_way}-way episodes, but the support labels "
+                f"of the batch span {batch.n_way} classes"
+            )
+        return self.classify(state)

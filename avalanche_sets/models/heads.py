@@ -9,6 +9,7 @@ state: embeddings from a bf16-autocast backbone are float32 already (design §8:
 distances stay in fp32).
 
 * :func:`support_n_way` — ``N`` of a meta-batch's support labels, checked with one host read.
+* :func:`label_errors` — the same checks against a known ``N``, as a flag on the device.
 * :func:`prototypes` — class means of the support embeddings (Snell et al. 2017).
 * :func:`proto_logits` — ``-‖h(q) - p_c‖²``, the distances from
   :func:`~avalanche_sets.functional.distance.squared_euclidean` (as every distance here).
@@ -24,12 +25,12 @@ import contextlib
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..functional.distance import squared_euclidean
 
 __all__ = [
+    "label_errors",
     "support_n_way",
     "prototypes",
     "proto_logits",
@@ -49,16 +50,30 @@ def _fp32(*tensors: Tensor) -> contextlib.AbstractContextManager:
 
 
 def _one_hot(y: Tensor, n_way: int) -> Tensor:
-    """Labels ``[..., S]`` → float32 one-hot ``[..., S, N]``."""
+    """Labels ``[..., S]`` → float32 one-hot ``[..., S, N]``; a label outside ``0..N-1`` gives
+    a row of zeros (no range check here, so no host read: see :func:`label_errors`)."""
     if y.dtype.is_floating_point or y.dtype == torch.bool:
         raise ValueError(f"labels must be an integer tensor, got {y.dtype}")
-    return F.one_hot(y.long(), n_way).to(torch.float32)
+    classes = torch.arange(n_way, device=y.device, dtype=y.dtype)
+    return (y.unsqueeze(-1) == classes).to(torch.float32)
 
 
 def _in_range(y: Tensor, n_way: int) -> bool:
     """Whether every label lies in ``0..n_way-1`` (one host read: min and max together)."""
     low, high = torch.aminmax(y)
     return bool(torch.stack([low >= 0, high < n_way]).all())
+
+
+def label_errors(support_y: Tensor, n_way: int) -> Tensor:
+    """Whether support labels ``[..., S]`` break the ``N``-way contract, as a 0-d bool tensor
+    on their device (no host read): a label outside ``0..N-1``, or an episode without a
+    support example of some class. Read it where reading is due (the episodic template reads
+    it with its finite check); :func:`support_n_way` explains a failure."""
+    rows = support_y.reshape(-1, support_y.shape[-1])
+    onehot = _one_hot(rows, n_way)  # [E, S, N]; out-of-range labels give zero rows
+    out_of_range = onehot.sum(-1) == 0  # [E, S]
+    missing = onehot.sum(-2) == 0  # [E, N]
+    return out_of_range.any() | missing.any()
 
 
 def support_n_way(support_y: Tensor) -> int:

@@ -2,17 +2,33 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 from avalanche.core import SupervisedPlugin
 
-from ..functional.mi import MIEstimator, pair_with_prototypes
-from ..functional.ood import OODSplit, id_first
+from ..functional.mi import MIEstimator, pair_mask, pair_with_prototypes
+from ..functional.ood import OODSplit
 from .ood_split import OODSplitPlugin
 
-__all__ = ["MIRegularizationPlugin", "REDUCTIONS"]
+__all__ = ["MIRegularizationPlugin", "MIPairs", "REDUCTIONS"]
 
 #: How the episodes' terms of a meta-batch are combined.
 REDUCTIONS = ("mean", "sum")
+
+
+class MIPairs(NamedTuple):
+    """The MI pairs of a meta-batch of ``B`` episodes with ``U`` unlabeled images each.
+
+    Attributes:
+        e: ``[B, U, d]`` unlabeled embeddings (with the encoder's graph).
+        p: ``[B, U, d]`` the nearest support prototype of each (``p_{c'}``).
+        is_id: bool ``[B, U]``, ``U_id`` (its complement is ``U_ood``).
+    """
+
+    e: torch.Tensor
+    p: torch.Tensor
+    is_id: torch.Tensor
 
 
 class MIRegularizationPlugin(SupervisedPlugin):
@@ -94,7 +110,7 @@ class MIRegularizationPlugin(SupervisedPlugin):
         # A restored state waits here until the device it belongs on is known (first use).
         self._restored: dict | None = None
         # This iteration's (state, pairs) once the networks took their step on them.
-        self._fitted: tuple[object, list] | None = None
+        self._fitted: tuple[object, MIPairs] | None = None
         self.last_values: dict[str, torch.Tensor] = {}
         """The last iteration's mean ``I_ood``, ``I_id`` and the fit's ``q_nll``, as detached
         0-d tensors (read them with ``float()`` when needed: reading waits for the device)."""
@@ -133,43 +149,31 @@ class MIRegularizationPlugin(SupervisedPlugin):
             self.estimator = est
         return self.estimator
 
-    def pairs(self, state, split: OODSplit | None, n_id: list[int] | None = None):
-        """Per-episode ``(e_id, p_id, e_ood, p_ood)`` of an embedded meta-batch and its split.
-
-        ``n_id``: ``|U_id|`` of every episode when the caller has it
-        (:meth:`~avalanche_sets.training.Iteration.id_counts`); otherwise one host read here.
-        """
+    def pairs(self, state, split: OODSplit | None) -> MIPairs:
+        """Every unlabeled embedding of the meta-batch with its nearest support prototype, and
+        the split's masks: fixed-shape ``[B, U, d]`` pairs, ``U_id`` and ``U_ood`` as masks
+        (nothing is cut to a data-dependent size, nothing read on the host)."""
         if split is None:
             raise RuntimeError(
                 "MIRegularizationPlugin needs OODSplitPlugin (it separates U_id from U_ood) "
                 "in the same strategy"
             )
-        # Each episode's embeddings reordered ID first, OOD after (the pairs are those boolean
-        # masks would select, in the same order), then cut at the episode's ID count.
-        order = id_first(split.is_id)
-        if n_id is None:
-            n_id = split.is_id.sum(1).tolist()
-        out = []
-        for b, k in enumerate(n_id):
-            e = state.unlabeled_emb[b]
-            p = pair_with_prototypes(e, state.prototypes[b])
-            e, p = e.index_select(0, order[b]), p.index_select(0, order[b])
-            out.append((e[:k], p[:k], e[k:], p[k:]))
-        return out
+        e = state.unlabeled_emb
+        return MIPairs(e=e, p=pair_with_prototypes(e, state.prototypes), is_id=split.is_id)
 
     def after_forward(self, strategy, **kwargs) -> None:
-        """One step of each variational network on this meta-batch's detached pairs, before
-        :meth:`loss_term` reads them."""
+        """One step of each variational network on this meta-batch's detached pairs (every
+        episode's ID pairs together, and its OOD pairs), before :meth:`loss_term` reads them."""
         self._fitted = None
         it = strategy.iteration
         if it is None or it.state is None or not it.training:
             return
         state = it.state
-        split = it.ood_split
-        pairs = self.pairs(state, split, it.id_counts() if split is not None else None)
+        pairs = self.pairs(state, it.ood_split)
         estimator = self.estimator_on(state.unlabeled_emb.shape[-1], state.unlabeled_emb.device)
-        cat = lambda i: torch.cat([p[i] for p in pairs]).detach()  # noqa: E731
-        fit = estimator.fit_step(cat(0), cat(1), cat(2), cat(3))
+        d = pairs.e.shape[-1]
+        e, p, is_id = pairs.e.reshape(-1, d), pairs.p.reshape(-1, d), pairs.is_id.reshape(-1)
+        fit = estimator.fit_step(e, p, e, p, id_mask=is_id, ood_mask=~is_id)
         self.last_values = {"q_nll": fit["nll"]}
         self._fitted = (state, pairs)
 
@@ -187,23 +191,24 @@ class MIRegularizationPlugin(SupervisedPlugin):
                 "pass of the strategy's training loop"
             )
         pairs = self._fitted[1]
-        estimator = self.estimator
-        regs, i_oods, i_ids = [], [], []
-        # One episode at a time: their sets differ in size, and a padded batch would average
-        # in another order than each episode's own mean.
-        for e_id, p_id, e_ood, p_ood in pairs:
-            i_ood, i_id = estimator.bounds(
-                e_id, p_id, e_ood, p_ood, use_id=self.use_id, use_ood=self.use_ood
-            )
-            regs.append(i_ood - i_id)
-            i_oods.append(i_ood.detach())
-            i_ids.append(i_id.detach())
-        reg = torch.stack(regs)
+        # Every episode at once: [B, U, d] pairs, each episode's bounds over its masked rows.
+        dtype = pairs.e.dtype
+        i_ood, i_id = self.estimator.bounds(
+            pairs.e,
+            pairs.p,
+            pairs.e,
+            pairs.p,
+            use_id=self.use_id,
+            use_ood=self.use_ood,
+            id_mask=pair_mask(pairs.is_id, dtype) if self.use_id else None,
+            ood_mask=pair_mask(~pairs.is_id, dtype) if self.use_ood else None,
+        )
+        reg = (i_ood - i_id).reshape(-1)
         reg = reg.sum() if self.reduction == "sum" else reg.mean()
         # detached tensors on the device: no host synchronisation per iteration
         self.last_values = {
-            "I_ood": torch.stack(i_oods).mean(),
-            "I_id": torch.stack(i_ids).mean(),
+            "I_ood": i_ood.detach().mean(),
+            "I_id": i_id.detach().mean(),
             **self.last_values,
         }
         return self.lam * reg

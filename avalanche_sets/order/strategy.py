@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import ClassVar, Literal
 
 import torch
+import torch.nn.functional as F
 
 from ..defaults import MEM_SIZE, REPLAY_BATCH, check_mem_size
 from ..functional.ot import check_solver
@@ -19,6 +20,17 @@ from .ot_loss import OTFeatureLossPlugin
 from .replay import FeatureReservoirReplayPlugin
 
 __all__ = ["OrderStrategy"]
+
+
+def _is_plain_cross_entropy(criterion) -> bool:
+    """Whether ``criterion`` is the default mean cross-entropy (no weights, no smoothing)."""
+    return (
+        type(criterion) is torch.nn.CrossEntropyLoss
+        and criterion.weight is None
+        and criterion.reduction == "mean"
+        and criterion.label_smoothing == 0.0
+        and criterion.ignore_index == -100
+    )
 
 
 class OrderStrategy(EpisodicTemplate):
@@ -201,9 +213,13 @@ class OrderStrategy(EpisodicTemplate):
         # L_meta(T) for every task T of the meta-batch: the current tasks T_t, then the
         # replayed T_i ∈ B (rows iteration.replayed.rows); each the mean over its queries.
         n_tasks = len(self.mb_x)
-        logits = self.mb_output.reshape(n_tasks, -1, self.mb_output.shape[-1])
-        labels = self.mb_y.reshape(n_tasks, -1)
-        loss = sum(self._criterion(logits[b], labels[b]) for b in range(n_tasks))
+        if _is_plain_cross_entropy(self._criterion):  # every task at once
+            per_query = F.cross_entropy(self.mb_output, self.mb_y, reduction="none")
+            loss = per_query.reshape(n_tasks, -1).mean(-1).sum()
+        else:  # a criterion of one's own, task by task
+            logits = self.mb_output.reshape(n_tasks, -1, self.mb_output.shape[-1])
+            labels = self.mb_y.reshape(n_tasks, -1)
+            loss = sum(self._criterion(logits[b], labels[b]) for b in range(n_tasks))
         h = self.meta_term(loss)
         # + λ Σ_T (I_ood(T) − I_id(T)) over the same tasks (use_mi; mi_terms picks the bounds).
         if self.mi is not None:

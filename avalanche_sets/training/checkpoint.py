@@ -387,6 +387,9 @@ def save_checkpoint(
     Returns:
         ``path``.
     """
+    check = getattr(strategy, "check_deferred", None)
+    if check is not None:  # a step skipped on the device for NaN/inf: no checkpoint of it
+        check()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     state = {

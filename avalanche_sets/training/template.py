@@ -393,18 +393,154 @@ class EpisodicTemplate(SupervisedTemplate):
                 "it does not name, as EpisodicTemplate.criterion does"
             )
 
+    # ------------------------------------------------------------------ the step
+    def training_step(self) -> None:
+        """One training step on the current meta-batch, between Avalanche's
+        ``before_training_iteration`` and ``after_training_iteration``: zero the gradients,
+        forward (with ``after_encode``), the criterion, backward, the optimiser step, with
+        every Avalanche callback in between. It launches work and reads nothing on the host
+        when the optimiser skips non-finite steps on the device (:meth:`optimizer_step`)."""
+        self.optimizer.zero_grad()
+        self.loss = self._make_empty_loss()
+        self._before_forward()
+        self.mb_output = self.forward()
+        self._after_forward()
+        self.loss += self.criterion()
+        self._before_backward()
+        self.backward()
+        self._after_backward()
+        self._before_update()
+        self.optimizer_step()
+        self._after_update()
+
+    def training_epoch(self, **kwargs):
+        """Avalanche's SGD epoch with the step in one method (:meth:`training_step`)."""
+        for batch in self.dataloader:
+            if self._stop_training:
+                break
+            self.mbatch = batch
+            self._unpack_minibatch()
+            self._before_training_iteration(**kwargs)
+            self.training_step()
+            self._after_training_iteration(**kwargs)
+
+    #: Training iterations between two reads of the device-side checks (:meth:`check_deferred`)
+    #: when the optimiser skips non-finite steps on the device; also read at every domain end
+    #: and before every checkpoint.
+    deferred_check_every: int = 50
+
     def optimizer_step(self):
-        self._refuse_non_finite()
+        if self._skips_on_device():
+            self._flag_non_finite()
+        else:
+            self._refuse_non_finite()
         super().optimizer_step()
 
+    def _skips_on_device(self) -> bool:
+        """Whether the optimiser can skip a step on the device (a fused torch optimiser honours
+        ``found_inf``, as with a gradient scaler): then the finite check never waits for it."""
+        opt = self.optimizer
+        return isinstance(opt, (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD)) and bool(
+            opt.defaults.get("fused")
+        )
+
+    def _label_error(self) -> torch.Tensor | None:
+        state = self.iteration.state if self.iteration is not None else None
+        return None if state is None else state.label_error
+
+    def _flag_non_finite(self) -> None:
+        """Check the loss terms, every gradient and the support labels on the device and make
+        the optimiser skip this step and every later one once any is bad (a sticky
+        ``found_inf``); the first bad iteration and its flags stay on the device until
+        :meth:`check_deferred` reads them."""
+        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+        device = self.loss.device
+        d = getattr(self, "_deferred", None)
+        if d is None or d["bad"].device != device:
+            d = self._deferred = {
+                "bad": torch.zeros((), device=device),  # sticky: 1 from the first bad step on
+                "at": torch.full((1,), -1, dtype=torch.long, device=device),
+                "now": torch.zeros(1, dtype=torch.long, device=device),  # steps since a read
+                "one": torch.ones(1, device=device),
+                "grads_bad": torch.zeros(1, device=device),
+                "flags": {},  # names -> their flags at the first bad step
+                "where": [],  # host: (experience, iteration) of every step since a read
+            }
+        names = (*self.loss_terms, "total", "gradient")
+        values = [*self.loss_terms.values(), self.loss.detach()]
+        if grads:
+            d["grads_bad"].zero_()
+            torch._amp_foreach_non_finite_check_and_unscale_(grads, d["grads_bad"], d["one"])
+        # one number per term: itself when it is one, else its sum (non-finite iff one is)
+        values = [v.reshape(()) if v.numel() == 1 else v.sum() for v in values]
+        parts = [~torch.isfinite(torch.stack(values).float()), d["grads_bad"] > 0]
+        label_error = self._label_error()
+        if label_error is not None:
+            names = (*names, "support labels")
+            parts.append(label_error.reshape(1))
+        flags = torch.cat(parts)
+        bad_now = flags.any()
+        first = bad_now & (d["at"] < 0)
+        held = d["flags"].get(names)
+        d["flags"][names] = flags & first if held is None else torch.where(first, flags, held)
+        d["at"] = torch.where(first, d["now"], d["at"])
+        d["bad"] = torch.maximum(d["bad"], bad_now.float())
+        d["now"] = d["now"] + 1
+        d["where"].append((self.experience.current_experience, self.exp_iteration))
+        self.optimizer.found_inf = d["bad"]
+
+    def check_deferred(self) -> None:
+        """Read the device-side checks of the steps since the last read (one host read) and
+        raise for the first bad one: :class:`NonFiniteLossError` naming the term (or the
+        gradient) and the iteration, or ``ValueError`` for support labels that break the
+        ``N``-way contract. Every step from it on was skipped on the device, so the weights
+        are those before it, as a step refused on the host leaves them."""
+        d = getattr(self, "_deferred", None)
+        if d is None:
+            return
+        at = int(d["at"])
+        if at < 0:
+            d["where"].clear()
+            d["now"].zero_()
+            return
+        experience, iteration = d["where"][at]
+        bad = [n for names, f in d["flags"].items() for n, x in zip(names, f.tolist()) if x]
+        self._deferred = None
+        if "support labels" in bad:
+            raise ValueError(
+                f"the support labels at training experience {experience}, iteration "
+                f"{iteration} break the model's {self.model.n_way}-way contract (a label "
+                "outside 0..N-1, or an episode without a support example of some class); the "
+                "step and every later one were skipped, so the weights are those before it"
+            )
+        term = next((n for n in bad if n not in ("total", "gradient")), None)
+        term = term or ("total" if "total" in bad else "gradient")
+        raise NonFiniteLossError(
+            term, experience=experience, iteration=iteration, detail="skipped on the device"
+        )
+
     def _refuse_non_finite(self) -> None:
-        """Refuse the step if the loss or a gradient is NaN/inf: one reduction and one host
-        read on the hot path; the offending term or parameter is named only on failure (the
-        first non-finite term, in the order they were added, ``"meta"`` first)."""
+        """Refuse the step if the loss or a gradient is NaN/inf, or the support labels break
+        the model's ``N``-way contract: one reduction and one host read on the hot path; the
+        offending term or parameter is named only on failure (the first non-finite term, in
+        the order they were added, ``"meta"`` first)."""
         grads = [(n, p.grad) for n, p in self.model.named_parameters() if p.grad is not None]
         finite = [torch.isfinite(self.loss).all(), *(torch.isfinite(g).all() for _, g in grads)]
+        label_error = self._label_error()
+        if label_error is not None:
+            finite.append(~label_error)
         if bool(torch.stack(finite).all()):
             return
+        if label_error is not None and bool(label_error):
+            from ..models.heads import support_n_way
+
+            support_n_way(self.mb_x.support_y)  # explains labels below 0 or a missing class
+            raise ValueError(
+                f"the support labels at training experience "
+                f"{self.experience.current_experience}, iteration {self.exp_iteration} break "
+                f"the model's {self.model.n_way}-way contract (a label outside 0..N-1); the "
+                "optimiser step was refused"
+            )
         if not bool(torch.isfinite(self.loss).all()):
             bad = [k for k, v in self.loss_terms.items() if not bool(torch.isfinite(v).all())]
             values = ", ".join(
@@ -415,8 +551,14 @@ class EpisodicTemplate(SupervisedTemplate):
         self._refuse(f"gradient of {name}")
 
     def _after_training_iteration(self, **kwargs):
+        if (self.exp_iteration + 1) % self.deferred_check_every == 0:
+            self.check_deferred()  # before any plugin logs or saves this iteration
         super()._after_training_iteration(**kwargs)
         self.exp_iteration += 1
+
+    def _after_training_exp(self, **kwargs):
+        self.check_deferred()
+        super()._after_training_exp(**kwargs)
 
     # ------------------------------------------------------------------ helpers
     def replace_batch(self, x: EpisodeBatch, y: torch.Tensor) -> None:
