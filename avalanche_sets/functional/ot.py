@@ -197,10 +197,10 @@ def sinkhorn_log(
 
         def stage(f: Tensor, g: Tensor, e: Tensor | float, sweeps: int, check: bool):
             kernel = torch.exp((f.unsqueeze(1) + g.unsqueeze(0) - c) / e)  # once per stage
-            v = torch.ones_like(g)
+            kernel_t, v = kernel.T, torch.ones_like(g)  # a view, taken once per stage
             for it in range(sweeps):
                 u = a64 / torch.addmv(floor_n, kernel, v)
-                v = b64 / torch.addmv(floor_m, kernel.T, u)
+                v = b64 / torch.addmv(floor_m, kernel_t, u)
                 if check and it % 10 == 9:
                     row = u * (kernel @ v)
                     if float((row - a64).abs().sum()) < tol:
