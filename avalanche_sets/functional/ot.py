@@ -50,7 +50,7 @@ __all__ = [
     "ot_plan",
     "sinkhorn_log",
     "cvxpylayers_plan",
-    "subsample_pairs",
+    "subsample_rows",
     "ot_loss",
 ]
 
@@ -118,6 +118,12 @@ def _is_uniform(w: np.ndarray) -> bool:
     return w.size == 0 or bool(np.allclose(w, w[0], rtol=1e-12, atol=0.0))
 
 
+#: Added to every row/column sum of the scaled kernel before it divides a marginal: a
+#: zero-mass (masked) row then gets scaling 0 instead of 0/0, and a row whose kernel underflowed
+#: gets a huge but finite scaling; negligible against any non-underflowed sum.
+_SCALING_FLOOR = 1e-300
+
+
 def sinkhorn_log(
     cost: Tensor,
     a: Tensor,
@@ -125,73 +131,93 @@ def sinkhorn_log(
     *,
     eps: float,
     n_iter: int = 200,
-    tol: float = 1e-9,
+    tol: float | None = 1e-9,
     eps_scaling: bool = True,
+    eps_stages: int = 12,
+    stage_sweeps: int = 10,
 ) -> Tensor:
-    """Entropic OT plan by log-domain Sinkhorn (Peyré & Cuturi 2019, §4.4, log form).
+    """Entropic OT plan by log-stabilised Sinkhorn with ε-scaling (Schmitzer 2019, §3;
+    Peyré & Cuturi 2019, §4.4).
 
-    Solves ``min_W <W, C> - eps·H(W)`` over ``Π(a, b)`` with dual potentials ``f, g`` updated as
-    ``f = eps (log a - LSE_j((g_j - C_ij)/eps))`` and symmetrically for ``g``; every quantity is a
-    log-sum-exp, so nothing under- or overflows for small ``eps``. Runs in float64, no graph.
+    Solves ``min_W <W, C> - eps·H(W)`` over ``Π(a, b)``. The plan is kept as
+    ``W_ij = u_i · exp((f_i + g_j - C_ij)/ε) · v_j``: the dual potentials ``f, g`` (log domain)
+    are absorbed into the kernel ``K`` once per stage, and within a stage the sweeps only
+    rescale, ``u = a / (K v)``, ``v = b / (Kᵀ u)``: two matrix-vector products and two
+    divisions per sweep (4 aten ops, each one kernel on a GPU; ``K`` is computed once per
+    stage). The plan is the same fixed point as log-domain Sinkhorn's; absorbing at every stage
+    keeps ``u, v`` near 1, so nothing under- or overflows in float64 for small ``eps``.
 
-    With ``eps_scaling`` (default) the potentials are warm-started by a short annealing
-    ``eps_k = max(eps, max(C)·2^-k)`` (10 sweeps per stage, ≈ ``10·log2(max C / eps)`` sweeps in
-    all), which makes small ``eps`` converge in far fewer sweeps than a cold start.
+    With ``eps_scaling`` (default) the potentials are warm-started by ``eps_stages`` stages of
+    ``stage_sweeps`` sweeps each, at ``ε_k`` spaced geometrically from ``max(C)`` down to
+    ``eps`` (``ε_k = eps·(max C/eps)^{(K-k)/K}``, ``k = 0..K-1``; all ``eps`` when
+    ``max C <= eps``), then ``n_iter`` sweeps run at ``eps``. The schedule is computed on the
+    device from ``max(C)``: it reads nothing on the host.
 
     Args:
         cost: ``[n, m]``.
-        a: ``[n]`` source weights, b: ``[m]`` target weights (non-negative, same total mass).
+        a: ``[n]`` source weights, b: ``[m]`` target weights (non-negative, same total mass;
+            zero-mass rows/columns, e.g. masked points, get an exactly zero plan row/column).
         eps: entropic regularisation, in the units of ``cost`` (absolute, like POT's ``reg``).
-        n_iter: maximum number of (f, g) sweeps at the target ``eps``.
-        tol: stop when the L1 error of the row marginal falls below ``tol`` (checked every 10).
+        n_iter: sweeps at the target ``eps`` (the most of them with ``tol``).
+        tol: stop when the L1 error of the row marginal falls below ``tol`` (checked every 10
+            sweeps: a host read each). ``None``: run exactly ``n_iter`` sweeps and read nothing
+            on the host (the mode for a step captured as one CUDA graph or compiled with
+            ``fullgraph=True``).
         eps_scaling: anneal ``eps`` from the cost scale down to ``eps`` first.
+        eps_stages, stage_sweeps: the annealing's stages and sweeps per stage.
 
     Returns:
         plan ``[n, m]`` (float64, detached). Its column marginal is exact, its row marginal is
         within ``tol`` once converged.
 
-    Why not POT (a dependency), measured by ``benchmarks/ot_sinkhorn.py`` (64-d points,
-    n = 50, 120 and 250 per side,
-    eps = 0.05 (ORDER's default) and 0.5, the solvers taking turns on one thread): POT's
-    torch-backend log-domain solver ``ot.bregman.sinkhorn_log`` (also behind
-    ``ot.solve(..., reg=eps)``) starts cold. With ORDER's 200 sweeps it takes 0.6-0.8x our
-    time, but at eps = 0.05 its plan is far from feasible (marginal L1 error 0.12-0.13, ours
-    2.3e-3-3.4e-3) and its transport value 3.9e-3-4.2e-3 (relative) off the entropic optimum
-    (ours ≤ 4.1e-5); with 2,000 iterations it reaches our accuracy at 6.1-8.1x our time. POT's
-    ``sinkhorn_epsilon_scaling`` is more accurate (marginal error ≤ 4.4e-5) but takes 1.8-7.2x
-    our time up to n = 120 (the order of what the ``cpu`` preset feeds the OT loss) and at
-    eps = 0.5; only at n = 250, eps = 0.05 is it as fast (0.89x); it also warns that it did
-    not converge at its defaults. Where both converge, plans, values and gradients agree
+    Why not POT (a dependency): measured by ``benchmarks/ot_sinkhorn.py``, whose results say
+    how our solver compares with POT's ``ot.bregman.sinkhorn_log`` and
+    ``sinkhorn_epsilon_scaling`` in time, feasibility and value; where both converge, plans,
+    values and gradients agree
     (``tests/functional/test_ot.py::test_sinkhorn_value_gradient_and_plan_match_pot``, against
     ``ot.solve(..., grad="envelope")``).
     """
     if not eps > 0:
         raise ValueError(f"eps must be positive, got {eps}")
+    if tol is not None and not tol > 0:
+        raise ValueError(f"tol must be positive or None, got {tol}")
+    for name, value in (("n_iter", n_iter), ("eps_stages", eps_stages)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    if isinstance(stage_sweeps, bool) or not isinstance(stage_sweeps, int) or stage_sweeps < 1:
+        raise ValueError(f"stage_sweeps must be a positive integer, got {stage_sweeps!r}")
     with torch.no_grad():
         c = cost.detach().double()
-        a64, b64 = a.double().to(c.device), b.double().to(c.device)
-        log_a, log_b = a64.log(), b64.log()
-        f = torch.zeros_like(log_a)
-        g = torch.zeros_like(log_b)
+        n, m = c.shape
+        if n == 0 or m == 0:
+            return c.new_zeros((n, m))
+        a64, b64 = a.to(c.device, torch.float64), b.to(c.device, torch.float64)
+        floor_n, floor_m = c.new_full((n,), _SCALING_FLOOR), c.new_full((m,), _SCALING_FLOOR)
+        f, g = c.new_zeros(n), c.new_zeros(m)
 
-        def sweep(f: Tensor, g: Tensor, e: float) -> tuple[Tensor, Tensor]:
-            f = e * (log_a - torch.logsumexp((g.unsqueeze(0) - c) / e, dim=1))
-            g = e * (log_b - torch.logsumexp((f.unsqueeze(1) - c) / e, dim=0))
-            return f, g
+        def stage(f: Tensor, g: Tensor, e: Tensor | float, sweeps: int, check: bool):
+            kernel = torch.exp((f.unsqueeze(1) + g.unsqueeze(0) - c) / e)  # once per stage
+            kernel_t, v = kernel.T, torch.ones_like(g)  # a view, taken once per stage
+            for it in range(sweeps):
+                u = a64 / torch.addmv(floor_n, kernel, v)
+                v = b64 / torch.addmv(floor_m, kernel_t, u)
+                if check and it % 10 == 9:
+                    row = u * (kernel @ v)
+                    if float((row - a64).abs().sum()) < tol:
+                        break
+            return u, v, kernel
 
-        if eps_scaling and c.numel():
-            stage_eps = float(c.max())
-            while stage_eps > eps:
-                for _ in range(10):
-                    f, g = sweep(f, g, stage_eps)
-                stage_eps /= 2.0
-        for it in range(int(n_iter)):
-            f, g = sweep(f, g, eps)
-            if it % 10 == 9:
-                row = torch.exp((f.unsqueeze(1) + g.unsqueeze(0) - c) / eps).sum(1)
-                if float((row - a64).abs().sum()) < tol:
-                    break
-        return torch.exp((f.unsqueeze(1) + g.unsqueeze(0) - c) / eps)
+        if eps_scaling and eps_stages:
+            # ε_k on the device: log(max C / eps), floored at 0, sets the geometric spacing.
+            log_ratio = torch.log(c.max() / eps).clamp_min(0.0)
+            for k in range(eps_stages):
+                e = eps * torch.exp(log_ratio * ((eps_stages - k) / eps_stages))
+                u, v, _ = stage(f, g, e, stage_sweeps, check=False)
+                f, g = f + e * torch.log(u), g + e * torch.log(v)  # absorb into the potentials
+        if n_iter == 0:
+            return torch.exp((f.unsqueeze(1) + g.unsqueeze(0) - c) / eps)
+        u, v, kernel = stage(f, g, eps, n_iter, check=tol is not None)
+        return u.unsqueeze(1) * kernel * v.unsqueeze(0)
 
 
 def _build_cvxpy_layer(n: int, m: int, quad_reg: float):
@@ -264,88 +290,173 @@ def cvxpylayers_plan(
     return plan.to(device=device, dtype=dtype)
 
 
+def _check_mask(mask: Tensor, n: int, m: int) -> None:
+    if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
+        raise ValueError(f"mask must be a bool tensor, got {getattr(mask, 'dtype', mask)!r}")
+    if n != m or mask.shape != (n,):
+        raise ValueError(
+            f"mask marks paired rows: it needs n == m and shape [{n}], got a {n}x{m} problem "
+            f"and mask {tuple(mask.shape)}"
+        )
+
+
+def _to_device_of(plan: np.ndarray, like: Tensor) -> Tensor:
+    """``plan`` as a tensor of ``like``'s dtype on its device; to a CUDA device from pinned
+    memory with a non-blocking copy, so the host does not wait for the device's queue."""
+    host = torch.from_numpy(plan).to(like.dtype)
+    if like.device.type == "cuda" and torch.cuda.is_available():
+        return host.pin_memory().to(like.device, non_blocking=True)
+    return host.to(like.device)
+
+
+def _exact_plan(
+    cost: Tensor,
+    mask: Tensor | None,
+    a_np: np.ndarray | None,
+    b_np: np.ndarray | None,
+    refuse_non_finite: bool,
+) -> Tensor:
+    """The LP optimum on the host: one device→host copy (the cost, with the mask as an extra
+    row), the positive-mass block solved (``linear_sum_assignment`` for equal uniform masses,
+    POT ``ot.emd`` otherwise), the plan sent back with :func:`_to_device_of`."""
+    n, m = cost.shape
+    c64 = cost.detach().double()
+    if mask is not None:
+        host = torch.cat([c64, mask.to(c64.dtype).unsqueeze(0)]).cpu().numpy()  # the one read
+        c_host, valid = host[:-1], host[-1] > 0.5
+        k = int(valid.sum())
+        a_np = b_np = np.where(valid, 1.0 / max(k, 1), 0.0)
+    else:
+        c_host = c64.cpu().numpy()  # the one host read of this solver
+    rows, cols = np.flatnonzero(a_np > 0), np.flatnonzero(b_np > 0)
+    block = np.ascontiguousarray(c_host[np.ix_(rows, cols)])
+    if not np.isfinite(block).all():
+        return _non_finite_plan(cost, refuse_non_finite)
+    plan = np.zeros((n, m))
+    if rows.size == 0 or cols.size == 0:
+        return _to_device_of(plan, cost)
+    a_sub, b_sub = a_np[rows], b_np[cols]
+    if rows.size == cols.size and _is_uniform(a_sub) and _is_uniform(b_sub):
+        from scipy.optimize import linear_sum_assignment  # heavy; only this solver path
+
+        r, c = linear_sum_assignment(block)
+        plan[rows[r], cols[c]] = a_sub[0]
+    else:
+        import ot  # POT: heavy to import, needed only for unequal or weighted marginals
+
+        plan[np.ix_(rows, cols)] = ot.emd(a_sub, b_sub, block)
+    return _to_device_of(plan, cost)
+
+
 def ot_plan(
     cost: Tensor,
     *,
     solver: str = "exact",
     eps: float = 0.05,
     n_iter: int = 200,
+    tol: float | None = 1e-9,
     a: Tensor | None = None,
     b: Tensor | None = None,
+    mask: Tensor | None = None,
     quad_reg: float = 1e-3,
     refuse_non_finite: bool = True,
 ) -> Tensor:
     """Optimal transport plan for a cost matrix (detached, no graph).
 
     Args:
-        cost: ``[n, m]`` finite costs.
+        cost: ``[n, m]`` finite costs (on the rows and columns that carry mass).
         solver: one of :data:`OT_SOLVERS`.
-            ``"exact"``: ``linear_sum_assignment`` when ``n == m`` and both weights are uniform
-            (the LP optimum is then a permutation scaled by ``1/n``), POT ``ot.emd`` otherwise.
-            ``"sinkhorn"``: :func:`sinkhorn_log` with ``eps`` and ``n_iter``.
+            ``"exact"``: ``linear_sum_assignment`` when the positive masses are equally many
+            and uniform (the LP optimum is then a scaled permutation), POT ``ot.emd``
+            otherwise.
+            ``"sinkhorn"``: :func:`sinkhorn_log` with ``eps``, ``n_iter`` and ``tol``.
             ``"cvxpylayers"``: :func:`cvxpylayers_plan` with ``quad_reg`` (detached here).
-        eps, n_iter: Sinkhorn options. quad_reg: cvxpylayers option.
+        eps, n_iter, tol: Sinkhorn options (``tol=None``: a fixed number of sweeps, no host
+            read). quad_reg: cvxpylayers option.
         a, b: ``[n]`` / ``[m]`` non-negative weights with equal totals; uniform when ``None``.
+        mask: bool ``[n]`` for a square cost whose rows and columns are paired (row ``i`` and
+            column ``i`` are the same point): the ``k`` rows it marks carry mass ``1/k`` on
+            both sides, the others none, and their plan rows and columns are zero. Exclusive
+            with ``a``/``b``. Built on the device: the marginals read nothing on the host.
         refuse_non_finite: raise ``ValueError`` on a non-finite cost (default); ``False``
-            returns an all-NaN plan instead, for a caller that checks its loss itself (ORDER's
-            OT plugin: the template refuses a non-finite term).
+            returns an all-NaN plan instead (Sinkhorn: a NaN plan, computed without a check),
+            for a caller that checks its loss itself (ORDER's OT plugin: the template refuses
+            a non-finite term).
 
     Returns:
         plan ``[n, m]`` with row sums ``a`` and column sums ``b``, dtype/device of ``cost``.
 
-    The exact solver reads the device once: the cost it copies to the host, whose finiteness
-    is checked there. The other solvers check it on the device first (one read).
+    Host reads: the exact solver copies the cost (and the mask) to the host once, checks
+    finiteness there and sends the plan back with a non-blocking copy (from pinned memory to a
+    CUDA device). Sinkhorn with ``tol=None``, uniform or masked weights and
+    ``refuse_non_finite=False`` reads nothing; otherwise one finiteness read first.
     """
     check_solver(solver)
     if not isinstance(cost, Tensor) or cost.dim() != 2:
         raise ValueError(f"cost must be a [n, m] tensor, got {getattr(cost, 'shape', cost)!r}")
-    if solver != "exact" and cost.numel() and not bool(torch.isfinite(cost).all()):
-        return _non_finite_plan(cost, refuse_non_finite)
     n, m = cost.shape
-    a_np, b_np = _weights(a, n, "a"), _weights(b, m, "b")
+    if mask is not None:
+        _check_mask(mask, n, m)
+        if a is not None or b is not None:
+            raise ValueError("give either mask or the weights a, b, not both")
+    weighted = a is not None or b is not None
+    a_np = b_np = None
+    if weighted or (solver == "exact" and mask is None):
+        a_np, b_np = _weights(a, n, "a"), _weights(b, m, "b")
+        if n and m and not math.isclose(a_np.sum(), b_np.sum(), rel_tol=1e-9, abs_tol=1e-12):
+            raise ValueError(
+                f"a and b must have the same total mass, got {a_np.sum()} and {b_np.sum()}"
+            )
     if n == 0 or m == 0:
         return cost.detach().new_zeros((n, m))
-    if not math.isclose(a_np.sum(), b_np.sum(), rel_tol=1e-9, abs_tol=1e-12):
-        raise ValueError(
-            f"a and b must have the same total mass, got {a_np.sum()} and {b_np.sum()}"
-        )
     c_det = cost.detach()
     if solver == "exact":
-        c_host = c_det.double().cpu().numpy()  # the one host read of this solver
-        if not np.isfinite(c_host).all():
-            return _non_finite_plan(cost, refuse_non_finite)
-        if n == m and _is_uniform(a_np) and _is_uniform(b_np):
-            from scipy.optimize import linear_sum_assignment  # heavy; only this solver path
-
-            rows, cols = linear_sum_assignment(c_host)
-            plan = c_det.new_zeros((n, m))
-            plan[
-                torch.as_tensor(rows, device=plan.device), torch.as_tensor(cols, device=plan.device)
-            ] = float(a_np[0])
-            return plan
-        import ot  # POT: heavy to import, needed only for unequal or weighted marginals
-
-        plan_np = ot.emd(a_np, b_np, np.ascontiguousarray(c_host))
-        return torch.as_tensor(plan_np).to(c_det)
+        return _exact_plan(c_det, mask, a_np, b_np, refuse_non_finite)
+    # Sinkhorn turns a non-finite cost into a NaN plan by itself: checked only to refuse it.
+    check = refuse_non_finite or solver == "cvxpylayers"
+    if check and not bool(torch.isfinite(c_det).all()):
+        return _non_finite_plan(cost, refuse_non_finite)
+    if weighted:
+        a_t, b_t = torch.as_tensor(a_np), torch.as_tensor(b_np)
+    elif mask is not None:
+        a_t = mask.to(torch.float64) / mask.sum().clamp_min(1)
+        b_t = a_t
+    else:
+        a_t, b_t = c_det.new_full((n,), 1.0 / n), c_det.new_full((m,), 1.0 / m)
     if solver == "sinkhorn":
-        plan = sinkhorn_log(
-            c_det, torch.as_tensor(a_np), torch.as_tensor(b_np), eps=eps, n_iter=n_iter
-        )
+        plan = sinkhorn_log(c_det, a_t, b_t, eps=eps, n_iter=n_iter, tol=tol)
         return plan.to(c_det)
     with torch.no_grad():
-        return cvxpylayers_plan(
-            c_det, torch.as_tensor(a_np), torch.as_tensor(b_np), quad_reg=quad_reg
-        ).detach()
+        return cvxpylayers_plan(c_det, a_t, b_t, quad_reg=quad_reg).detach()
 
 
-def subsample_pairs(
-    n: int, max_points: int | None, generator: torch.Generator | None = None
+def subsample_rows(
+    n: int,
+    max_points: int | None,
+    *,
+    mask: Tensor | None = None,
+    generator: torch.Generator | None = None,
+    device: torch.device | str | None = None,
 ) -> Tensor | None:
-    """Indices of at most ``max_points`` of ``n`` paired points (uniform, without replacement).
+    """Indices of at most ``max_points`` of ``n`` rows, uniform without replacement among the
+    rows ``mask`` marks (all rows without a mask), in a shape that does not depend on the mask.
 
-    Returns ``None`` when no subsampling is needed (``max_points`` is ``None`` or ≥ ``n``);
-    otherwise a sorted ``LongTensor [max_points]`` drawn with ``torch.randperm(generator=...)``,
-    so a seeded generator reproduces it.
+    Every row gets a random key (``torch.rand`` on the rows' device, from ``generator``);
+    unmarked rows get key 2, above every drawn key; the ``max_points`` smallest keys are taken.
+    So when ``k >= max_points`` rows are marked, the result is a uniform random
+    ``max_points``-subset of them; when fewer, it holds all ``k`` and ``max_points - k``
+    unmarked rows (keep them masked). Nothing is read on the host.
+
+    Args:
+        n: the number of rows.
+        max_points: G (``None``: no sub-sampling).
+        mask: bool ``[n]``, the rows that may be drawn.
+        generator: a ``torch.Generator`` on ``device`` (the global generator when ``None``).
+        device: where the rows live (default: ``mask``'s device, else the generator's).
+
+    Returns:
+        ``None`` when no sub-sampling is needed (``max_points`` is ``None`` or ≥ ``n``);
+        otherwise sorted indices ``LongTensor [max_points]`` on ``device``.
     """
     if max_points is None:
         return None
@@ -357,17 +468,23 @@ def subsample_pairs(
         raise ValueError(f"max_points must be a positive integer or None, got {max_points!r}")
     if n <= max_points:
         return None
-    idx = torch.randperm(n, generator=generator)[: int(max_points)]
-    return idx.sort().values
+    if device is None:
+        device = mask.device if mask is not None else getattr(generator, "device", "cpu")
+    keys = torch.rand(n, generator=generator, device=device)
+    if mask is not None:
+        keys = keys.masked_fill(~mask, 2.0)
+    return keys.topk(int(max_points), largest=False, sorted=False).indices.sort().values
 
 
 def ot_loss(
     current: Tensor,
     stored: Tensor,
     *,
+    mask: Tensor | None = None,
     solver: str = "exact",
     eps: float = 0.05,
     n_iter: int = 200,
+    tol: float | None = 1e-9,
     max_points: int | None = None,
     generator: torch.Generator | None = None,
     quad_reg: float = 1e-3,
@@ -381,61 +498,87 @@ def ot_loss(
             gradient flows into them).
         stored: ``[m, d]`` embeddings stored with those inputs (normally ``m == n`` and row ``i``
             of both comes from the same input; usually without grad).
+        mask: bool ``[n]`` (needs ``m == n``): the rows that are points, on both sides. The
+            ``k`` marked rows carry mass ``1/k`` each, the others none: the loss equals the
+            loss of the marked rows alone, whatever the other rows hold (they are zeroed
+            before the cost, so not even a non-finite value there reaches the loss or the
+            gradient). Lets a caller keep fixed-shape, padded point sets.
         solver: ``"exact"`` (default; plan detached), ``"sinkhorn"`` (plan detached) or
             ``"cvxpylayers"`` (differentiable through the solution map, the paper's choice).
-        eps, n_iter: Sinkhorn regularisation (absolute, units of the squared distances) and
-            maximum iterations.
-        max_points: G, the maximum number of points per side. When ``n == m`` the **same**
-            indices are drawn on both sides (the current and stored embeddings of the same
-            inputs); otherwise each side is subsampled independently (same generator).
-        generator: torch generator for the subsampling (CPU); global RNG when ``None``.
+        eps, n_iter, tol: Sinkhorn regularisation (absolute, units of the squared distances),
+            sweeps at ``eps`` and early-stop tolerance (``None``: exactly ``n_iter`` sweeps,
+            no host read; see :func:`sinkhorn_log`).
+        max_points: G, the most points per side, drawn by :func:`subsample_rows`. When
+            ``n == m`` the **same** rows are drawn on both sides (the current and stored
+            embeddings of the same inputs), among the marked rows when there is a mask;
+            otherwise each side is sub-sampled independently (same generator).
+        generator: torch generator of the sub-sampling, on ``current``'s device; the global
+            generator when ``None``.
         quad_reg: quadratic smoothing of the cvxpylayers problem.
         solver_args: forwarded to the cvxpylayers layer.
         refuse_non_finite: raise on non-finite points or costs (default: one host read per
             side besides the solver's). ``False``: a non-finite input makes the loss NaN
-            instead, for a caller that checks its loss itself; with the exact solver the loss
-            then reads the device once, to copy the cost to the host (see :func:`ot_plan`).
+            instead, for a caller that checks its loss itself; the exact solver then reads
+            the device once (see :func:`ot_plan`), Sinkhorn with ``tol=None`` never.
 
     Returns:
-        scalar tensor (0 when a side is empty), differentiable w.r.t. ``current``.
+        scalar tensor (0 when a side is empty or nothing is marked), differentiable w.r.t.
+        ``current``.
 
     Raises:
-        ValueError: bad shapes, non-finite values, unknown solver, bad ``max_points``, a
-            cvxpylayers problem above ``CVXPYLAYERS_MAX_ENTRIES``.
+        ValueError: bad shapes or mask, non-finite values, unknown solver, bad
+            ``max_points``, a cvxpylayers problem above ``CVXPYLAYERS_MAX_ENTRIES``.
     """
     check_solver(solver)
-    _check_points("current", current, finite=refuse_non_finite)
-    _check_points("stored", stored, finite=refuse_non_finite)
+    _check_points("current", current, finite=False)
+    _check_points("stored", stored, finite=False)
     if current.shape[1] != stored.shape[1]:
         raise ValueError(
             f"current and stored must have the same feature size, got {tuple(current.shape)} "
             f"and {tuple(stored.shape)}"
         )
-    subsample_pairs(0, max_points)  # validates max_points
     n, m = current.shape[0], stored.shape[0]
+    if mask is not None:
+        _check_mask(mask, n, m)
+        mask = mask.to(current.device)
+    subsample_rows(0, max_points)  # validates max_points
     if n == 0 or m == 0:
         return current.sum() * 0.0
     stored = stored.to(device=current.device, dtype=current.dtype)
+    if mask is not None:  # padding rows hold zeros: finite, and no gradient reaches them
+        keep = mask.unsqueeze(1)
+        current, stored = torch.where(keep, current, 0.0), torch.where(keep, stored, 0.0)
+    if refuse_non_finite:
+        _check_points("current", current)
+        _check_points("stored", stored)
+    draw = dict(max_points=max_points, generator=generator, device=current.device)
     if n == m:
-        idx = subsample_pairs(n, max_points, generator)
+        idx = subsample_rows(n, mask=mask, **draw)
         if idx is not None:
-            idx = idx.to(current.device)
-            current, stored = current[idx], stored[idx]
+            current, stored = current.index_select(0, idx), stored.index_select(0, idx)
+            mask = None if mask is None else mask.index_select(0, idx)
     else:
-        idx_c = subsample_pairs(n, max_points, generator)
-        idx_s = subsample_pairs(m, max_points, generator)
-        if idx_c is not None:
-            current = current[idx_c.to(current.device)]
-        if idx_s is not None:
-            stored = stored[idx_s.to(current.device)]
+        idx_c, idx_s = subsample_rows(n, **draw), subsample_rows(m, **draw)
+        current = current if idx_c is None else current.index_select(0, idx_c)
+        stored = stored if idx_s is None else stored.index_select(0, idx_s)
     cost = squared_euclidean(current, stored, expand=True)  # memory O(nm), not O(nmd)
     if solver == "cvxpylayers":
         if refuse_non_finite or bool(torch.isfinite(cost).all()):
-            plan = cvxpylayers_plan(cost, quad_reg=quad_reg, solver_args=solver_args)
+            if mask is None:
+                a = b = None
+            else:
+                a = b = mask.to(cost.dtype) / mask.sum().clamp_min(1)
+            plan = cvxpylayers_plan(cost, a, b, quad_reg=quad_reg, solver_args=solver_args)
         else:
             plan = _non_finite_plan(cost, refuse=False)
     else:
         plan = ot_plan(
-            cost, solver=solver, eps=eps, n_iter=n_iter, refuse_non_finite=refuse_non_finite
+            cost,
+            solver=solver,
+            eps=eps,
+            n_iter=n_iter,
+            tol=tol,
+            mask=mask,
+            refuse_non_finite=refuse_non_finite,
         )
     return (plan * cost).sum()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+from typing import Any
+
 import torch
 from avalanche.core import SupervisedPlugin
 
@@ -18,7 +21,12 @@ class OTFeatureLossPlugin(SupervisedPlugin):
     :class:`~avalanche_sets.order.FeatureReservoirReplayPlugin`), the current embeddings
     ``{e_i}`` of their stored inputs (support ∪ the ``U_id`` chosen at storage time) come from
     the meta-batch's single forward pass; their stored embeddings ``{g_i}`` from the memory.
-    At most ``max_points`` (G) pairs are drawn per step, the same inputs on both sides, and
+    Both sides are fixed-shape, padded point sets (one row per support and unlabeled image of
+    each replayed task) with a mask of the valid rows (:meth:`current_and_stored`), so the
+    term reads nothing on the host except what its solver needs. At most ``max_points`` (G)
+    valid pairs are drawn per step, uniformly, the same inputs on both sides, with random keys
+    from the plugin's own generator on the model's device
+    (:func:`~avalanche_sets.functional.ot.subsample_rows`), and
 
         ``L_OT = min_{W ∈ Π(μ, ν)} Σ_ij W_ij ‖e_i − g_j‖²``   (paper Eq. 9)
 
@@ -28,14 +36,21 @@ class OTFeatureLossPlugin(SupervisedPlugin):
     (:class:`~avalanche_sets.order.OrderStrategy`'s names it in Eq. 10). The replayed tasks come from
     ``strategy.iteration.replayed``. Solvers: ``"exact"`` (default; assignment /
     network simplex, plan detached — by the envelope theorem its gradient is that of the optimal
-    value), ``"sinkhorn"`` and ``"cvxpylayers"`` (the paper's differentiable convex layer; slow).
+    value; one host round trip: the cost copied over, the plan copied back without blocking),
+    ``"sinkhorn"`` (plan detached; with ``tol=None``, the default here, a fixed number of
+    sweeps that reads nothing on the host, for a step captured as one CUDA graph) and
+    ``"cvxpylayers"`` (the paper's differentiable convex layer; slow).
 
     Args:
         beta: weight β (paper: 0.003). Must be ≥ 0.
         solver: ``"exact"``, ``"sinkhorn"`` or ``"cvxpylayers"``.
         max_points: G, pairs per step (``None``: all).
-        eps, n_iter: Sinkhorn parameters.
-        seed: seed of the sub-sampling generator.
+        eps, n_iter: Sinkhorn regularisation (absolute) and sweeps at ``eps`` (after the
+            ε-scaling stages, see :func:`~avalanche_sets.functional.ot.sinkhorn_log`).
+        tol: Sinkhorn's early stop on the row marginal's L1 error (a host read every 10
+            sweeps); ``None`` (default): exactly ``n_iter`` sweeps, no host read.
+        seed: seed of the sub-sampling generator (created on the model's device at first
+            use; saved and restored with :meth:`state_dict`).
     """
 
     #: The plugins it reads from (checked when the strategy is built).
@@ -51,6 +66,7 @@ class OTFeatureLossPlugin(SupervisedPlugin):
         max_points: int | None = 250,
         eps: float = 0.05,
         n_iter: int = 200,
+        tol: float | None = None,
         seed: int = 0,
     ) -> None:
         super().__init__()
@@ -70,23 +86,66 @@ class OTFeatureLossPlugin(SupervisedPlugin):
         self.beta = float(beta)
         self.solver = solver
         self.max_points = max_points
+        if tol is not None and not tol > 0:
+            raise ValueError(f"tol must be positive or None, got {tol!r}")
         self.eps = eps
         self.n_iter = n_iter
-        self._generator = torch.Generator().manual_seed(int(seed))
+        self.tol = tol
+        self.seed = int(seed)
+        self._generator: torch.Generator | None = None
+        # A generator state not yet placed on a device (a restored checkpoint), with the
+        # device type it was saved from.
+        self._pending: dict[str, Any] | None = None
         self.last_value: torch.Tensor | None = None
         """The last iteration's ``L_OT`` as a detached 0-d tensor (``None``: nothing
         replayed); read it with ``float()`` when needed (reading waits for the device)."""
 
-    def current_and_stored(self, state, replayed) -> tuple[torch.Tensor, torch.Tensor]:
-        """Current and stored embeddings of the replayed tasks' stored inputs, paired by row:
-        ``e_i`` from this forward pass (``state``), ``g_i`` from the memory."""
-        current, stored = [], []
-        for row, task in zip(replayed.rows, replayed.tasks):
-            u_id = task.id_rows().to(state.unlabeled_emb.device)  # fixed-shape: no host read
-            unlabeled = state.unlabeled_emb[row].index_select(0, u_id)
-            current.append(torch.cat([state.support_emb[row], unlabeled]))
-            stored.append(task.features)
-        return torch.cat(current), torch.cat(stored).to(state.support_emb.device)
+    def current_and_stored(self, state, replayed) -> tuple[torch.Tensor, ...]:
+        """Current and stored embeddings of the replayed tasks' stored inputs, paired by row,
+        and the mask of the rows that are points.
+
+        Returns:
+            ``(current, stored, mask)``: ``[R·(S+U), d]``, ``[R·(S+U), d]`` and bool
+            ``[R·(S+U)]`` for ``R`` replayed tasks of ``S`` support and ``U`` unlabeled images:
+            task by task, one row per support then unlabeled image; ``e_i`` from this forward
+            pass (``state``), ``g_i`` from the memory (:attr:`MemoryTask.features`), ``mask``
+            from :meth:`MemoryTask.feature_mask` (the support and the ``U_id`` chosen at
+            storage time). Fixed shapes, built with slices and stacks: no host read.
+        """
+        rows = replayed.rows
+        if rows.step != 1:
+            raise ValueError(f"replayed rows must be contiguous, got {rows!r}")
+        device = state.support_emb.device
+        support = state.support_emb[rows.start : rows.stop]
+        current = torch.cat([support, state.unlabeled_emb[rows.start : rows.stop]], dim=1)
+        stored = torch.stack([t.features for t in replayed.tasks]).to(device)
+        unlabeled_id = torch.stack([t.unlabeled_id for t in replayed.tasks]).to(device)
+        mask = torch.cat(
+            [unlabeled_id.new_ones(support.shape[:2]), unlabeled_id], dim=1
+        )  # each task's feature_mask(), stacked
+        return current.flatten(0, 1), stored.flatten(0, 1), mask.flatten()
+
+    def generator(self, device: torch.device) -> torch.Generator:
+        """The sub-sampling generator on ``device``: seeded with ``seed`` when first made,
+        or restored from a checkpoint's state; a state saved from another device type
+        seeds it instead (with a hash of that state: reproducible, another stream)."""
+        device = torch.device(device)
+        gen = self._generator
+        if gen is not None and gen.device == device:
+            return gen
+        if gen is not None:  # the model moved: carry the stream over as a pending state
+            self._pending = {"generator": gen.get_state(), "device": gen.device.type}
+        gen = torch.Generator(device=device)
+        pending, self._pending = self._pending, None
+        if pending is None:
+            gen.manual_seed(self.seed)
+        elif pending["device"] == gen.device.type:
+            gen.set_state(pending["generator"])
+        else:
+            digest = hashlib.sha256(pending["generator"].numpy().tobytes()).digest()
+            gen.manual_seed(int.from_bytes(digest[:8], "little"))
+        self._generator = gen
+        return gen
 
     def loss_term(self, strategy) -> torch.Tensor | None:
         """``β · L_OT`` of the replayed tasks (``None`` when this iteration replays none)."""
@@ -94,20 +153,38 @@ class OTFeatureLossPlugin(SupervisedPlugin):
         if it is None or it.replayed is None or it.state is None:
             self.last_value = None
             return None
+        current, stored, mask = self.current_and_stored(it.state, it.replayed)
         value = ot_loss(
-            *self.current_and_stored(it.state, it.replayed),
+            current,
+            stored,
+            mask=mask,
             solver=self.solver,
             eps=self.eps,
             n_iter=self.n_iter,
+            tol=self.tol,
             max_points=self.max_points,
-            generator=self._generator,
+            generator=self.generator(current.device),
             refuse_non_finite=False,  # the template refuses a non-finite term, by name
         )
         self.last_value = value.detach()  # a tensor: no host synchronisation per iteration
         return self.beta * value
 
     def state_dict(self) -> dict:
-        return {"generator": self._generator.get_state()}
+        """``{"generator": state, "device": type}`` of the sub-sampling generator (``None``
+        for both before its first use and restore)."""
+        if self._generator is not None:
+            return {"generator": self._generator.get_state(), "device": self._generator.device.type}
+        if self._pending is not None:
+            return dict(self._pending)
+        return {"generator": None, "device": None}
 
     def load_state_dict(self, state: dict) -> None:
-        self._generator.set_state(state["generator"])
+        """Restore :meth:`state_dict`'s generator, placed on the model's device at its next
+        use. A state without ``"device"`` is a CPU generator's."""
+        self._generator = None
+        if state.get("generator") is None:
+            self._pending = None
+            return
+        # A state without a device is that of a default torch.Generator(), the host's.
+        device = state.get("device") or torch.Generator().device.type
+        self._pending = {"generator": state["generator"], "device": device}

@@ -15,7 +15,6 @@ from torch import Tensor
 from ..data.device_episodes import to_device
 from ..data.episodes import EpisodeBatch
 from ..defaults import MEM_SIZE, REPLAY_BATCH, check_mem_size
-from ..functional.ood import id_first
 from ..functional.reservoir import Reservoir
 from ..training.iteration import MetaBatchReplay
 from ..training.memory_fill import MemoryFilling
@@ -71,9 +70,14 @@ class MemoryTask:
             no sampler can regenerate, e.g. batches a caller built); ``None`` when ``source``
             stands for them. Read the images with :meth:`images` either way.
         source: the :class:`EpisodeSource` that regenerates the images, or ``None``.
-        unlabeled_id: bool ``[U]``, the ``U_id`` mask decided when the task was stored.
-        features: float32 ``[|S| + |U_id|, d]``, ``h_θ`` of the support images followed by the
-            ``U_id`` images, computed when the task was stored (the OT targets ``g_i``).
+        unlabeled_id: bool ``[U]``, the ``U_id`` mask decided when the task was stored (all
+            ``False`` when the memory keeps no unlabeled features).
+        features: float32 ``[|S| + U, d]``, ``h_θ`` of the support images followed by one row
+            per unlabeled image, computed when the task was stored (the OT targets ``g_i``):
+            a fixed shape, so tasks stack and nothing depends on ``|U_id|``. Only the rows
+            :meth:`feature_mask` marks hold features (the support's and ``U_id``'s); the
+            others hold zeros. A task saved with only its ``|S| + |U_id|`` valid rows is
+            padded into this layout when it is built.
         payload: tensors other plugins keep with the task, by name (e.g. its query logits at
             storage time), attached when it is stored (see :class:`StoredTask`) and read when
             it is replayed (``strategy.iteration.replayed.tasks``). Saved in checkpoints with the task and
@@ -101,6 +105,26 @@ class MemoryTask:
             raise ValueError(
                 "a MemoryTask needs its images (support_x, query_x, unlabeled_x) or a source"
             )
+        n_support, n_unlabeled = self.support_y.shape[-1], self.unlabeled_id.shape[-1]
+        if self.features.dim() != 2 or self.features.shape[0] != n_support + n_unlabeled:
+            self.features = self._padded(self.features, n_support)
+
+    def _padded(self, valid: Tensor, n_support: int) -> Tensor:
+        """Features holding only the ``|S| + |U_id|`` valid rows, in order, laid out as
+        :attr:`features` (a zero row for every image outside ``U_id``); reads the mask on
+        the host, which only a task built from such rows (an older checkpoint) needs."""
+        is_id = self.unlabeled_id.to(valid.device)
+        n_id = int(is_id.sum())
+        if valid.dim() != 2 or valid.shape[0] != n_support + n_id:
+            raise ValueError(
+                f"features must have shape [|S| + U, d] = [{n_support + is_id.numel()}, d] (or "
+                f"[|S| + |U_id|, d] = [{n_support + n_id}, d], the valid rows only), got "
+                f"{tuple(valid.shape)}"
+            )
+        out = valid.new_zeros((n_support + is_id.numel(), valid.shape[1]))
+        out[:n_support] = valid[:n_support]
+        out[n_support:][is_id] = valid[n_support:]
+        return out
 
     def _tensors(self) -> dict[str, Tensor]:
         skip = ("payload", "source", "sampler")
@@ -114,12 +138,11 @@ class MemoryTask:
         tensors = [*self._tensors().values(), *self.payload.values()]
         return sum(t.nbytes for t in tensors)
 
-    def id_rows(self) -> Tensor:
-        """Indices of the ``U_id`` images in the unlabeled set, in order (those of
-        ``unlabeled_id.nonzero()``), without reading the device: their count is the rows of
-        ``features`` after the support set's."""
-        n_id = self.features.shape[0] - self.support_y.shape[-1]
-        return id_first(self.unlabeled_id)[:n_id]
+    def feature_mask(self) -> Tensor:
+        """bool ``[|S| + U]``: the rows of :attr:`features` that hold features (every support
+        row, then ``unlabeled_id``), on the task's device; reads nothing on the host."""
+        support = self.unlabeled_id.new_ones(self.support_y.shape[-1])
+        return torch.cat([support, self.unlabeled_id])
 
     def images(self) -> tuple[Tensor, Tensor, Tensor]:
         """``(support_x, query_x, unlabeled_x)`` on the task's device (``features.device``):
@@ -136,19 +159,6 @@ class MemoryTask:
         device = self.features.device
         return tuple(
             to_device(t, device) for t in (episode.support_x, episode.query_x, episode.unlabeled_x)
-        )
-
-    def with_images(self) -> MemoryTask:
-        """This task holding its images (no source): what the memory stores for an episode no
-        sampler regenerates."""
-        support_x, query_x, unlabeled_x = self.images()
-        return replace(
-            self,
-            support_x=support_x,
-            query_x=query_x,
-            unlabeled_x=unlabeled_x,
-            source=None,
-            sampler=None,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -196,9 +206,11 @@ class FeatureReservoirReplayPlugin(MetaBatchReplay, SupervisedPlugin):
       appendix B: the ``n``-th task seen is kept with probability ``M / n``). A kept task is
       stored compactly together with the embeddings ``h_θ(x)`` of its support set and of its
       detected-ID unlabeled images ``U_id`` at storage time (the forward pass that trained on
-      it; no extra forward). Without an OOD split plugin every unlabeled image counts as
-      ``U_id``; with ``store_unlabeled_features=False`` only support features are kept (the
-      paper's "OT without U_id" ablation).
+      it; no extra forward), in a fixed shape: one row per support and unlabeled image, zero
+      outside ``S ∪ U_id`` (:attr:`MemoryTask.features`), chosen with masks on the device, so
+      storing reads nothing on the host. Without an OOD split plugin every unlabeled image
+      counts as ``U_id``; with ``store_unlabeled_features=False`` only support features are
+      kept (the paper's "OT without U_id" ablation: no unlabeled row is valid).
     * **Images as indices**: an episode of the stream is a pure function of its sampler's seed
       and its index, so a task whose images the experience's sampler drew is stored as that
       index (an :class:`EpisodeSource`) and its images are drawn again when it is replayed —
@@ -377,20 +389,21 @@ class FeatureReservoirReplayPlugin(MetaBatchReplay, SupervisedPlugin):
                 "(e.g. PrototypicalModel) to store features"
             )
         kept: dict[int, StoredTask] = {}  # by slot: a later task of the batch may replace one
-        n_unlabeled = state.unlabeled_emb.shape[1]
+        n_current = it.n_current
+        unlabeled = state.unlabeled_emb[:n_current]
+        # U_id of every current task, [n_current, U], on the embeddings' device
+        if not self.store_unlabeled_features:
+            u_id = unlabeled.new_zeros(unlabeled.shape[:2], dtype=torch.bool)
+        elif it.ood_split is not None:
+            u_id = it.ood_split.is_id[:n_current].to(unlabeled.device)
+        else:
+            u_id = unlabeled.new_ones(unlabeled.shape[:2], dtype=torch.bool)
+        # [n_current, S + U, d]: the support's rows, then U_id's, zero rows elsewhere
+        features = torch.cat(
+            [state.support_emb[:n_current], torch.where(u_id.unsqueeze(-1), unlabeled, 0.0)],
+            dim=1,
+        ).float()
         for b in it.current_rows:
-            # U_id and its size (one host read for the whole split, shared with the MI pairs)
-            if not self.store_unlabeled_features:
-                u_id, n_id = torch.zeros(n_unlabeled, dtype=torch.bool), 0
-            elif it.ood_split is not None:
-                u_id, n_id = it.ood_split.is_id[b], it.id_counts()[b]
-            else:
-                u_id, n_id = torch.ones(n_unlabeled, dtype=torch.bool), n_unlabeled
-            u_id = u_id.to(state.unlabeled_emb.device)
-            rows = id_first(u_id)[:n_id]  # the rows u_id selects, in order, fixed-shape
-            features = torch.cat(
-                [state.support_emb[b], state.unlabeled_emb[b].index_select(0, rows)]
-            )
             if self._sources is None:
                 images = {
                     "support_x": batch.support_x[b].clone(),
@@ -404,8 +417,8 @@ class FeatureReservoirReplayPlugin(MetaBatchReplay, SupervisedPlugin):
                 **images,
                 support_y=batch.support_y[b].clone(),
                 query_y=batch.query_y[b].clone(),
-                unlabeled_id=u_id.clone(),
-                features=features.detach().float().clone(),
+                unlabeled_id=u_id[b].clone(),
+                features=features[b].clone(),
             )
             slot = self.reservoir.offer(task)
             if slot is not None:

@@ -16,7 +16,7 @@ from avalanche_sets.functional import (
     ot_loss,
     ot_plan,
     squared_euclidean,
-    subsample_pairs,
+    subsample_rows,
 )
 
 # cvxpylayers 1.2 / diffcp with NumPy 2 warn on every solve (third-party, harmless).
@@ -161,9 +161,9 @@ def test_gradient_steps_move_features_toward_stored_targets(solver):
 
 def test_subsampling_respects_max_points_and_is_reproducible():
     current, stored = _points(20, 3, 1), _points(20, 3, 2)
-    idx = subsample_pairs(20, 5, torch.Generator().manual_seed(123))
+    idx = subsample_rows(20, 5, generator=torch.Generator().manual_seed(123))
     assert idx is not None and idx.numel() == 5 and idx.unique().numel() == 5
-    assert subsample_pairs(20, 25) is None and subsample_pairs(20, None) is None
+    assert subsample_rows(20, 25) is None and subsample_rows(20, None) is None
     v1 = ot_loss(current, stored, max_points=5, generator=torch.Generator().manual_seed(123))
     v2 = ot_loss(current, stored, max_points=5, generator=torch.Generator().manual_seed(123))
     ref = ot_loss(current[idx], stored[idx])

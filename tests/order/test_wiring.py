@@ -278,7 +278,12 @@ def replayed_pairs(rec) -> tuple[torch.Tensor, torch.Tensor]:
         torch.cat([state.support_emb[r], state.unlabeled_emb[r][t.unlabeled_id]])
         for r, t in zip(info.rows, info.tasks)
     ]
-    return torch.cat(current), torch.cat([t.features for t in info.tasks])
+    return torch.cat(current), torch.cat([valid_features(t) for t in info.tasks])
+
+
+def valid_features(task) -> torch.Tensor:
+    """A stored task's features of ``S ∪ U_id`` (the rows its mask marks), in order."""
+    return task.features[task.feature_mask()]
 
 
 # ============================================================================ 3. split → head
@@ -462,8 +467,11 @@ def test_6_stored_features_are_those_of_s_and_u_id(carrier):
         expected = torch.cat(
             [embed(s.model, x.support_x[b]), embed(s.model, x.unlabeled_x[b][is_id[b]])]
         )
-        assert task.features.shape == expected.shape
-        torch.testing.assert_close(task.features, expected, rtol=1e-5, atol=1e-5)
+        # fixed shape [S + U, d]: S ∪ U_id's rows hold their features, the others zeros
+        assert task.features.shape == (len(x.support_x[b]) + len(is_id[b]), expected.shape[1])
+        assert torch.equal(task.feature_mask()[len(x.support_x[b]) :], is_id[b])
+        assert not task.features[~task.feature_mask()].any()
+        torch.testing.assert_close(valid_features(task), expected, rtol=1e-5, atol=1e-5)
 
 
 # ============================================================================ 5, 7. OT
@@ -481,8 +489,9 @@ def test_5_ot_pairs_current_and_stored_features_of_the_same_images(carrier):
     # The same features paired with other rows: clearly positive.
     info = rec["rows"]
     t0, t1 = info.tasks
-    n = min(len(t0.features), len(t1.features))
-    wrong = float(ot_by_hand(t1.features[:n], t0.features[:n]))
+    f0, f1 = valid_features(t0), valid_features(t1)
+    n = min(len(f0), len(f1))
+    wrong = float(ot_by_hand(f1[:n], f0[:n]))
     assert wrong > 1e-2 * scale, (wrong, scale)
 
 
@@ -508,7 +517,7 @@ def test_5_ot_value_is_the_optimum_on_the_pairs(carrier):
             for t in info.tasks
         ]
     )
-    stored = torch.cat([t.features for t in info.tasks])
+    stored = torch.cat([valid_features(t) for t in info.tasks])
     expected = float(ot_by_hand(current, stored))
     assert expected > 1e-3
     ot = plugin(s, OTFeatureLossPlugin)
