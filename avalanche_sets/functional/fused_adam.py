@@ -21,7 +21,8 @@ def fused_adam_step(
     optimizer: torch.optim.Adam, grads: Sequence[Tensor], *, found_inf: Tensor | None = None
 ) -> None:
     """Update the parameters of ``optimizer`` (an ``Adam(..., fused=True)`` with one parameter
-    group) with ``grads``, one per parameter in the group's order.
+    group) with ``grads``, one per parameter in the group's order (``None``: the parameter is
+    left alone this step, as ``step()`` leaves a parameter without a gradient).
 
     ``found_inf``: a one-element float tensor on the parameters' device; where it is non-zero
     the step is skipped there (parameters, moments and step count unchanged), as a gradient
@@ -35,9 +36,14 @@ def fused_adam_step(
     group = optimizer.param_groups[0]
     if group["amsgrad"] or group.get("decoupled_weight_decay", False):
         raise ValueError("fused_adam_step supports plain Adam (amsgrad=False)")
-    params = list(group["params"])
-    if len(grads) != len(params):
-        raise ValueError(f"fused_adam_step got {len(grads)} gradients for {len(params)} parameters")
+    if len(grads) != len(group["params"]):
+        raise ValueError(
+            f"fused_adam_step got {len(grads)} gradients for {len(group['params'])} parameters"
+        )
+    pairs = [(p, g) for p, g in zip(group["params"], grads) if g is not None]
+    if not pairs:
+        return
+    params, grads = [p for p, _ in pairs], [g for _, g in pairs]
     exp_avgs, exp_avg_sqs, steps = [], [], []
     for p in params:
         state = optimizer.state[p]
@@ -54,7 +60,7 @@ def fused_adam_step(
     torch._foreach_add_(steps, 1)
     torch._fused_adam_(
         params,
-        list(grads),
+        grads,
         exp_avgs,
         exp_avg_sqs,
         [],

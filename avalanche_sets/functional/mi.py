@@ -227,8 +227,10 @@ def _pair_means(
     number of kept rows."""
     diag = torch.diagonal(matrix, dim1=-2, dim2=-1)
     if mask is None:
-        count = matrix.new_full(matrix.shape[:-2], float(matrix.shape[-1]))
-        return (diag.mean(-1) if diagonal else None), matrix.mean((-2, -1)), count
+        n = matrix.shape[-1]
+        count = matrix.new_full(matrix.shape[:-2], float(n))
+        diag_mean = diag.sum(-1) / max(n, 1) if diagonal else None
+        return diag_mean, matrix.sum((-2, -1)) / max(n * n, 1), count
     diag_mean = (diag * mask.diagonal).sum(-1) if diagonal else None
     return diag_mean, (matrix * mask.pairs).sum((-2, -1)), mask.count
 
@@ -436,7 +438,9 @@ class MIEstimator(nn.Module):
                 self.critic, e_id, p_id, id_pairs, clamp=self.clamp, min_pairs=self.min_pairs
             )
             q_params, c_params = list(self.q.parameters()), list(self.critic.parameters())
-            grads = torch.autograd.grad(nll - bound, q_params + c_params)
+            # retain_graph: the fit's graph is its own (detached inputs) and dies with this
+            # call; retaining it lets a compiled step trace the call beside the encoder's graph
+            grads = torch.autograd.grad(nll - bound, q_params + c_params, retain_graph=True)
         skip_q = n_ood < self.min_pairs
         skip_c = id_pairs.count < self.min_pairs
         fused_adam_step(self.opt_q, grads[: len(q_params)], found_inf=skip_q.float())

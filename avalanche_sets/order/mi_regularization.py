@@ -191,6 +191,7 @@ class MIRegularizationPlugin(SupervisedPlugin):
                 "pass of the strategy's training loop"
             )
         pairs = self._fitted[1]
+        self._fitted = None  # read once; the pairs hold the iteration's graph
         # Every episode at once: [B, U, d] pairs, each episode's bounds over its masked rows.
         dtype = pairs.e.dtype
         i_ood, i_id = self.estimator.bounds(

@@ -56,6 +56,7 @@ from torch.nn import CrossEntropyLoss
 from torch.utils.data import DataLoader, Subset
 
 from ..data.episodes import EpisodeBatch, collate_episodes
+from ..functional.fused_adam import fused_adam_step
 from .iteration import Iteration, check_partners
 
 __all__ = [
@@ -351,6 +352,9 @@ class EpisodicTemplate(SupervisedTemplate):
         self.loss_terms[key] = value.detach()
 
     def _before_training_iteration(self, **kwargs):
+        if self._skips_on_device():  # where the step the device counts next belongs
+            d = self._deferred_state()
+            d["where"].append((self.experience.current_experience, self.exp_iteration))
         self.loss_terms = {}
         self._terms_added_of = []
         self.iteration = Iteration(training=True, n_current=len(self.mb_x))
@@ -400,7 +404,7 @@ class EpisodicTemplate(SupervisedTemplate):
         forward (with ``after_encode``), the criterion, backward, the optimiser step, with
         every Avalanche callback in between. It launches work and reads nothing on the host
         when the optimiser skips non-finite steps on the device (:meth:`optimizer_step`)."""
-        self.optimizer.zero_grad()
+        self._zero_grad()
         self.loss = self._make_empty_loss()
         self._before_forward()
         self.mb_output = self.forward()
@@ -412,6 +416,20 @@ class EpisodicTemplate(SupervisedTemplate):
         self._before_update()
         self.optimizer_step()
         self._after_update()
+        self._let_go_of_the_graph()
+
+    def _let_go_of_the_graph(self) -> None:
+        """Detach what the step keeps for after it (the loss, the logits, the embeddings):
+        the backward pass used their graph up, and a compiled step may return no tensor
+        whose graph a backward inside it consumed."""
+        self.loss = self.loss.detach()
+        self.mb_output = self.mb_output.detach()
+        state = self.iteration.state if self.iteration is not None else None
+        if state is not None:
+            for f in dataclasses.fields(state):
+                value = getattr(state, f.name)
+                if isinstance(value, torch.Tensor):
+                    setattr(state, f.name, value.detach())
 
     def training_epoch(self, **kwargs):
         """Avalanche's SGD epoch with the step in one method (:meth:`training_step`)."""
@@ -429,12 +447,24 @@ class EpisodicTemplate(SupervisedTemplate):
     #: and before every checkpoint.
     deferred_check_every: int = 50
 
+    def _zero_grad(self) -> None:
+        """``optimizer.zero_grad()`` (gradients set to ``None``), written out so that a
+        compiled step traces it (torch does not trace into ``Optimizer.zero_grad``)."""
+        for group in self.optimizer.param_groups:
+            for p in group["params"]:
+                p.grad = None
+
     def optimizer_step(self):
-        if self._skips_on_device():
-            self._flag_non_finite()
-        else:
+        if not self._skips_on_device():
             self._refuse_non_finite()
-        super().optimizer_step()
+            return super().optimizer_step()
+        self._flag_non_finite()
+        opt = self.optimizer
+        if type(opt) is torch.optim.Adam and len(opt.param_groups) == 1:
+            # the same fused kernel as step(), in a form a compiled step traces
+            grads = [p.grad for p in opt.param_groups[0]["params"]]
+            return fused_adam_step(opt, grads, found_inf=opt.found_inf)
+        return super().optimizer_step()
 
     def _skips_on_device(self) -> bool:
         """Whether the optimiser can skip a step on the device (a fused torch optimiser honours
@@ -454,18 +484,7 @@ class EpisodicTemplate(SupervisedTemplate):
         ``found_inf``); the first bad iteration and its flags stay on the device until
         :meth:`check_deferred` reads them."""
         grads = [p.grad for p in self.model.parameters() if p.grad is not None]
-        device = self.loss.device
-        d = getattr(self, "_deferred", None)
-        if d is None or d["bad"].device != device:
-            d = self._deferred = {
-                "bad": torch.zeros((), device=device),  # sticky: 1 from the first bad step on
-                "at": torch.full((1,), -1, dtype=torch.long, device=device),
-                "now": torch.zeros(1, dtype=torch.long, device=device),  # steps since a read
-                "one": torch.ones(1, device=device),
-                "grads_bad": torch.zeros(1, device=device),
-                "flags": {},  # names -> their flags at the first bad step
-                "where": [],  # host: (experience, iteration) of every step since a read
-            }
+        d = self._deferred_state()
         names = (*self.loss_terms, "total", "gradient")
         values = [*self.loss_terms.values(), self.loss.detach()]
         if grads:
@@ -486,8 +505,24 @@ class EpisodicTemplate(SupervisedTemplate):
         d["at"] = torch.where(first, d["now"], d["at"])
         d["bad"] = torch.maximum(d["bad"], bad_now.float())
         d["now"] = d["now"] + 1
-        d["where"].append((self.experience.current_experience, self.exp_iteration))
         self.optimizer.found_inf = d["bad"]
+
+    def _deferred_state(self) -> dict:
+        """The device-side record of the steps since the last :meth:`check_deferred`, made on
+        the model's device at first use."""
+        device = next(self.model.parameters()).device
+        d = getattr(self, "_deferred", None)
+        if d is None or d["bad"].device != device:
+            d = self._deferred = {
+                "bad": torch.zeros((), device=device),  # sticky: 1 from the first bad step on
+                "at": torch.full((1,), -1, dtype=torch.long, device=device),
+                "now": torch.zeros(1, dtype=torch.long, device=device),  # steps since a read
+                "one": torch.ones(1, device=device),
+                "grads_bad": torch.zeros(1, device=device),
+                "flags": {},  # names -> their flags at the first bad step
+                "where": [],  # host: (experience, iteration) of every step since a read
+            }
+        return d
 
     def check_deferred(self) -> None:
         """Read the device-side checks of the steps since the last read (one host read) and

@@ -368,7 +368,10 @@ def test_1_4_mi_term_is_plus_lambda_ood_minus_id_on_every_episode(carrier):
     # the total is far from 0 (a flipped sign cannot pass).
     assert min(abs(v) for v in checks["per_episode"]) > 1e-3, checks["per_episode"]
     assert abs(checks["expected"]) > 1e-2
-    assert checks["term"] == pytest.approx(checks["expected"], rel=1e-5, abs=1e-7)
+    # The plugin sums every episode's masked pairs at once, the hand computation each cut set:
+    # the same maths in another float32 order. CLUB's log-densities are O(100) each, so their
+    # means agree to ~1e-5 absolute (in float64 the two agree to 1e-14).
+    assert checks["term"] == pytest.approx(checks["expected"], rel=1e-5, abs=2e-5)
     assert checks["grad"].norm() > 0
     torch.testing.assert_close(checks["grad"], checks["grad_expected"], rtol=1e-4, atol=1e-7)
     # Perturbing one replayed episode's unlabeled images changes the MI term.
