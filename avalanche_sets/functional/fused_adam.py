@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-__all__ = ["fused_adam_step"]
+__all__ = ["fused_adam_step", "foreach_adam_step"]
 
 
 def fused_adam_step(
@@ -44,36 +44,81 @@ def fused_adam_step(
     if not pairs:
         return
     params, grads = [p for p, _ in pairs], [g for _, g in pairs]
-    exp_avgs, exp_avg_sqs, steps = [], [], []
-    for p in params:
-        state = optimizer.state[p]
-        if not state:
-            state["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
-            state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-            state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-        exp_avgs.append(state["exp_avg"])
-        exp_avg_sqs.append(state["exp_avg_sq"])
-        steps.append(state["step"])
+    with torch.no_grad():  # as step() updates: outside autograd
+        exp_avgs, exp_avg_sqs, steps = [], [], []
+        for p in params:
+            state = optimizer.state[p]
+            if not state:
+                state["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
+                state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            exp_avgs.append(state["exp_avg"])
+            exp_avg_sqs.append(state["exp_avg_sq"])
+            steps.append(state["step"])
+        beta1, beta2 = group["betas"]
+        if found_inf is not None:
+            found_inf = found_inf.reshape(())
+        torch._foreach_add_(steps, 1)
+        torch._fused_adam_(
+            params,
+            grads,
+            exp_avgs,
+            exp_avg_sqs,
+            [],
+            steps,
+            amsgrad=False,
+            lr=group["lr"],
+            beta1=beta1,
+            beta2=beta2,
+            weight_decay=group["weight_decay"],
+            eps=group["eps"],
+            maximize=group["maximize"],
+            grad_scale=None,
+            found_inf=found_inf,
+        )
+        if found_inf is not None:
+            torch._foreach_sub_(steps, [found_inf] * len(steps))
+
+
+def foreach_adam_step(
+    optimizer: torch.optim.Adam, grads: Sequence[Tensor | None], *, found_inf: Tensor | None = None
+) -> None:
+    """Adam's update of :func:`fused_adam_step` written with ``torch._foreach_*`` operators, for
+    a step compiled through AOTAutograd (Inductor, CUDA graphs), which cannot functionalise
+    the fused kernel. The same update up to rounding; ``found_inf`` keeps parameters, moments
+    and step counts as they were. The optimiser's state is shared with ``step()``."""
+    group = optimizer.param_groups[0]
+    pairs = [(p, g) for p, g in zip(group["params"], grads) if g is not None]
+    if not pairs:
+        return
+    params, grads = [p for p, _ in pairs], [g for _, g in pairs]
     beta1, beta2 = group["betas"]
-    if found_inf is not None:
-        found_inf = found_inf.reshape(())
-    torch._foreach_add_(steps, 1)
-    torch._fused_adam_(
-        params,
-        grads,
-        exp_avgs,
-        exp_avg_sqs,
-        [],
-        steps,
-        amsgrad=False,
-        lr=group["lr"],
-        beta1=beta1,
-        beta2=beta2,
-        weight_decay=group["weight_decay"],
-        eps=group["eps"],
-        maximize=group["maximize"],
-        grad_scale=None,
-        found_inf=found_inf,
-    )
-    if found_inf is not None:
-        torch._foreach_sub_(steps, [found_inf] * len(steps))
+    lr, eps = group["lr"], group["eps"]
+    with torch.no_grad():
+        states = [optimizer.state[p] for p in params]
+        if any(not s for s in states):
+            raise RuntimeError("foreach_adam_step needs the optimiser's state: take one step first")
+        m = [s["exp_avg"] for s in states]
+        v = [s["exp_avg_sq"] for s in states]
+        steps = [s["step"] for s in states]
+        keep = None if found_inf is None else found_inf.reshape(()).to(params[0].dtype)
+        go = 1.0 if keep is None else 1.0 - keep
+        if group["weight_decay"]:
+            grads = torch._foreach_add(grads, params, alpha=group["weight_decay"])
+        if group["maximize"]:
+            grads = torch._foreach_neg(grads)
+        new_steps = torch._foreach_add(steps, go)
+        new_m = torch._foreach_lerp(m, grads, 1.0 - beta1)
+        new_v = torch._foreach_addcmul(torch._foreach_mul(v, beta2), grads, grads, 1.0 - beta2)
+        step = new_steps[0]  # every parameter counts the same steps
+        bias1 = 1.0 - torch.pow(beta1, step)
+        bias2_sqrt = torch.sqrt(1.0 - torch.pow(beta2, step))
+        denom = torch._foreach_add(torch._foreach_div(torch._foreach_sqrt(new_v), bias2_sqrt), eps)
+        update = torch._foreach_mul(torch._foreach_div(new_m, denom), -lr / bias1 * go)
+        if keep is not None:  # a skipped step leaves the moments as they were
+            new_m = [torch.where(keep > 0, a, b) for a, b in zip(m, new_m)]
+            new_v = [torch.where(keep > 0, a, b) for a, b in zip(v, new_v)]
+        torch._foreach_add_(params, update)
+        torch._foreach_copy_(m, new_m)
+        torch._foreach_copy_(v, new_v)
+        torch._foreach_copy_(steps, new_steps)

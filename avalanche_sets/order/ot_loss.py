@@ -147,6 +147,11 @@ class OTFeatureLossPlugin(SupervisedPlugin):
         self._generator = gen
         return gen
 
+    def before_training_iteration(self, strategy, **kwargs) -> None:
+        """Make the generator on the model's device before the step (a compiled step cannot
+        create one)."""
+        self.generator(next(strategy.model.parameters()).device)
+
     def loss_term(self, strategy) -> torch.Tensor | None:
         """``β · L_OT`` of the replayed tasks (``None`` when this iteration replays none)."""
         it = strategy.iteration

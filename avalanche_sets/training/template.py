@@ -56,7 +56,7 @@ from torch.nn import CrossEntropyLoss
 from torch.utils.data import DataLoader, Subset
 
 from ..data.episodes import EpisodeBatch, collate_episodes
-from ..functional.fused_adam import fused_adam_step
+from ..functional.fused_adam import foreach_adam_step, fused_adam_step
 from .iteration import Iteration, check_partners
 
 __all__ = [
@@ -218,6 +218,7 @@ class EpisodicTemplate(SupervisedTemplate):
         self._terms_added_of: list = []  # plugins whose terms this iteration's loss holds
         self._eval_batches: dict[int, tuple] = {}
         self._eval_cached_bytes = 0
+        self._compiled_step = None  # compile_training_step's
 
     # ------------------------------------------------------------------ data
     def train(self, experiences, eval_streams=None, *, start_iteration: int = 0, **kwargs):
@@ -432,20 +433,73 @@ class EpisodicTemplate(SupervisedTemplate):
                     setattr(state, f.name, value.detach())
 
     def training_epoch(self, **kwargs):
-        """Avalanche's SGD epoch with the step in one method (:meth:`training_step`)."""
+        """Avalanche's SGD epoch with the step in one method (:meth:`training_step`), compiled
+        when :meth:`compile_training_step` asked for it."""
+        step = self.training_step if self._compiled_step is None else self._run_compiled_step
         for batch in self.dataloader:
             if self._stop_training:
                 break
             self.mbatch = batch
             self._unpack_minibatch()
             self._before_training_iteration(**kwargs)
-            self.training_step()
+            step()
             self._after_training_iteration(**kwargs)
+
+    def compile_training_step(self, *, mode: str | None = None, backend: str = "inductor") -> None:
+        """Run every training step as one compiled graph: ``torch.compile(training_step,
+        fullgraph=True, mode=mode, backend=backend)``. On a CUDA device
+        ``mode="reduce-overhead"`` replays the step as a CUDA graph (one launch instead of
+        hundreds).
+
+        The step must read nothing on the host: the optimiser a fused one (the finite check
+        then skips a bad step on the device; ``Adam(fused=True)`` is the CUDA default), and
+        every plugin free of host reads (ORDER: ``ot_solver="sinkhorn"``; the exact plan is
+        solved on the host). The first step runs as it is (plugins build their networks and
+        state then); a step that breaks the graph fails at its first compiled call, naming the
+        break. Backward passes inside the step are traced
+        (``torch._dynamo.config.trace_autograd_ops``, set while the step runs).
+        """
+        if not self._skips_on_device():
+            raise ValueError(
+                "compile_training_step needs a fused optimiser, whose step the finite check "
+                f"can skip on the device; got {type(self.optimizer).__name__} without "
+                "fused=True; fix: strategy.optimizer = torch.optim.Adam(strategy.model."
+                "parameters(), lr=..., fused=True) (the default on a CUDA device)"
+            )
+        self._compiled_step = torch.compile(
+            self.training_step, fullgraph=True, mode=mode, backend=backend
+        )
+        self._step_warm = False
+
+    def _run_compiled_step(self) -> None:
+        import torch._dynamo
+
+        if not self._step_warm:  # plugins build their own parts (networks, state) at first use
+            self.training_step()
+            self._step_warm = True
+            return
+        with torch._dynamo.config.patch(trace_autograd_ops=True):
+            self._compiled_step()
 
     #: Training iterations between two reads of the device-side checks (:meth:`check_deferred`)
     #: when the optimiser skips non-finite steps on the device; also read at every domain end
     #: and before every checkpoint.
     deferred_check_every: int = 50
+
+    def backward(self):
+        """The backward pass into the gradients of the model's and the optimiser's parameters:
+        ``loss.backward()`` for them (``torch.autograd.grad``, accumulated into ``.grad``), in
+        a form a compiled step traces whole."""
+        params = {id(p): p for p in self.model.parameters() if p.requires_grad}
+        for group in self.optimizer.param_groups:
+            params.update({id(p): p for p in group["params"] if p.requires_grad})
+        params = list(params.values())
+        grads = torch.autograd.grad(
+            self.loss, params, retain_graph=self.retain_graph, allow_unused=True
+        )
+        for p, g in zip(params, grads):
+            if g is not None:
+                p.grad = g if p.grad is None else p.grad + g
 
     def _zero_grad(self) -> None:
         """``optimizer.zero_grad()`` (gradients set to ``None``), written out so that a
@@ -461,8 +515,10 @@ class EpisodicTemplate(SupervisedTemplate):
         self._flag_non_finite()
         opt = self.optimizer
         if type(opt) is torch.optim.Adam and len(opt.param_groups) == 1:
-            # the same fused kernel as step(), in a form a compiled step traces
             grads = [p.grad for p in opt.param_groups[0]["params"]]
+            if torch.compiler.is_compiling():  # AOTAutograd cannot functionalise the fused kernel
+                return foreach_adam_step(opt, grads, found_inf=opt.found_inf)
+            # the same fused kernel as step(), in a form a compiled step traces
             return fused_adam_step(opt, grads, found_inf=opt.found_inf)
         return super().optimizer_step()
 
