@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-__all__ = ["fused_adam_step", "foreach_adam_step"]
+__all__ = ["adam_step", "fused_adam_step", "foreach_adam_step"]
 
 
 def fused_adam_step(
@@ -122,3 +122,15 @@ def foreach_adam_step(
         torch._foreach_copy_(m, new_m)
         torch._foreach_copy_(v, new_v)
         torch._foreach_copy_(steps, new_steps)
+
+
+def adam_step(
+    optimizer: torch.optim.Adam, grads: Sequence[Tensor | None], *, found_inf: Tensor | None = None
+) -> None:
+    """One step of a fused Adam with ``grads``: the fused kernel (:func:`fused_adam_step`, what
+    ``step()`` runs), or its foreach form (:func:`foreach_adam_step`) while ``torch.compile``
+    traces a step, which cannot functionalise the fused kernel."""
+    if torch.compiler.is_compiling():
+        foreach_adam_step(optimizer, grads, found_inf=found_inf)
+    else:
+        fused_adam_step(optimizer, grads, found_inf=found_inf)

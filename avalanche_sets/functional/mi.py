@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .distance import squared_euclidean
-from .fused_adam import fused_adam_step
+from .fused_adam import adam_step
 
 __all__ = [
     "GaussianConditional",
@@ -419,7 +419,7 @@ class MIEstimator(nn.Module):
                 a fixed-shape set can hold any number of them.
 
         Both losses go through one backward pass and each network takes one fused Adam step
-        (:func:`~avalanche_sets.functional.fused_adam.fused_adam_step`); a network whose set
+        (:func:`~avalanche_sets.functional.fused_adam.adam_step`); a network whose set
         has fewer than ``min_pairs`` pairs skips its step on the device. Nothing is read on the
         host.
 
@@ -443,8 +443,8 @@ class MIEstimator(nn.Module):
             grads = torch.autograd.grad(nll - bound, q_params + c_params, retain_graph=True)
         skip_q = n_ood < self.min_pairs
         skip_c = id_pairs.count < self.min_pairs
-        fused_adam_step(self.opt_q, grads[: len(q_params)], found_inf=skip_q.float())
-        fused_adam_step(self.opt_critic, grads[len(q_params) :], found_inf=skip_c.float())
+        adam_step(self.opt_q, grads[: len(q_params)], found_inf=skip_q.float())
+        adam_step(self.opt_critic, grads[len(q_params) :], found_inf=skip_c.float())
         nan = torch.full_like(nll, float("nan"))
         return {
             "nll": torch.where(skip_q, nan, nll).detach(),

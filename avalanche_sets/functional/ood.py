@@ -150,21 +150,22 @@ def split_ood(
         protos = prototypes.detach().to(dtype)
         if normalize_prototypes:
             protos = F.normalize(protos, dim=-1)
-        w_u = F.normalize(unlabeled_emb.detach().to(dtype), dim=-1)
-        dist_u, nearest = _min_distance(w_u, protos)  # [B, U]
-
         if rule == "threshold":
             q = query_emb.shape[1]
             if q == 0 or (unbiased and q < 2):
                 raise ValueError(
                     f"rule='threshold' needs {'2' if unbiased else '1'}+ query points to calibrate, got {q}"
                 )
-            w_q = F.normalize(query_emb.detach().to(dtype), dim=-1)
-            dist_q, _ = _min_distance(w_q, protos)  # [B, Q]
+            # the query (calibration) and unlabeled images in one pass: [B, Q + U]
+            both = torch.cat([query_emb.detach(), unlabeled_emb.detach()], dim=1).to(dtype)
+            dist, nearest = _min_distance(F.normalize(both, dim=-1), protos)
+            dist_q, dist_u, nearest = dist[:, :q], dist[:, q:], nearest[:, q:]
             std = dist_q.std(dim=1, correction=1 if unbiased else 0)
             threshold = dist_q.mean(dim=1) + float(k) * std  # [B]
             is_id = dist_u <= threshold.unsqueeze(1)
         else:
+            w_u = F.normalize(unlabeled_emb.detach().to(dtype), dim=-1)
+            dist_u, nearest = _min_distance(w_u, protos)  # [B, U]
             if n_id is None or isinstance(n_id, bool) or int(n_id) != n_id or n_id < 0:
                 raise ValueError(f"rule='topk' needs a non-negative integer n_id, got {n_id!r}")
             keep = min(int(n_id), u)

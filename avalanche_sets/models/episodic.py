@@ -19,9 +19,9 @@ from .backbone import autocast_bf16, embed_episodes
 from .heads import (
     REFINE_MODES,
     MaskedSoftKMeans,
+    class_sums,
     label_errors,
     proto_logits,
-    prototypes,
     soft_kmeans_refine,
     support_n_way,
 )
@@ -43,6 +43,9 @@ class EpisodeState:
         label_error: 0-d bool on the device when the model knows ``N`` in advance: whether a
             support label broke the ``N``-way contract (:func:`~avalanche_sets.models.heads.label_errors`),
             to be read where reading is due; ``None`` when the labels were checked on the host.
+        class_sums: the support's per-class sums ``[B, N, d]`` and counts ``[B, N]``
+            (:func:`~avalanche_sets.models.heads.class_sums`), which ``prototypes`` divides and
+            the refinement starts from.
     """
 
     support_emb: Tensor
@@ -54,6 +57,7 @@ class EpisodeState:
     unlabeled_weight: Tensor
     refined_prototypes: Tensor | None = None
     label_error: Tensor | None = None
+    class_sums: tuple[Tensor, Tensor] | None = None
 
     def __len__(self) -> int:
         return int(self.support_emb.shape[0])
@@ -113,11 +117,12 @@ class PrototypicalModel(nn.Module):
             s, q, u = embed_episodes(
                 self.backbone, [batch.support_x, batch.query_x, batch.unlabeled_x]
             )
-        if self.n_way is None:
-            n_way, label_error = support_n_way(batch.support_y), None
-        else:
-            n_way, label_error = self.n_way, label_errors(batch.support_y, self.n_way)
-        protos = prototypes(s, batch.support_y, n_way, check_labels=False)
+        n_way = support_n_way(batch.support_y) if self.n_way is None else self.n_way
+        sums = class_sums(s, batch.support_y, n_way)
+        protos = sums[0] / sums[1].unsqueeze(-1)  # prototypes(), from the sums kept for later
+        label_error = None
+        if self.n_way is not None:
+            label_error = label_errors(batch.support_y, n_way, counts=sums[1])
         weight = torch.ones(u.shape[:2], dtype=s.dtype, device=s.device)
         return EpisodeState(
             support_emb=s,
@@ -128,6 +133,7 @@ class PrototypicalModel(nn.Module):
             prototypes=protos,
             unlabeled_weight=weight,
             label_error=label_error,
+            class_sums=sums,
         )
 
     def refine_prototypes(self, state: EpisodeState) -> Tensor:
@@ -143,6 +149,7 @@ class PrototypicalModel(nn.Module):
                 state.unlabeled_emb,
                 weights=state.unlabeled_weight,
                 check_labels=False,
+                sums=state.class_sums,
             )
         return self.mskm(
             state.prototypes,
@@ -150,6 +157,7 @@ class PrototypicalModel(nn.Module):
             state.support_y,
             state.unlabeled_emb,
             check_labels=False,
+            sums=state.class_sums,
         )
 
     def classify(self, state: EpisodeState) -> Tensor:

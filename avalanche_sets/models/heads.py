@@ -30,6 +30,7 @@ from torch import Tensor, nn
 from ..functional.distance import squared_euclidean
 
 __all__ = [
+    "class_sums",
     "label_errors",
     "support_n_way",
     "prototypes",
@@ -64,16 +65,16 @@ def _in_range(y: Tensor, n_way: int) -> bool:
     return bool(torch.stack([low >= 0, high < n_way]).all())
 
 
-def label_errors(support_y: Tensor, n_way: int) -> Tensor:
+def label_errors(support_y: Tensor, n_way: int, *, counts: Tensor | None = None) -> Tensor:
     """Whether support labels ``[..., S]`` break the ``N``-way contract, as a 0-d bool tensor
     on their device (no host read): a label outside ``0..N-1``, or an episode without a
-    support example of some class. Read it where reading is due (the episodic template reads
-    it with its finite check); :func:`support_n_way` explains a failure."""
-    rows = support_y.reshape(-1, support_y.shape[-1])
-    onehot = _one_hot(rows, n_way)  # [E, S, N]; out-of-range labels give zero rows
-    out_of_range = onehot.sum(-1) == 0  # [E, S]
-    missing = onehot.sum(-2) == 0  # [E, N]
-    return out_of_range.any() | missing.any()
+    support example of some class. ``counts``: their per-class counts ``[..., N]`` when the
+    caller has them (:func:`class_sums`). Read it where reading is due (the episodic template
+    reads it with its finite check); :func:`support_n_way` explains a failure."""
+    if counts is None:
+        counts = _one_hot(support_y, n_way).sum(-2)  # out-of-range labels count nowhere
+    missing = (counts == 0).any()
+    return missing | (counts.sum(-1) != support_y.shape[-1]).any()
 
 
 def support_n_way(support_y: Tensor) -> int:
@@ -104,6 +105,14 @@ def support_n_way(support_y: Tensor) -> int:
             raise ValueError(f"support labels must lie in 0..{n_way - 1}")
         raise ValueError("every class needs at least one support example")
     return n_way
+
+
+def class_sums(support_emb: Tensor, support_y: Tensor, n_way: int) -> tuple[Tensor, Tensor]:
+    """Per-class sums ``[..., N, d]`` (float32) and counts ``[..., N]`` of the support
+    embeddings, unchecked: what :func:`prototypes` divides and the refinements start from, for
+    a caller who computes them once per meta-batch (``class_sums=`` of the refinements)."""
+    with _fp32(support_emb):
+        return _class_sums(support_emb, support_y, n_way, check_labels=False)
 
 
 def _class_sums(
@@ -166,6 +175,7 @@ def soft_kmeans_refine(
     *,
     weights: Tensor | None = None,
     check_labels: bool = True,
+    sums: tuple[Tensor, Tensor] | None = None,
 ) -> Tensor:
     """One soft k-means refinement step (Ren et al. 2018 §3.2.1; paper §3.1; design §3.3).
 
@@ -179,6 +189,7 @@ def soft_kmeans_refine(
         weights: optional ``[..., U]`` non-negative per-example weights multiplying μ (ORDER
             passes the indicator of ``U_id``, so OOD examples drop out); default all ones.
         check_labels: as in :func:`prototypes` (the range check, one host read per call).
+        sums: the support's :func:`class_sums` when the caller has them (not recomputed).
 
     Returns:
         ``[..., N, d]`` refined prototypes. With ``U = 0`` or all weights zero these are the
@@ -186,7 +197,9 @@ def soft_kmeans_refine(
     """
     n_way = protos.shape[-2]
     with _fp32(protos):
-        sums, counts = _class_sums(support_emb, support_y, n_way, check_labels=check_labels)
+        if sums is None:
+            sums = _class_sums(support_emb, support_y, n_way, check_labels=check_labels)
+        sums, counts = sums
         if unlabeled_emb.shape[-2] == 0:
             return sums / counts.unsqueeze(-1)
         unlabeled_emb = unlabeled_emb.float()
@@ -241,7 +254,8 @@ class MaskedSoftKMeans(nn.Module):
     ``forward(protos [..., N, d], support_emb [..., S, d], support_y [..., S],
     unlabeled_emb [..., U, d], return_mask=False, *, check_labels=True)`` returns refined
     prototypes ``[..., N, d]`` (and the mask ``[..., U, N]`` when ``return_mask``). ``U = 0``
-    returns the support means. ``check_labels`` as in :func:`prototypes`.
+    returns the support means. ``check_labels`` as in :func:`prototypes`; ``sums``: the
+    support's :func:`class_sums` when the caller has them.
     """
 
     n_stats = 5
@@ -316,10 +330,13 @@ class MaskedSoftKMeans(nn.Module):
         return_mask: bool = False,
         *,
         check_labels: bool = True,
+        sums: tuple[Tensor, Tensor] | None = None,
     ) -> Tensor | tuple[Tensor, Tensor]:
         n_way = protos.shape[-2]
         with _fp32(protos):
-            sums, counts = _class_sums(support_emb, support_y, n_way, check_labels=check_labels)
+            if sums is None:
+                sums = _class_sums(support_emb, support_y, n_way, check_labels=check_labels)
+            sums, counts = sums
             if unlabeled_emb.shape[-2] == 0:
                 refined = sums / counts.unsqueeze(-1)
                 mask = unlabeled_emb.new_zeros((*unlabeled_emb.shape[:-1], n_way))

@@ -7,7 +7,7 @@ from typing import NamedTuple
 import torch
 from avalanche.core import SupervisedPlugin
 
-from ..functional.mi import MIEstimator, pair_mask, pair_with_prototypes
+from ..functional.mi import MIEstimator, PairMask, pair_mask, pair_with_prototypes
 from ..functional.ood import OODSplit
 from .ood_split import OODSplitPlugin
 
@@ -193,7 +193,7 @@ class MIRegularizationPlugin(SupervisedPlugin):
         pairs = self._fitted[1]
         self._fitted = None  # read once; the pairs hold the iteration's graph
         # Every episode at once: [B, U, d] pairs, each episode's bounds over its masked rows.
-        dtype = pairs.e.dtype
+        both = pair_mask(torch.stack([pairs.is_id, ~pairs.is_id]), pairs.e.dtype)  # one pass
         i_ood, i_id = self.estimator.bounds(
             pairs.e,
             pairs.p,
@@ -201,8 +201,8 @@ class MIRegularizationPlugin(SupervisedPlugin):
             pairs.p,
             use_id=self.use_id,
             use_ood=self.use_ood,
-            id_mask=pair_mask(pairs.is_id, dtype) if self.use_id else None,
-            ood_mask=pair_mask(~pairs.is_id, dtype) if self.use_ood else None,
+            id_mask=PairMask(*(t[0] for t in both)),
+            ood_mask=PairMask(*(t[1] for t in both)),
         )
         reg = (i_ood - i_id).reshape(-1)
         reg = reg.sum() if self.reduction == "sum" else reg.mean()

@@ -56,7 +56,7 @@ from torch.nn import CrossEntropyLoss
 from torch.utils.data import DataLoader, Subset
 
 from ..data.episodes import EpisodeBatch, collate_episodes
-from ..functional.fused_adam import foreach_adam_step, fused_adam_step
+from ..functional.fused_adam import adam_step
 from .iteration import Iteration, check_partners
 
 __all__ = [
@@ -431,6 +431,8 @@ class EpisodicTemplate(SupervisedTemplate):
                 value = getattr(state, f.name)
                 if isinstance(value, torch.Tensor):
                     setattr(state, f.name, value.detach())
+                elif isinstance(value, tuple) and all(isinstance(v, torch.Tensor) for v in value):
+                    setattr(state, f.name, tuple(v.detach() for v in value))
 
     def training_epoch(self, **kwargs):
         """Avalanche's SGD epoch with the step in one method (:meth:`training_step`), compiled
@@ -515,11 +517,9 @@ class EpisodicTemplate(SupervisedTemplate):
         self._flag_non_finite()
         opt = self.optimizer
         if type(opt) is torch.optim.Adam and len(opt.param_groups) == 1:
-            grads = [p.grad for p in opt.param_groups[0]["params"]]
-            if torch.compiler.is_compiling():  # AOTAutograd cannot functionalise the fused kernel
-                return foreach_adam_step(opt, grads, found_inf=opt.found_inf)
             # the same fused kernel as step(), in a form a compiled step traces
-            return fused_adam_step(opt, grads, found_inf=opt.found_inf)
+            grads = [p.grad for p in opt.param_groups[0]["params"]]
+            return adam_step(opt, grads, found_inf=opt.found_inf)
         return super().optimizer_step()
 
     def _skips_on_device(self) -> bool:
