@@ -27,7 +27,9 @@ def _state(opt: torch.optim.Adam) -> list[dict[str, torch.Tensor]]:
 
 
 def _equal_states(a, b) -> bool:
-    return all(x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x) for x, y in zip(a, b))
+    return all(
+        x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x) for x, y in zip(a, b)
+    )
 
 
 @pytest.mark.parametrize(
