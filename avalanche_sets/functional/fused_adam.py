@@ -17,6 +17,22 @@ from torch import Tensor
 __all__ = ["adam_step", "fused_adam_step", "foreach_adam_step"]
 
 
+def _state(optimizer: torch.optim.Adam, params: list[Tensor]) -> tuple[list, list, list]:
+    """The moments and step counts of ``params``, made as ``Adam(fused=True).step()`` makes
+    them at the first step."""
+    exp_avgs, exp_avg_sqs, steps = [], [], []
+    for p in params:
+        state = optimizer.state[p]
+        if not state:
+            state["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
+            state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        exp_avgs.append(state["exp_avg"])
+        exp_avg_sqs.append(state["exp_avg_sq"])
+        steps.append(state["step"])
+    return exp_avgs, exp_avg_sqs, steps
+
+
 def fused_adam_step(
     optimizer: torch.optim.Adam, grads: Sequence[Tensor], *, found_inf: Tensor | None = None
 ) -> None:
@@ -45,16 +61,7 @@ def fused_adam_step(
         return
     params, grads = [p for p, _ in pairs], [g for _, g in pairs]
     with torch.no_grad():  # as step() updates: outside autograd
-        exp_avgs, exp_avg_sqs, steps = [], [], []
-        for p in params:
-            state = optimizer.state[p]
-            if not state:
-                state["step"] = torch.zeros((), dtype=torch.float32, device=p.device)
-                state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-            exp_avgs.append(state["exp_avg"])
-            exp_avg_sqs.append(state["exp_avg_sq"])
-            steps.append(state["step"])
+        exp_avgs, exp_avg_sqs, steps = _state(optimizer, params)
         beta1, beta2 = group["betas"]
         if found_inf is not None:
             found_inf = found_inf.reshape(())
@@ -95,26 +102,25 @@ def foreach_adam_step(
     beta1, beta2 = group["betas"]
     lr, eps = group["lr"], group["eps"]
     with torch.no_grad():
-        states = [optimizer.state[p] for p in params]
-        if any(not s for s in states):
-            raise RuntimeError("foreach_adam_step needs the optimiser's state: take one step first")
-        m = [s["exp_avg"] for s in states]
-        v = [s["exp_avg_sq"] for s in states]
-        steps = [s["step"] for s in states]
+        m, v, steps = _state(optimizer, params)
+        n = len(params)
         keep = None if found_inf is None else found_inf.reshape(()).to(params[0].dtype)
-        go = 1.0 if keep is None else 1.0 - keep
+        go = torch.ones_like(steps[0]) if keep is None else (1.0 - keep).to(steps[0].dtype)
         if group["weight_decay"]:
             grads = torch._foreach_add(grads, params, alpha=group["weight_decay"])
         if group["maximize"]:
             grads = torch._foreach_neg(grads)
-        new_steps = torch._foreach_add(steps, go)
+        # tensor operands as lists: a 0-d tensor taken as a scalar would be read on the host
+        new_steps = torch._foreach_add(steps, [go] * n)
         new_m = torch._foreach_lerp(m, grads, 1.0 - beta1)
         new_v = torch._foreach_addcmul(torch._foreach_mul(v, beta2), grads, grads, 1.0 - beta2)
         step = new_steps[0]  # every parameter counts the same steps
         bias1 = 1.0 - torch.pow(beta1, step)
         bias2_sqrt = torch.sqrt(1.0 - torch.pow(beta2, step))
-        denom = torch._foreach_add(torch._foreach_div(torch._foreach_sqrt(new_v), bias2_sqrt), eps)
-        update = torch._foreach_mul(torch._foreach_div(new_m, denom), -lr / bias1 * go)
+        denom = torch._foreach_div(torch._foreach_sqrt(new_v), [bias2_sqrt] * n)
+        denom = torch._foreach_add(denom, eps)
+        scale = (-lr / bias1 * go).to(params[0].dtype)
+        update = torch._foreach_mul(torch._foreach_div(new_m, denom), [scale] * n)
         if keep is not None:  # a skipped step leaves the moments as they were
             new_m = [torch.where(keep > 0, a, b) for a, b in zip(m, new_m)]
             new_v = [torch.where(keep > 0, a, b) for a, b in zip(v, new_v)]

@@ -14,15 +14,14 @@ iteration (or an evaluation batch): the template makes a new one before the plug
   the model keeps another);
 * :attr:`Iteration.ood_split` holds the in-distribution / OOD decision on every unlabeled image
   (:class:`~avalanche_sets.order.OODSplitPlugin` writes it in ``after_encode``;
-  :class:`~avalanche_sets.order.MIRegularizationPlugin` and the OOD-detection metric read it),
-  and :meth:`Iteration.id_counts` gives the sizes of its ``U_id`` sets with one host read
-  shared by every plugin that needs them.
+  :class:`~avalanche_sets.order.MIRegularizationPlugin` and the OOD-detection metric read it)
+  as masks: every plugin keeps fixed shapes and reads nothing on the host.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..data.episodes import EpisodeBatch
@@ -71,31 +70,11 @@ class Iteration:
     replayed: Replayed | None = None
     state: EpisodeState | None = None
     ood_split: OODSplit | None = None
-    _id_counts: tuple[OODSplit, list[int]] | None = field(
-        default=None, init=False, repr=False, compare=False
-    )
 
     @property
     def current_rows(self) -> range:
         """Rows of the meta-batch that hold the stream's tasks (replayed ones come after)."""
         return range(self.n_current)
-
-    def id_counts(self) -> list[int]:
-        """``|U_id|`` of every task of the meta-batch, from :attr:`ood_split`.
-
-        A size a shape depends on must be read on the host; this reads all of them at once,
-        once per split, for every plugin that cuts ``U_id`` to its size (the MI pairs, the
-        replay memory's stored features).
-        """
-        split = self.ood_split
-        if split is None:
-            raise RuntimeError(
-                "this iteration has no OOD split to count U_id in: add OODSplitPlugin to the "
-                "strategy's plugins"
-            )
-        if self._id_counts is None or self._id_counts[0] is not split:
-            self._id_counts = (split, split.is_id.sum(-1).tolist())
-        return self._id_counts[1]
 
     def replay(self, batch: EpisodeBatch, *, tasks: list[Any], slots: list[int]) -> Replayed:
         """Append memory tasks to this training iteration's meta-batch (once per iteration).
