@@ -328,6 +328,7 @@ def explain_step(strategy, exp, start: int, root: str) -> dict:
         "graph_count": ex.graph_count,
         "graph_break_count": ex.graph_break_count,
         "op_count": ex.op_count,
+        "break_reasons": sum(reasons.values()),
         "reasons": [
             {"reason": reason, "site": site, "count": n}
             for (reason, site), n in reasons.most_common()
@@ -565,7 +566,8 @@ def report(summary: dict, out: Path, stem: str) -> None:
             continue
         md += (
             f"**{r['method']}** ({g['entry']}): {g['graph_count']} graphs, "
-            f"{g['graph_break_count']} breaks, {len(g['reasons'])} distinct reasons\n\n"
+            f"{g['graph_break_count']} breaks ({g.get('break_reasons', 'n/a')} break reasons, "
+            f"{len(g['reasons'])} distinct)\n\n"
         )
         if g["reasons"]:
             md += "| × | reason | site |\n|---:|---|---|\n"
@@ -658,8 +660,9 @@ def main(argv: list[str] | None = None) -> dict:
 
     overrides = dict(args.set)
     overrides.setdefault("threads", args.threads)
+    overrides.setdefault("n_ood", args.n_ood)
     preset = resolve_preset(
-        "paper", source="synthetic", domains=[args.domain], n_ood=args.n_ood, device="cpu",
+        "paper", source="synthetic", domains=[args.domain], device="cpu",
         precision=args.precision, **overrides,
     )  # fmt: skip
     n_iter = args.warm + args.iters + 1
@@ -692,7 +695,7 @@ def main(argv: list[str] | None = None) -> dict:
         "iters": args.iters,
         "log_every": args.log_every,
         "rows": rows,
-        "calibration": calibration(rows, args.n_ood) if not args.set else [],
+        "calibration": calibration(rows, preset.n_ood) if not args.set else [],
         "seconds": time.perf_counter() - t0,
     }
     args.out.mkdir(parents=True, exist_ok=True)
