@@ -263,6 +263,35 @@ def _iterations(strategy, counter: LaunchCounter | None, syncs, cuts: list):
         del strategy._before_training_iteration, strategy._after_training_iteration
 
 
+def _train_range():
+    """:func:`benchmarks._timing.train_range`; for an older package without
+    ``set_up_process`` (``--package-path``), the same loop without it, as that code's own
+    benchmarks trained."""
+    try:
+        from benchmarks._timing import train_range
+    except ImportError:
+        from avalanche.core import SupervisedPlugin
+
+        class _StopAt(SupervisedPlugin):
+            def __init__(self, stop: int) -> None:
+                super().__init__()
+                self.stop = stop
+
+            def after_training_iteration(self, s, **kw):
+                if s.exp_iteration + 1 >= self.stop:
+                    s.stop_training()
+
+        def train_range(strategy, exp, start: int, stop: int) -> None:
+            stopper = _StopAt(stop)
+            strategy.plugins.append(stopper)
+            try:
+                strategy.train(exp, eval_streams=[], start_iteration=start)
+            finally:
+                strategy.plugins.remove(stopper)
+
+    return train_range
+
+
 def _step_body(strategy, kwargs: dict) -> None:
     """One training step from ``zero_grad`` to ``_after_update``: the strategy's
     ``training_step()`` if it has one, else the body of Avalanche's ``training_epoch``."""
@@ -290,7 +319,7 @@ def explain_step(strategy, exp, start: int, root: str) -> dict:
     package's line they happened at. Dynamo is reset afterwards."""
     import torch._dynamo as dynamo
 
-    from benchmarks._timing import train_range
+    train_range = _train_range()
 
     s, found = strategy, {}
 
@@ -358,7 +387,8 @@ def count_method(method: str, preset, exp, *, warm: int, iters: int, log_every: 
     ``[warm, warm + iters)`` of ``exp`` (one pass), then the graph breaks of the next one."""
     from avalanche_sets.methods import build_strategy
     from benchmarks._sync_count import counting_host_syncs, package_root
-    from benchmarks._timing import train_range
+
+    train_range = _train_range()
 
     root = package_root()
     torch.manual_seed(0)
@@ -577,8 +607,8 @@ def report(summary: dict, out: Path, stem: str) -> None:
             md += "\n"
     if summary["calibration"]:
         md += (
-            "## Calibration against the H100 record (`benchmarks/results/gpu_step/step_eager.json`)"
-            "\n\nCPU: operators of a whole pass (iterations, data, set-up) per iteration; H100: "
+            "## Calibration against the H100 record (`benchmarks/results/gpu_step/step_eager.json`, "
+            f"code `{summary['calibration'][0]['h100_commit']}`)\n\nCPU: operators of a whole pass (iterations, data, set-up) per iteration; H100: "
             "CUDA API calls of a profiled pass per iteration (eager, episodes on the device).\n\n"
             "| method | CPU ops | H100 cudaLaunchKernel | + ExC | memcpy | CPU / LaunchKernel | "
             "CPU / all launches | CPU syncs | H100 syncs |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n"
@@ -616,6 +646,40 @@ def _plot(rows: list[dict], parts: list[str], path: Path) -> None:
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
     plt.close(fig)
+
+
+def _provenance(package: str) -> dict:
+    """:func:`benchmarks._common.provenance`; for an older package without it
+    (``--package-path``), the same header fields with the package checkout's commit."""
+    try:
+        return provenance(seeds=[0])
+    except ImportError:
+        import datetime
+        import os
+        import platform
+        import subprocess
+
+        from benchmarks._common import command_line
+
+        def git(*a: str) -> str:
+            return subprocess.run(
+                ["git", "-C", package, *a], capture_output=True, text=True
+            ).stdout.strip()
+
+        cpu = platform.processor() or platform.machine()
+        with contextlib.suppress(OSError):
+            for line in Path("/proc/cpuinfo").read_text().splitlines():
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+        return {
+            "command": command_line(),
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "machine": {"cpu": cpu, "cores": os.cpu_count(), "torch": torch.__version__,
+                        "torch_threads": torch.get_num_threads()},
+            "seeds": [0],
+            "code": {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain"))},
+        }  # fmt: skip
 
 
 def _set(text: str) -> tuple[str, Any]:
@@ -668,6 +732,7 @@ def main(argv: list[str] | None = None) -> dict:
     n_iter = args.warm + args.iters + 1
     preset = preset.replace(tasks_per_domain=preset.meta_batch * n_iter)
     exp = build_benchmark(preset, seed=0).train_stream[0]
+    prov = _provenance(str(Path(package_root()).parent))  # before the counts: fails early
     t0 = time.perf_counter()
     rows = []
     for method in args.methods:
@@ -686,7 +751,7 @@ def main(argv: list[str] | None = None) -> dict:
               f"{rows[-1]['syncs']['per_non_logging_iteration']:.1f} syncs per iteration",
               file=sys.stderr)  # fmt: skip
     summary = {
-        "provenance": provenance(seeds=[0]),
+        "provenance": prov,
         "package": package_root(),
         "bf16_native": bool(torch.ops.mkldnn._is_mkldnn_bf16_supported()),
         "shapes": _shapes(preset),
