@@ -700,7 +700,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--n-ood", type=int, default=50, help="R, unlabeled OOD images per episode")
     ap.add_argument("--warm", type=int, default=6, help="iterations before counting")
     ap.add_argument("--iters", type=int, default=4, help="iterations counted (one pass)")
-    ap.add_argument("--log-every", type=int, default=50, help="loss terms logged every N")
+    ap.add_argument("--log-every", type=int, default=4, help="loss terms logged every N")
     ap.add_argument("--precision", default="bf16", choices=["fp32", "bf16"])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--domain", default="shapes")
