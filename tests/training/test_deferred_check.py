@@ -26,7 +26,9 @@ from avalanche_sets.runs.experiment import build_benchmark
 from avalanche_sets.training import NonFiniteLossError, read_checkpoint
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_host_reads import MEASURED, PRESET, counting_host_reads  # noqa: E402
+from test_host_reads import MEASURED, PRESET  # noqa: E402
+
+from benchmarks._sync_count import counting_host_syncs  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -191,7 +193,7 @@ def test_one_order_iteration_with_a_fused_optimiser_reads_nothing_in_the_templat
 
     def start(**kwargs):
         if s.exp_iteration == MEASURED:
-            counts.append(stack.enter_context(counting_host_reads()))
+            counts.append(stack.enter_context(counting_host_syncs()))
         return before(**kwargs)
 
     def stop(**kwargs):

@@ -1,12 +1,16 @@
-"""How often one ORDER training iteration reads a tensor's value on the host.
+"""How often one ORDER training iteration makes the host wait for the device.
 
-On a GPU every such read (``.item()``, ``float()``, ``bool()``, ``.tolist()``, ``.cpu()``,
-``.numpy()``, a boolean-mask index, ``nonzero``) waits for the device to finish its queue. The
+On a GPU every read of a tensor's value on the host (``.item()``, ``float()``, ``bool()``,
+``.tolist()``, ``.cpu()``, ``.numpy()``, a boolean-mask index, ``nonzero``) waits for the device
+to finish its queue, and so does every blocking copy of host data to the device (``h2d``:
+``torch.as_tensor(numpy, device=...)``, ``.to(device)`` of a tensor made from host data). The
 count is taken on a CPU run, where the same calls happen, over one iteration after warm-up
-(replay, OOD split, MI and OT all active), counting only calls made by the package's code.
+(replay, OOD split, MI and OT all active), counting only calls made by the package's code, with
+the counter the benchmark ``benchmarks/gpu_launches.py`` uses
+(:func:`benchmarks._sync_count.counting_host_syncs`).
 
 What remains on the CPU default path, 4 counted calls (3 reads, 2 of them of the device's
-values on a GPU):
+values on a GPU; no blocking copy to the device):
 
 * ``functional/ot.py`` (``cpu`` then ``numpy``: one copy of cost and mask together): the
   exact OT plan is solved on the host (``linear_sum_assignment``); ``ot_solver="sinkhorn"``
@@ -28,21 +32,18 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import sys
-from pathlib import Path
 
 import torch
 from avalanche.training.plugins import EvaluationPlugin
 
-import avalanche_sets
 from avalanche_sets import run_sets
 from avalanche_sets.methods import build_strategy
 from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs.experiment import build_benchmark
+from benchmarks._sync_count import counting_host_syncs
 
 torch.set_num_threads(1)
 
-PACKAGE = str(Path(avalanche_sets.__file__).parent)
 PRESET = resolve_preset(
     "quick", image_size=16, n_blocks=2, width=4, n_way=2, n_shot=1, n_query=2, n_unlabeled=2,
     n_ood=2, tasks_per_domain=12, n_test_episodes=2, n_val_episodes=2, mem_size=3,
@@ -50,54 +51,8 @@ PRESET = resolve_preset(
 )  # fmt: skip
 #: The iteration measured: the memory is full and replays, every plugin has run before.
 MEASURED = 4
-#: Host reads of the package per ORDER iteration at this shape.
+#: Host reads and blocking host-to-device copies of the package per ORDER iteration here.
 BOUND = 4
-
-_READS = ("item", "__float__", "__bool__", "__int__", "tolist", "cpu", "numpy", "nonzero")
-
-
-def _caller_in_package() -> str | None:
-    frame = sys._getframe(2)
-    name = frame.f_code.co_filename
-    return f"{Path(name).name}:{frame.f_lineno}" if name.startswith(PACKAGE) else None
-
-
-@contextlib.contextmanager
-def counting_host_reads():
-    """Count, by ``file:line`` of the package, calls that read a tensor's value on the host."""
-    counts: collections.Counter[str] = collections.Counter()
-    originals = {name: getattr(torch.Tensor, name) for name in _READS}
-    getitem = torch.Tensor.__getitem__
-    nonzero = torch.nonzero
-
-    def wrap(name, fn):
-        def counted(*args, **kwargs):
-            where = _caller_in_package()
-            if where is not None:
-                counts[f"{name} {where}"] += 1
-            return fn(*args, **kwargs)
-
-        return counted
-
-    def masked_getitem(self, index):
-        items = index if isinstance(index, tuple) else (index,)
-        if any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in items):
-            where = _caller_in_package()
-            if where is not None:
-                counts[f"mask-index {where}"] += 1
-        return getitem(self, index)
-
-    try:
-        for name, fn in originals.items():
-            setattr(torch.Tensor, name, wrap(name, fn))
-        torch.Tensor.__getitem__ = masked_getitem
-        torch.nonzero = wrap("nonzero", nonzero)
-        yield counts
-    finally:
-        for name, fn in originals.items():
-            setattr(torch.Tensor, name, fn)
-        torch.Tensor.__getitem__ = getitem
-        torch.nonzero = nonzero
 
 
 def host_reads_of_one_iteration() -> collections.Counter[str]:
@@ -109,7 +64,7 @@ def host_reads_of_one_iteration() -> collections.Counter[str]:
 
     def start(**kwargs):
         if strategy.exp_iteration == MEASURED:
-            counts.append(stack.enter_context(counting_host_reads()))
+            counts.append(stack.enter_context(counting_host_syncs()))
         return before(**kwargs)
 
     def stop(**kwargs):
@@ -124,6 +79,39 @@ def host_reads_of_one_iteration() -> collections.Counter[str]:
     strategy._after_training_iteration = stop
     run_sets(strategy, build_benchmark(PRESET, seed=0))
     return measured
+
+
+def test_the_exact_ot_plan_is_copied_back_to_the_device_and_counted():
+    # the two index tensors of linear_sum_assignment's plan, built from NumPy on the device
+    counts = host_reads_of_one_iteration()
+    copies = {k: v for k, v in counts.items() if k.startswith("h2d:")}
+    assert list(copies.values()) == [2], counts
+    assert next(iter(copies)).startswith("h2d:as_tensor functional/ot.py:"), copies
+
+
+def test_copies_from_host_data_to_the_device_are_counted_where_the_package_makes_them():
+    import numpy as np
+
+    from avalanche_sets.functional import ot
+
+    # code compiled under a package file's name counts as the package's own calls
+    code = compile(
+        "a = torch.as_tensor(np.arange(3), device='cpu')\n"  # host data onto the device
+        "b = torch.from_numpy(np.arange(3)).to('cpu')\n"  # a host tensor moved
+        "c = torch.tensor([1.0]).to(torch.float64).to(torch.zeros(1))\n"  # dtype, then move
+        "d = torch.as_tensor(np.arange(3))\n"  # stays on the host: no copy
+        "e = torch.zeros(3).to('cpu')\n",  # already the device's: no copy
+        ot.__file__,
+        "exec",
+    )
+    with counting_host_syncs() as counts:
+        exec(code, {"torch": torch, "np": np})
+    assert dict(counts) == {
+        "h2d:as_tensor functional/ot.py:1": 1,
+        "h2d:to functional/ot.py:2": 1,
+        "h2d:to functional/ot.py:3": 1,
+    }
+    assert counts.events == list(counts)
 
 
 def test_one_order_iteration_reads_the_host_a_bounded_number_of_times():
