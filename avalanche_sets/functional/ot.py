@@ -304,6 +304,8 @@ def _to_device_of(plan: np.ndarray, like: Tensor) -> Tensor:
     """``plan`` as a tensor of ``like``'s dtype on its device; to a CUDA device from pinned
     memory with a non-blocking copy, so the host does not wait for the device's queue."""
     host = torch.from_numpy(plan).to(like.dtype)
+    if like.device.type == "cpu":
+        return host  # there already
     if like.device.type == "cuda" and torch.cuda.is_available():
         return host.pin_memory().to(like.device, non_blocking=True)
     return host.to(like.device)

@@ -72,21 +72,29 @@ def test_the_benchmark_writes_counts_that_add_up(tmp_path):
         # every operator belongs to a named part of the step; none is left to "other"
         assert not [p for p in launches["by_part"] if p.startswith(("unmapped", "outside"))]
         for part in ("backbone", "backward", "optimiser", "finite check", "loss"):
-            assert launches["by_part"][part] > 0, part
+            assert launches["by_part"][part] > 0, (part, launches["by_part"])
         # one fused step per optimiser per iteration, one operator each
         assert all(o["fused"] for o in row["optimisers"])
         assert len(row["optimisers"]) == fused[row["method"]]
         assert launches["fused_optimiser_steps_per_iteration"] == fused[row["method"]]
         syncs = row["syncs"]
-        assert syncs["per_non_logging_iteration"] > 0 and syncs["logging_steps"] >= 1
+        assert syncs["logging_steps"] >= 1
         assert any("loss_terms.py" in k for k in syncs["logging_step_extra"])
+    # with fused optimisers the step waits for nothing: the finite check and the label check
+    # stay on the device
+    assert summary["rows"][0]["syncs"]["per_non_logging_iteration"] == 0
     order = summary["rows"][1]
     assert order["replays"]
     for part in ("replay", "OOD split", "MI pairs", "MI fit", "MI term", "OT"):
         assert order["launches"]["by_part"][part] > 0, part
-    # the exact OT plan's indices go back to the device: two blocking copies
-    copies = {k: v for k, v in order["syncs"]["by_site"].items() if k.startswith("h2d:")}
-    assert list(copies.values()) == [2.0] and "functional/ot.py" in next(iter(copies))
+    # ORDER's exact OT plan: one copy to the host (cpu, numpy), none back; the replay memory
+    # reads the episode indices in the batch's oracle, which stays on the host on a GPU
+    sites = order["syncs"]["by_site"]
+    assert {k.split(":")[0].split(" ")[-1] for k in sites} == {
+        "functional/ot.py",
+        "order/replay.py",
+    }
+    assert not [k for k in sites if k.startswith("h2d:")], sites
 
 
 def test_a_host_read_in_the_step_is_counted_at_its_line(tiny, monkeypatch):

@@ -81,12 +81,12 @@ def host_reads_of_one_iteration() -> collections.Counter[str]:
     return measured
 
 
-def test_the_exact_ot_plan_is_copied_back_to_the_device_and_counted():
-    # the two index tensors of linear_sum_assignment's plan, built from NumPy on the device
+def test_the_exact_ot_plan_makes_no_blocking_copy_to_the_device():
+    # the plan comes back from pinned memory without waiting (on the CPU it is there already);
+    # the one copy to the host (cost and mask together) is the plan's only wait
     counts = host_reads_of_one_iteration()
-    copies = {k: v for k, v in counts.items() if k.startswith("h2d:")}
-    assert list(copies.values()) == [2], counts
-    assert next(iter(copies)).startswith("h2d:as_tensor functional/ot.py:"), copies
+    assert not {k: v for k, v in counts.items() if k.startswith("h2d:")}, counts
+    assert sum(v for k, v in counts.items() if "functional/ot.py" in k) == 2, counts  # cpu, numpy
 
 
 def test_copies_from_host_data_to_the_device_are_counted_where_the_package_makes_them():
