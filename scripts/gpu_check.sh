@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The prepared device run: every GPU measurement of the project in one command that fits a
-# lease (about 6 minutes measured on one H100; its stage limits add up to 8), each stage with its own time limit and its own result
+# lease (its default stages' limits add up to 8 minutes; the stages before the captured one took
+# about 6 on one H100), each stage with its own time limit and its own result
 # under $OUT, written as soon as the stage (or a part of it) finishes, so that a command cut
 # short still returns the stages before.
 #
@@ -13,8 +14,12 @@
 #   tests    (90)  pytest.txt: tests/test_cuda.py
 #   eager    (80)  step_eager.json + .md: benchmarks.gpu_step, eager backbone, ProtoNet, MSKM and
 #                  ORDER at R = 50 and 250, episodes on the device and from host memory
-#   compile  (80)  step_compile.json + .md: the same with torch.compile, MSKM and ORDER, R = 50
-#   paper   (170)  paper_short.json: benchmarks.paper_scale --short, ORDER on the synthetic 84 px
+#   compile  (80)  step_compile.json + .md: the backbone alone with torch.compile, MSKM and ORDER,
+#                  R = 50 (not a default stage: the captured stage compiles the whole step)
+#   captured (100) step_captured.json + .md: the whole training step compiled and replayed as a
+#                  CUDA graph (EpisodicTemplate.compile_training_step, mode reduce-overhead),
+#                  ProtoNet, MSKM and ORDER (OT plan on the device), R = 50, beside the eager step
+#   paper   (150)  paper_short.json: benchmarks.paper_scale --short, ORDER on the synthetic 84 px
 #                  paper preset, GPU_CHECK_SHORT iterations per domain, the real evaluation, the
 #                  whole run's cost computed
 #   log.txt        every stage's output
@@ -22,7 +27,8 @@
 # Environment: OUT (required off the device tool), PYTHON (default python3: the image's, with its
 # CUDA torch), GPU_CHECK_DEVICE (cuda), GPU_CHECK_TINY=1 (a tiny network and evaluation: only to
 # rehearse the script), GPU_CHECK_SHORT (iterations per domain of the paper stage, default 200),
-# GPU_CHECK_STAGES (the stages to run, default "install env tests eager compile paper"),
+# GPU_CHECK_STAGES (the stages to run, default "install env tests eager captured paper"; add
+# compile for the backbone-only torch.compile stage),
 # GPU_CHECK_LIMIT_SCALE (multiplies every limit: a slow rehearsal machine), WHEELS (default .whl).
 set -uo pipefail
 
@@ -33,7 +39,7 @@ mkdir -p "$OUT"
 PY="${PYTHON:-python3}"
 DEVICE="${GPU_CHECK_DEVICE:-cuda}"
 SHORT="${GPU_CHECK_SHORT:-150}"
-STAGES="${GPU_CHECK_STAGES:-install env tests eager compile paper}"
+STAGES="${GPU_CHECK_STAGES:-install env tests eager captured paper}"
 WHEELS="${WHEELS:-.whl}"
 SCALE="${GPU_CHECK_LIMIT_SCALE:-1}"
 LOG="$OUT/log.txt"
@@ -116,10 +122,13 @@ stage tests 90 tests
 stage eager 80 "$PY" -m benchmarks.gpu_step --device "$DEVICE" --out "$OUT" --stem step_eager \
   --variants eager --methods protonet mskm order --n-ood 50 250 --data device host \
   --warm 6 --iters 12 --round 4 "${SETS[@]}"
+stage captured 100 "$PY" -m benchmarks.gpu_step --device "$DEVICE" --out "$OUT" --stem step_captured \
+  --variants captured eager --methods protonet mskm order --n-ood 50 --data device \
+  --warm 6 --iters 12 --round 4 "${SETS[@]}"
 stage compile 80 "$PY" -m benchmarks.gpu_step --device "$DEVICE" --out "$OUT" --stem step_compile \
   --variants compile --methods mskm order --n-ood 50 --data device \
   --warm 4 --iters 8 --round 4 "${SETS[@]}"
-stage paper 170 "$PY" -m benchmarks.paper_scale --device "$DEVICE" --out "$OUT" --short "$SHORT" \
+stage paper 150 "$PY" -m benchmarks.paper_scale --device "$DEVICE" --out "$OUT" --short "$SHORT" \
   --methods order --stem paper_short "${SETS[@]}"
 echo "=== [gpu_check] all stages done in $((SECONDS - started))s; files in $OUT:" | tee -a "$LOG"
 ls -la "$OUT" | tee -a "$LOG"
