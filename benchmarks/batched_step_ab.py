@@ -18,7 +18,9 @@ same test episodes:
     python -m benchmarks.batched_step_ab --before BEFORE --after AFTER \\
         --before-commit e00148e --after-commit 5fc3f5a
 
-Writes ``benchmarks/results/batched_step_ab/``: ``ab.json``, ``ab.md`` and ``ab.png``.
+Writes ``benchmarks/results/batched_step_ab/``: ``ab.json``, ``ab.md`` and ``ab.png``
+(``--stem``). ``--differing threads`` compares two runs of one code that differ in a setting
+only: how far a last-bit change of the same maths moves a trained model.
 """
 
 from __future__ import annotations
@@ -42,8 +44,10 @@ def _runs(root: Path) -> dict[tuple[str, int], dict]:
     return out
 
 
-def compare(before: Path, after: Path) -> dict:
-    """The paired comparison of the runs both folders hold (see the module docstring)."""
+def compare(before: Path, after: Path, *, differing: tuple[str, ...] = ()) -> dict:
+    """The paired comparison of the runs both folders hold (see the module docstring);
+    ``differing``: preset settings the two sides may differ in (a control pair of runs of one
+    code, e.g. ``threads``); every other setting and the data must be the same."""
     a, b = _runs(before), _runs(after)
     both = sorted(set(a) & set(b))
     if not both:
@@ -51,7 +55,8 @@ def compare(before: Path, after: Path) -> dict:
     rows, methods = [], {}
     for method, seed in both:
         old, new = a[(method, seed)], b[(method, seed)]
-        if old["preset"] != new["preset"] or old["data"] != new["data"]:
+        keep = lambda p: {k: v for k, v in p.items() if k not in differing}  # noqa: E731
+        if keep(old["preset"]) != keep(new["preset"]) or old["data"] != new["data"]:
             raise SystemExit(f"{method} seed {seed}: the two runs differ in preset or data")
         delta, ci = paired_difference(new["result"]["episode_acc"], old["result"]["episode_acc"])
         rows.append({
@@ -119,16 +124,24 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--before-commit", required=True)
     ap.add_argument("--after-commit", required=True)
     ap.add_argument("--out", type=Path, default=RESULTS / "batched_step_ab")
+    ap.add_argument("--stem", default="ab", help="file names: STEM.json, STEM.md, STEM.png")
+    ap.add_argument(
+        "--differing", nargs="*", default=[], metavar="SETTING",
+        help="preset settings the two sides may differ in (a control pair of one code)",
+    )  # fmt: skip
     args = ap.parse_args(argv)
-    summary = compare(args.before, args.after)
+    summary = compare(args.before, args.after, differing=tuple(args.differing))
     seeds = sorted({r["seed"] for r in summary["rows"]})
     prov = provenance(seeds=seeds)
     args.out.mkdir(parents=True, exist_ok=True)
-    write_json(args.out / "ab.json", {"provenance": prov, "commits": [args.before_commit,
-               args.after_commit], **summary})  # fmt: skip
+    record = {"provenance": prov, "commits": [args.before_commit, args.after_commit],
+              "differing": args.differing, **summary}  # fmt: skip
+    write_json(args.out / f"{args.stem}.json", record)
     md = _markdown(summary, prov, (args.before_commit, args.after_commit))
-    (args.out / "ab.md").write_text(md)
-    _plot(summary, args.out / "ab.png")
+    if args.differing:
+        md += f"\nThe two sides differ in {args.differing} only.\n"
+    (args.out / f"{args.stem}.md").write_text(md)
+    _plot(summary, args.out / f"{args.stem}.png")
     print(md)
     return summary
 
