@@ -704,6 +704,24 @@ def _set(text: str) -> tuple[str, Any]:
         return key, value
 
 
+def _import_package_from(checkout: Path) -> None:
+    """Import ``avalanche_sets`` from ``checkout`` (its submodules follow from there), before
+    anything imports this checkout's."""
+    import importlib.util
+
+    if "avalanche_sets" in sys.modules:
+        raise SystemExit("--package-path: avalanche_sets is already imported")
+    init = checkout.resolve() / "avalanche_sets" / "__init__.py"
+    if not init.is_file():
+        raise SystemExit(f"--package-path: no avalanche_sets package in {checkout}")
+    spec = importlib.util.spec_from_file_location(
+        "avalanche_sets", init, submodule_search_locations=[str(init.parent)]
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["avalanche_sets"] = module
+    spec.loader.exec_module(module)
+
+
 def main(argv: list[str] | None = None) -> dict:
     """Count every method of ``--methods`` and write ``<stem>.json``, ``<stem>.md`` and
     ``<stem>.png`` into ``--out``; returns the summary."""
@@ -729,9 +747,7 @@ def main(argv: list[str] | None = None) -> dict:
     )  # fmt: skip
     args = ap.parse_args(argv)
     if args.package_path is not None:
-        if "avalanche_sets" in sys.modules:
-            raise SystemExit("--package-path: avalanche_sets is already imported")
-        sys.path.insert(0, str(Path(args.package_path).resolve()))
+        _import_package_from(Path(args.package_path))
     from avalanche_sets.presets import resolve_preset
     from avalanche_sets.runs.experiment import build_benchmark
     from benchmarks._sync_count import package_root

@@ -57,6 +57,7 @@ from torch.utils.data import DataLoader, Subset
 
 from ..data.episodes import EpisodeBatch, collate_episodes
 from ..functional.fused_adam import adam_step
+from ..models.heads import support_n_way
 from .iteration import Iteration, check_partners
 
 __all__ = [
@@ -474,12 +475,11 @@ class EpisodicTemplate(SupervisedTemplate):
         self._step_warm = False
 
     def _run_compiled_step(self) -> None:
-        import torch._dynamo
-
         if not self._step_warm:  # plugins build their own parts (networks, state) at first use
             self.training_step()
             self._step_warm = True
             return
+        # torch.compile imported torch._dynamo when compile_training_step called it
         with torch._dynamo.config.patch(trace_autograd_ops=True):
             self._compiled_step()
 
@@ -623,8 +623,6 @@ class EpisodicTemplate(SupervisedTemplate):
         if bool(torch.stack(finite).all()):
             return
         if label_error is not None and bool(label_error):
-            from ..models.heads import support_n_way
-
             support_n_way(self.mb_x.support_y)  # explains labels below 0 or a missing class
             raise ValueError(
                 f"the support labels at training experience "
