@@ -9,7 +9,7 @@ from collections import defaultdict
 
 from avalanche.core import SupervisedPlugin
 
-from avalanche_sets.training import set_up_process
+from avalanche_sets import training
 from avalanche_sets.training.template import EpisodicPlugin
 
 #: Plugin methods timed besides Avalanche's and the template's events (``before_*`` /
@@ -124,8 +124,11 @@ class _StopAt(SupervisedPlugin):
 
 def train_range(strategy, exp, start: int, stop: int) -> None:
     """Train iterations [start, stop) of an experience (the template's resume machinery), in
-    a process set up as a run sets it up (:func:`set_up_process`)."""
-    set_up_process(strategy.device)
+    a process set up as a run sets it up (``training.set_up_process``; a package that has none,
+    counted with ``gpu_launches --package-path``, trains as its own benchmarks did)."""
+    set_up = getattr(training, "set_up_process", None)
+    if set_up is not None:
+        set_up(strategy.device)
     stopper = _StopAt(stop)
     strategy.plugins.append(stopper)
     try:

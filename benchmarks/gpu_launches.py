@@ -276,35 +276,6 @@ def _iterations(strategy, counter: LaunchCounter | None, syncs, cuts: list):
         del strategy._before_training_iteration, strategy._after_training_iteration
 
 
-def _train_range():
-    """:func:`benchmarks._timing.train_range`; for an older package without
-    ``set_up_process`` (``--package-path``), the same loop without it, as that code's own
-    benchmarks trained."""
-    try:
-        from benchmarks._timing import train_range
-    except ImportError:
-        from avalanche.core import SupervisedPlugin
-
-        class _StopAt(SupervisedPlugin):
-            def __init__(self, stop: int) -> None:
-                super().__init__()
-                self.stop = stop
-
-            def after_training_iteration(self, s, **kw):
-                if s.exp_iteration + 1 >= self.stop:
-                    s.stop_training()
-
-        def train_range(strategy, exp, start: int, stop: int) -> None:
-            stopper = _StopAt(stop)
-            strategy.plugins.append(stopper)
-            try:
-                strategy.train(exp, eval_streams=[], start_iteration=start)
-            finally:
-                strategy.plugins.remove(stopper)
-
-    return train_range
-
-
 def _step_body(strategy, kwargs: dict) -> None:
     """One training step from ``zero_grad`` to ``_after_update``: the strategy's
     ``training_step()`` if it has one, else the body of Avalanche's ``training_epoch``."""
@@ -332,7 +303,7 @@ def explain_step(strategy, exp, start: int, root: str) -> dict:
     package's line they happened at. Dynamo is reset afterwards."""
     import torch._dynamo as dynamo
 
-    train_range = _train_range()
+    from benchmarks._timing import train_range
 
     s, found = strategy, {}
 
@@ -400,8 +371,7 @@ def count_method(method: str, preset, exp, *, warm: int, iters: int, log_every: 
     ``[warm, warm + iters)`` of ``exp`` (one pass), then the graph breaks of the next one."""
     from avalanche_sets.methods import build_strategy
     from benchmarks._sync_count import counting_host_syncs, package_root
-
-    train_range = _train_range()
+    from benchmarks._timing import train_range
 
     root = package_root()
     torch.manual_seed(0)
