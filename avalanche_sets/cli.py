@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import difflib
 import itertools
 import json
 import os
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .runs.figure_formats import add_figure_arguments, figure_formats
+from .suggest import did_you_mean
 
 if TYPE_CHECKING:
     from .presets import RunConfig
@@ -91,8 +91,7 @@ def _strategy_options(items: list[str] | None, methods: list[str]) -> dict[str, 
         if not eq or not key:
             raise ValueError(f"--strategy-set expects [METHOD:]key=value, got {item!r}")
         if method and method not in texts:
-            close = difflib.get_close_matches(method, methods, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            hint = did_you_mean(method, methods)
             raise ValueError(
                 f"--strategy-set {item}: method {method!r} is not run by this command{hint}; "
                 f"fix: name one of {methods}, or give key=value to every method"

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 import numbers
 import os
 from collections.abc import Callable, Mapping
@@ -43,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .defaults import FOLDER_SOURCES, MEM_SIZE, N_OOD, PRECISIONS, REPLAY_BATCH, SOURCES
+from .suggest import did_you_mean
 
 if TYPE_CHECKING:
     from .data.splits import RunTarget
@@ -180,7 +180,7 @@ def run_target(name: str = "cpu") -> RunTarget:
 
     if name not in PRESETS:
         raise ValueError(
-            f"unknown preset {name!r}{_close(name, PRESETS)}; choose one of {preset_names()}"
+            f"unknown preset {name!r}{did_you_mean(name, PRESETS)}; choose one of {preset_names()}"
         )
     return RunTarget.of(name, PRESETS[name])
 
@@ -250,11 +250,6 @@ _CHOICES = {"source": SOURCES, "small_classes": ("error", "drop"), "precision": 
 _EXTRA = ("root", "order", "domains", "ood", "small_classes", "channels_last")
 
 
-def _close(name: str, valid: Any) -> str:
-    close = difflib.get_close_matches(str(name), sorted(valid), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
 def check_preset(preset: Mapping[str, Any], *, name: str = "preset") -> Mapping[str, Any]:
     """Check every setting of a (resolved) preset; raise ValueError naming the first bad one.
 
@@ -272,7 +267,7 @@ def check_preset(preset: Mapping[str, Any], *, name: str = "preset") -> Mapping[
             example = PRESETS["quick"].get(key)
             fix = f"; fix: e.g. {key}={example!r}" if example is not None else ""
             if key in _CHOICES:
-                fix = _close(value, _CHOICES[key])
+                fix = did_you_mean(str(value), _CHOICES[key])
             if isinstance(value, (tuple, list)) and key not in ("seeds", "domains", "ood"):
                 fix += " (a comma-separated list is a grid: run it with `avalanche-sets sweep`)"
             raise ValueError(
@@ -410,7 +405,7 @@ class RunConfig:
             )
         unknown = sorted(set(preset) - set(PRESET_SCHEMA))
         if unknown:
-            hints = "".join(_close(k, PRESET_SCHEMA) for k in unknown[:3])
+            hints = did_you_mean(unknown, PRESET_SCHEMA)
             raise ValueError(
                 f"{name}: unknown setting(s) {unknown}{hints}; valid settings: "
                 f"{sorted(PRESET_SCHEMA)}"
@@ -474,12 +469,12 @@ def resolve_preset(name: str, **overrides: Any) -> RunConfig:
     """
     if name not in PRESETS:
         raise ValueError(
-            f"unknown preset {name!r}{_close(name, PRESETS)}; choose one of {preset_names()}"
+            f"unknown preset {name!r}{did_you_mean(name, PRESETS)}; choose one of {preset_names()}"
         )
     preset = copy.deepcopy(PRESETS[name])
     unknown = sorted(set(overrides) - set(preset) - set(_EXTRA))
     if unknown:
-        hints = "".join(_close(k, {*preset, *_EXTRA}) for k in unknown[:3])
+        hints = did_you_mean(unknown, {*preset, *_EXTRA})
         raise ValueError(
             f"unknown preset setting(s) {unknown}{hints}; valid settings: {sorted(preset)} "
             f"(plus {', '.join(k for k in _EXTRA if k not in preset)})"

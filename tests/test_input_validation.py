@@ -354,7 +354,7 @@ CASES = [
          r"(?s)not found: no folder cub / .* under .*Expected layout:.*Where to get it:.*"
          r"Nothing is downloaded"),
     Case("paper-unknown-name", lambda t: load_paper_domain("cubb", t), ValueError,
-         r"unknown paper dataset 'cubb'; did you mean 'cub'\?"),
+         r"unknown paper dataset 'cubb' \(did you mean 'cub'\?\)"),
     Case("paper-split-lists-missing-class", _paper_split_names_missing_class,
          DatasetNotFoundError,
          r"is malformed: split file names 1 class\(es\) not found in the data, e\.g\. "

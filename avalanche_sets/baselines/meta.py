@@ -24,7 +24,6 @@ Shared pieces:
 
 from __future__ import annotations
 
-import difflib
 import inspect
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
@@ -40,6 +39,7 @@ from ..method_spec import MethodSpec, PaperRow
 from ..models.backbone import autocast_bf16, cpu_backbone, embed_episodes
 from ..models.episodic import EpisodeState, PrototypicalModel
 from ..models.maml import MAMLLearner
+from ..suggest import did_you_mean
 from ..training.cuda_settings import default_adam
 from ..training.template import EpisodicTemplate
 
@@ -167,11 +167,7 @@ class EpisodicBaseline(EpisodicTemplate):
             raise TypeError(
                 f"{cls.__name__} takes no model options (got {unknown}); fix: pass model=..."
             )
-        hints = "".join(
-            f" (did you mean {close[0]!r}?)"
-            for close in (difflib.get_close_matches(k, valid, n=1) for k in unknown)
-            if close
-        )
+        hints = did_you_mean(unknown, valid)
         raise TypeError(
             f"{cls.__name__}'s model {cls.model_class.__name__} does not take option(s) "
             f"{unknown}{hints}; fix: use its options {list(valid)}"

@@ -17,7 +17,6 @@ when the benchmark is built.
 
 from __future__ import annotations
 
-import difflib
 import warnings
 import zlib
 from collections.abc import Sequence
@@ -29,6 +28,7 @@ from avalanche.benchmarks.scenarios.generic_scenario import CLScenario, EagerCLS
 from avalanche.benchmarks.utils import AvalancheDataset
 
 from ..defaults import N_OOD, SOURCES
+from ..suggest import did_you_mean
 from .device_episodes import DeviceEpisodeSampler, DeviceImagePools
 from .domain import Domain
 from .episodes import SMALL_CLASSES, EpisodeConfig, EpisodeSampler, collate_episodes
@@ -198,7 +198,7 @@ def load_source(
     """
     if source not in SOURCES:
         raise ValueError(
-            f"unknown source {source!r}{_did_you_mean(source, SOURCES)}; choose one of {SOURCES}"
+            f"unknown source {source!r}{did_you_mean(str(source), SOURCES)}; choose one of {SOURCES}"
         )
     _check_order(order, domains)
     if isinstance(domains, str) or isinstance(ood, str):
@@ -297,11 +297,6 @@ def _warn_unlisted(root: str | Path, listed: set[str]) -> None:
         )
 
 
-def _did_you_mean(name: object, valid: Sequence[str] | set[str]) -> str:
-    close = difflib.get_close_matches(str(name), sorted(valid), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
 def _check_order(order: object, domains: Sequence[str] | None) -> None:
     """``order`` is one of the paper's orders; it and a custom ``domains`` order exclude each
     other (the default order 1 is allowed with ``domains``, which then wins)."""
@@ -322,7 +317,7 @@ def _check_order(order: object, domains: Sequence[str] | None) -> None:
 def _check_names(names: Sequence[str], valid: set[str], what: str) -> None:
     unknown = [n for n in names if n not in valid]
     if unknown:
-        hints = "".join(_did_you_mean(n, valid) for n in unknown[:3])
+        hints = did_you_mean(unknown, valid)
         raise ValueError(
             f"unknown domain name(s) {unknown} for {what}{hints}; valid: {sorted(valid)}"
         )

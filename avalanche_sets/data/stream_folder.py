@@ -34,7 +34,6 @@ test, an OOD source one (:mod:`avalanche_sets.data.splits`).
 from __future__ import annotations
 
 import datetime
-import difflib
 import json
 import os
 import re
@@ -48,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from .. import __version__
+from ..suggest import did_you_mean
 from ._readme import readme_head
 from .domain import SPLITS, Domain
 from .images import UnreadableImagesError, ignored_files, scan_image_folder
@@ -134,8 +134,7 @@ def parse_stream_item(text: str) -> StreamItem:
     if rest.startswith("synthetic:"):
         ref = rest[len("synthetic:") :]
         if ref not in SYNTHETIC_DOMAINS:
-            close = difflib.get_close_matches(ref, SYNTHETIC_DOMAINS, n=1, cutoff=0.6)
-            hint = f" (did you mean 'synthetic:{close[0]}'?)" if close else ""
+            hint = did_you_mean(ref, SYNTHETIC_DOMAINS, prefix="synthetic:")
             raise ValueError(
                 f"unknown synthetic domain {ref!r} in item {text!r}{hint}; valid: ID domains "
                 f"{', '.join(SYNTHETIC_ID_DOMAINS)}; OOD sources "

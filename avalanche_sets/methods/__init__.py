@@ -38,7 +38,6 @@ attribute (``preset.lr``); ``preset.replace(width=16)`` is a checked copy with a
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import inspect
 import os
@@ -50,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..method_spec import MethodSpec
 from ..presets import RunConfig
+from ..suggest import did_you_mean
 from .builtins import _builtin_specs, builtin_methods
 from .options import (
     OptionSpec,
@@ -190,8 +190,7 @@ def _resolve(name: str) -> Any:
     target = _target(name)
     module_name, colon, attr = target.partition(":")
     if not colon or not module_name or not attr:
-        close = difflib.get_close_matches(str(name), method_names(), n=1, cutoff=0.5)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        hint = did_you_mean(str(name), method_names(), cutoff=0.5)
         raise ValueError(
             f"unknown method {name!r}{hint}; choose one of {method_names()}, or name a method "
             "of your own as 'package.module:factory' (or install it under the entry-point "

@@ -25,13 +25,14 @@ from __future__ import annotations
 import ast
 import builtins
 import collections.abc
-import difflib
 import inspect
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from ..suggest import did_you_mean
 
 __all__ = [
     "BOOL_SPELLINGS",
@@ -412,12 +413,7 @@ def signature_options(func: Callable, *, skip: Iterable[str] = ()) -> dict[str, 
 
 def close_names(names: Iterable[str], valid: Iterable[str]) -> str:
     """`` (did you mean 'gamma'?)`` for each name with a close valid one (at most three)."""
-    valid = sorted(valid)
-    return "".join(
-        f" (did you mean {c[0]!r}?)"
-        for c in (difflib.get_close_matches(k, valid, n=1) for k in list(names)[:3])
-        if c
-    )
+    return did_you_mean(list(names), valid)
 
 
 def describe_options(options: Mapping[str, OptionSpec]) -> str:

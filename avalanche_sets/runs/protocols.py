@@ -27,10 +27,10 @@ in well under a second.
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Iterable, Sequence
 
+from ..suggest import did_you_mean
 from .folder import record_identity
 
 __all__ = [
@@ -43,7 +43,6 @@ __all__ = [
     "settings_agree",
     "group_protocols",
     "check_setting_names",
-    "did_you_mean",
     "data_label",
     "numerics_label",
     "shared_settings",
@@ -192,14 +191,6 @@ def group_protocols(records: Iterable[dict], *, pool_code: bool = False) -> list
     return [[g[s] for s in sorted(g)] for g in groups.values()]
 
 
-def did_you_mean(name: str, choices: Iterable[str]) -> str:
-    """`` (did you mean 'x'?)`` for the closest of ``choices`` to ``name``, or ``""``."""
-    choices = list(choices)
-    close = difflib.get_close_matches(name, choices, n=2)
-    close += [c for c in choices if c.endswith("." + name) and c not in close]
-    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
-
-
 def check_setting_names(
     names: Sequence[str], settings: Iterable[dict[str, str]], *, flag: str
 ) -> None:
@@ -217,7 +208,7 @@ def check_setting_names(
     for name in names:
         if name not in known:
             raise ValueError(
-                f"{flag} {name!r}: no run record has this setting{did_you_mean(name, known)}; "
+                f"{flag} {name!r}: no run record has this setting{did_you_mean(name, known, n=2)}; "
                 f"the records' settings are {', '.join(sorted(known))}"
             )
 

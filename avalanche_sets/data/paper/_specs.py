@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import difflib
 from functools import partial
 
+from ...suggest import did_you_mean
 from . import _archives as A
 from . import _releases as R
 from ._common import (
@@ -521,8 +521,9 @@ def paper_dataset(name: str) -> PaperDataset:
     """The spec of a paper dataset by canonical name or a common spelling (``"CIFAR-FS"``)."""
     key = _ALIASES.get(_norm(name))
     if key is None:
-        close = difflib.get_close_matches(_norm(name), sorted(_ALIASES), n=1, cutoff=0.6)
-        hint = f"; did you mean {_ALIASES[close[0]]!r}?" if close else ""
+        hint = did_you_mean(_norm(name), _ALIASES)
+        for alias, canonical in _ALIASES.items():  # the hint names the dataset, not a spelling
+            hint = hint.replace(f"'{alias}'", f"'{canonical}'")
         raise ValueError(
             f"unknown paper dataset {name!r}{hint} (choose one of {sorted(PAPER_DATASETS)})"
         )

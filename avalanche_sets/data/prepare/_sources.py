@@ -6,11 +6,12 @@ the check of the dataset names a stream is asked for.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ...suggest import did_you_mean
 
 
 @dataclass(frozen=True)
@@ -197,8 +198,7 @@ DEFAULT_OOD: tuple[str, ...] = ("svhn",)
 
 # ----------------------------------------------------------------------------- checks
 def _unknown(name: str) -> ValueError:
-    close = difflib.get_close_matches(name, list(TORCHVISION_SOURCES), n=1, cutoff=0.5)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    hint = did_you_mean(name, TORCHVISION_SOURCES, cutoff=0.5)
     return ValueError(
         f"unknown torchvision dataset {name!r}{hint}; known: {sorted(TORCHVISION_SOURCES)}; an "
         "image folder with one sub-folder per class goes through `avalanche-sets prepare pack`"
