@@ -30,13 +30,13 @@ from pathlib import Path
 
 import numpy as np
 
-from avalanche_sets.methods import builtin_methods
 from avalanche_sets.presets import PRESETS
 from avalanche_sets.runs.folder import write_record
+from benchmarks import _methods
 from benchmarks._common import header_md, out_dir, package_env, provenance, write_json
 
 #: Ten method names the synthetic records carry (the registry's first ten built-ins).
-METHODS = builtin_methods()[:10]
+METHODS = _methods.names()[:10]
 DOMAINS = ["cifar100", "aircraft", "flowers102", "dtd", "gtsrb", "omniglot"]
 EPISODES = 100
 
