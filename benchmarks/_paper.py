@@ -13,49 +13,29 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 
-from avalanche_sets.methods import method_spec, method_specs
 from avalanche_sets.runs.folder import record_identity
 from avalanche_sets.runs.report import aggregate_results, delta_text
 from avalanche_sets.runs.report import paired_delta as report_paired_delta
 from benchmarks.forgetting import seed_cell, summarise
-
-#: The columns of the paper's numbers in each method table (a row's ``PaperRow.paper``).
-_BY_SHOT = ("1-shot", "5-shot")
-_BY_R = ("5-shot, R = 50", "5-shot, R = 250")  # component and fine-grained ablations
-COLUMNS: dict[str, tuple[str, ...]] = {
-    "table2": _BY_SHOT,
-    "table3": _BY_SHOT,
-    "order2": _BY_SHOT,
-    "order3": _BY_SHOT,
-    # The paper's rows: MI × OT switches; its "neither" row has Semi-ER's numbers, its "MI, no
-    # OT" row is ORDER without OT (with replay).
-    "ablation_components": _BY_R,
-    # U_id+U_ood without MI (Semi-ER's numbers), U_id only, U_id + I_id, everything. The paper
-    # does not say whether its middle rows use OT; ours keep replay and OT on, so they differ
-    # from ORDER only in the MI terms.
-    "ablation_mi": _BY_R,
-}
-
-
-def table_methods(table: str) -> list[str]:
-    """The methods whose declarations fill rows of artefact ``table``, in the rows' order."""
-    rows = [(r.position, s.name) for s in method_specs() if (r := s.row(table)) is not None]
-    return [name for _, name in sorted(rows)]
-
-
-def _reference_method(table: str) -> str:
-    (name,) = [s.name for s in method_specs() if (r := s.row(table)) and r.reference]
-    return name
+from benchmarks.paper_rows import (
+    COLUMNS,
+    JOINT,
+    JOINT_MATCHED,
+    ORDER,
+    reference_method,
+    row,
+    table_methods,
+)
 
 
 def _paper_rows(table: str) -> dict[str, dict[str, tuple[float, float]]]:
-    """The paper's numbers of a method table, from the methods' declarations: row -> column ->
-    (mean %, 95% CI)."""
+    """The paper's numbers of a method table (:data:`benchmarks.paper_rows.ROWS`): row ->
+    column -> (mean %, 95% CI)."""
     out = {}
     for name in table_methods(table):
-        row = method_spec(name).row(table)
-        if row.paper:
-            out[name] = dict(zip(COLUMNS[table], row.paper, strict=True))
+        paper = row(name, table).paper
+        if paper:
+            out[name] = dict(zip(COLUMNS[table], paper, strict=True))
     return out
 
 
@@ -122,9 +102,10 @@ def view(artefact: str, rec: dict) -> tuple[tuple, str, tuple, str]:
 
 # The run each other run is compared with: the fields it has; every other field (method,
 # preset, strategy options, seed, evaluation stream) must equal the compared run's.
-# A method table's reference is the row its declaration marks (``PaperRow.reference``).
+# A method table's reference is the row :data:`benchmarks.paper_rows.ROWS` marks
+# (``PaperRow.reference``).
 REFERENCE: dict[str, dict] = {
-    **{table: {"method": _reference_method(table)} for table in (*COLUMNS, "ood_sensitivity")},
+    **{table: {"method": reference_method(table)} for table in (*COLUMNS, "ood_sensitivity")},
     "memory_size": {"mem_size": 200},
     "lambda_beta": {"lam": 1e-5, "beta": 0.003},
 }
@@ -286,17 +267,8 @@ FOOTNOTE = (
 )
 
 
-def _share_methods() -> tuple[str, str, str]:
-    specs = method_specs()
-    order = next(s.name for s in specs if s.family == "order" and not s.fixed)
-    joint = next(s.name for s in specs if s.family == "joint" and not s.compute_matched)
-    matched = next(s.name for s in specs if s.compute_matched)
-    return order, joint, matched
-
-
-#: The methods :func:`share_of_joint_md` compares, from their declarations: ORDER, Joint and
-#: the compute-matched Joint.
-SHARE_OF_JOINT: tuple[str, str, str] = _share_methods()
+#: The methods :func:`share_of_joint_md` compares: ORDER, Joint and the compute-matched Joint.
+SHARE_OF_JOINT: tuple[str, str, str] = (ORDER, JOINT, JOINT_MATCHED)
 
 
 def share_of_joint_md(records: list[dict], shots) -> str:

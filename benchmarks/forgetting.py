@@ -30,36 +30,34 @@ from pathlib import Path
 
 import numpy as np
 
-from avalanche_sets.methods import method_specs
 from avalanche_sets.metrics.stats import (
     average_accuracy,
     average_forgetting,
     backward_transfer,
     seed_ci95,
 )
+from benchmarks import _methods, paper_rows
 from benchmarks._common import RESULTS, ROOT, header_md, provenance, save_figure, write_json
+from benchmarks.paper_rows import FAMILY, ORDER, reference_method
 
 _STREAM_TABLES = ("table2", "table3")  # the paper's tables of the whole stream
-_SPECS = [s for s in method_specs() if any(s.row(t) for t in _STREAM_TABLES)]
-#: The methods of the paper's stream tables (their declarations' rows), ORDER's first.
-METHODS = [s.name for s in _SPECS]
+#: The methods of the paper's stream tables (:data:`benchmarks.paper_rows.ROWS`), in the
+#: library's listing order: ORDER's first.
+METHODS = [m for m in _methods.names() if any(paper_rows.row(m, t) for t in _STREAM_TABLES)]
 #: Trained on the stationary mixture of the domains: the upper bounds.
-JOINT = [s.name for s in _SPECS if s.family == "joint"]
+JOINT = [m for m in METHODS if FAMILY[m] == "joint"]
 #: The rows of the main stream plot: ORDER and its variants, the upper bounds and each stream
 #: table's reference row (MSKM, Semi-Seq); the other baselines get a plot of their own.
 MAIN_METHODS = [
-    s.name
-    for s in _SPECS
-    if s.family in ("order", "joint")
-    or any((r := s.row(t)) and r.reference for t in _STREAM_TABLES)
+    m
+    for m in METHODS
+    if FAMILY[m] in ("order", "joint")
+    or any((r := paper_rows.row(m, t)) and r.reference for t in _STREAM_TABLES)
 ]
 OTHER_METHODS = [m for m in METHODS if m not in MAIN_METHODS]
 #: Drawn beside the other baselines in their own stream plot, so each line has a reference:
 #: the continual table's reference row (Semi-Seq) and ORDER.
-REFERENCES = [
-    next(s.name for s in _SPECS if (r := s.row("table3")) and r.reference),
-    next(s.name for s in _SPECS if s.family == "order" and not s.fixed),
-]
+REFERENCES = [reference_method("table3"), ORDER]
 
 
 def find_runs(runs: Path, method: str, shot: int, suffix: str) -> list[dict]:

@@ -47,11 +47,11 @@ from benchmarks._paper import (
     paired_delta,
     reference_of,
     share_of_joint_md,
-    table_methods,
 )
+from benchmarks.paper_rows import table_methods
 
 # artefact -> (methods, setting key swept (or None), values, strategy-overrides grid, stream);
-# an artefact's methods are those whose declarations fill one of its rows (``PaperRow``), in
+# an artefact's methods are those that fill one of its rows (``benchmarks/paper_rows.py``), in
 # the rows' order.
 ARTEFACTS = {
     "table2": (table_methods("table2"), None, [None], [{}], "test"),

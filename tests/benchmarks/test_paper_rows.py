@@ -1,0 +1,47 @@
+"""The paper's tables as benchmarks/ lays out the methods in them (benchmarks/paper_rows.py)."""
+
+from collections import defaultdict
+
+import pytest
+
+from benchmarks import _methods, paper_rows
+from benchmarks.paper_rows import COLUMNS, FAMILIES, FAMILY, ROWS
+
+
+def test_rows_and_families_name_the_built_in_methods():
+    builtin = _methods.names()
+    assert set(ROWS) <= set(builtin), "a row of a method that is no built-in"
+    assert list(FAMILY) == builtin, "every built-in method has a family, in listing order"
+    assert set(FAMILY.values()) <= set(FAMILIES)
+
+
+def test_each_table_numbers_its_rows_from_one_with_at_most_one_reference():
+    by_table = defaultdict(list)
+    for method, rows in ROWS.items():
+        assert len({r.table for r in rows}) == len(rows), f"{method} fills a table twice"
+        for r in rows:
+            by_table[r.table].append(r)
+            if r.paper:  # the paper's numbers, one per column of its table
+                assert len(r.paper) == len(COLUMNS[r.table]), (method, r.table)
+    assert set(COLUMNS) <= set(by_table)
+    for table, rows in by_table.items():
+        assert sorted(r.position for r in rows) == list(range(1, len(rows) + 1)), table
+        assert sum(r.reference for r in rows) <= 1, table
+
+
+def test_table_methods_and_references_read_the_rows():
+    assert paper_rows.table_methods("table2") == [
+        "protonet", "anil", "mskm", "lst", "tpn", "order-mi-only", "order",
+    ]  # fmt: skip
+    assert paper_rows.table_methods("table3")[0] == paper_rows.reference_method("table3")
+    assert paper_rows.reference_method("ablation_mi") == "semi-er"
+    assert paper_rows.row("order", "table2").paper == ((41.25, 0.64), (53.96, 0.71))
+    assert paper_rows.row("order-no-ot", "table2") is None
+    with pytest.raises(ValueError, match="'memory_size' has 0 reference rows"):
+        paper_rows.reference_method("memory_size")  # compared by its settings instead
+
+
+def test_the_named_methods_are_order_and_the_two_upper_bounds():
+    assert FAMILY[paper_rows.ORDER] == "order" and _methods.fixed(paper_rows.ORDER) == {}
+    assert FAMILY[paper_rows.JOINT] == FAMILY[paper_rows.JOINT_MATCHED] == "joint"
+    assert paper_rows.JOINT != paper_rows.JOINT_MATCHED
