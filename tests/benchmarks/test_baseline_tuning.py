@@ -4,16 +4,10 @@ import json
 
 import pytest
 
-from avalanche_sets.methods import (
-    check_method,
-    method_options,
-    method_spec,
-    method_specs,
-    normal_options,
-)
+from avalanche_sets.methods import check_method, method_options, normal_options
 from avalanche_sets.presets import PRESETS, resolve_preset
+from benchmarks import _methods
 from benchmarks import baseline_tuning as bt
-from benchmarks._common import ROOT
 
 
 def test_every_grid_point_is_distinct_and_accepted_and_the_default_is_one_of_them():
@@ -95,28 +89,28 @@ def test_diagnosis_runs_are_reported_but_never_chosen():
     assert [(m, o) for m, _, _, o in jobs[-2:]] == [("semi-seq", sgd), ("semi-gpm", free_bn)]
 
 
-def test_tuned_table_mirrors_the_committed_grid_choice():
-    """The tuned values' one home (each method's declaration, ``MethodSpec.tuned``) holds what
-    the committed grid chose (the measurement's record, which no code reads), and every value
-    is an option its strategy accepts."""
-    chosen = json.loads((bt.OUT / "chosen.json").read_text())
-    tuned = {s.name: dict(s.tuned.options) for s in method_specs() if s.tuned is not None}
-    assert {"cpu": tuned} == chosen
+def test_the_library_holds_the_values_the_committed_record_chose():
+    """The library's tuned values (each method's, read by :mod:`benchmarks._methods`) are the
+    chosen points of the committed record (:data:`bt.RECORD`, which no code reads), the record
+    is the grid rule applied to the stored rows, every tuned method has a grid and a why line,
+    and every value is an option its strategy accepts."""
+    chosen = json.loads(bt.RECORD.read_text())
+    tuned = {m: t for m in _methods.names() if (t := _methods.tuned(m))}
+    assert {bt.PRESET: tuned} == chosen
     summary = json.loads((bt.OUT / "summary.json").read_text())
-    assert {"cpu": bt.choose(summary["rows"])} == chosen  # the rule applied to the stored rows
-    preset = resolve_preset("cpu", source="synthetic")
+    assert {bt.PRESET: bt.choose(summary["rows"])} == chosen  # the rule on the stored rows
+    assert list(bt.GRIDS) == list(bt.WHY) == list(tuned)
+    preset = resolve_preset(bt.PRESET, source="synthetic")
     for method, options in tuned.items():
-        spec = method_spec(method)
-        assert spec.tuned.preset == "cpu" and ROOT / spec.tuned.record == bt.OUT / "chosen.json"
         check_method(method, preset, options)
-        assert spec.tuned_options == options
-    assert method_spec("semi-er").tuned_options == {}  # untuned: class defaults
+        assert options in bt.GRIDS[method]  # the chosen value is a point of its grid
+    assert _methods.tuned("semi-er") == {}  # untuned: class defaults
 
 
 def test_a_grid_point_at_the_defaults_is_found_in_its_normalized_record():
     # a run records a grid point less its options at the method's defaults: the tuned point
     # of semi-gpm is no override at all, one that differs only in lr keeps lr alone
-    tuned = method_spec("semi-gpm").tuned_options
+    tuned = _methods.tuned("semi-gpm")
     other = {**tuned, "lr": 0.1}
     recs = [_record("semi-gpm", tuned, [0.5] * 4), _record("semi-gpm", other, [0.6] * 4)]
     assert [r["strategy_overrides"] for r in recs] == [{}, {"lr": 0.1}]
