@@ -39,6 +39,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
+from benchmarks import _methods, baseline_tuning, paper_rows
 from benchmarks._code import code_md
 from benchmarks._common import (
     RESULTS,
@@ -372,25 +373,31 @@ def _option_values(options) -> str:
 
 
 def methods_block() -> str:
-    """The methods page's table, from the methods' declarations (``MethodSpec``): name, where
-    it is implemented, family, what it is, the paper's rows it fills, its tuned options."""
-    from avalanche_sets.methods import builtin_methods, method_spec
-
+    """The methods page's table: per built-in method (:mod:`benchmarks._methods`), its strategy
+    class and the options it fixes, its family and the paper's rows it fills
+    (:mod:`benchmarks.paper_rows`), what it is, and its tuned values with the record that chose
+    them (:mod:`benchmarks.baseline_tuning`)."""
     lines = [
         "| method | strategy | family | what it is | paper rows | tuned options |",
         "|---|---|---|---|---|---|",
     ]
-    for name in builtin_methods():
-        spec = method_spec(name)
-        path = spec.module.replace(".", "/") + ".py"
-        fixed = f"({', '.join(f'{k}={v!r}' for k, v in spec.fixed.items())})" if spec.fixed else ""
-        strategy = f"[`{spec.strategy}{fixed}`]({path})"
-        rows = ", ".join(f"{r.table} (row {r.position})" for r in spec.rows) or "—"
+    record = baseline_tuning.RECORD.relative_to(ROOT).as_posix()
+    for name in _methods.names():
+        if name not in paper_rows.FAMILY:
+            raise ValueError(
+                f"method {name!r} has no family; fix: add it to FAMILY in benchmarks/paper_rows.py"
+            )
+        options = _methods.fixed(name)
+        fixed = f"({', '.join(f'{k}={v!r}' for k, v in options.items())})" if options else ""
+        strategy = f"[`{_methods.class_label(name)}{fixed}`]({_methods.strategy_path(name)})"
+        rows = paper_rows.ROWS.get(name, ())
+        filled = ", ".join(f"{r.table} (row {r.position})" for r in rows) or "—"
         tuned = "—"
-        if spec.tuned is not None:
-            tuned = f"{_option_values(spec.tuned.options)} ([chosen]({spec.tuned.record}))"
+        if name in baseline_tuning.GRIDS:
+            tuned = f"{_option_values(_methods.tuned(name))} ([chosen]({record}))"
         lines.append(
-            f"| `{name}` | {strategy} | {spec.family} | {spec.summary} | {rows} | {tuned} |"
+            f"| `{name}` | {strategy} | {paper_rows.FAMILY[name]} | {_methods.summary(name)} "
+            f"| {filled} | {tuned} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -4,7 +4,7 @@ from collections import defaultdict
 
 import pytest
 
-from benchmarks import _methods, paper_rows
+from benchmarks import _methods, paper_rows, readme
 from benchmarks.paper_rows import COLUMNS, FAMILIES, FAMILY, ROWS
 
 
@@ -45,3 +45,18 @@ def test_the_named_methods_are_order_and_the_two_upper_bounds():
     assert FAMILY[paper_rows.ORDER] == "order" and _methods.fixed(paper_rows.ORDER) == {}
     assert FAMILY[paper_rows.JOINT] == FAMILY[paper_rows.JOINT_MATCHED] == "joint"
     assert paper_rows.JOINT != paper_rows.JOINT_MATCHED
+
+
+def test_the_methods_page_shows_the_rows_families_and_tuned_values():
+    lines = {
+        line.split(" | ")[0].strip("| `"): line for line in readme.methods_block().splitlines()
+    }
+    assert set(_methods.names()) <= set(lines)
+    mskm = lines["mskm"].split(" | ")
+    assert mskm[2] == "meta" and mskm[4].startswith("table2 (row 3), order2 (row 3)")
+    assert (
+        "[`OrderStrategy(use_ot=False)`](avalanche_sets/order/variants.py)" in lines["order-no-ot"]
+    )
+    gpm = lines["semi-gpm"].split(" | ")[5]
+    assert gpm.startswith("`threshold=0.9`, `lr=0.01` ([chosen](benchmarks/results/baseline")
+    assert lines["semi-er"].endswith("| — |")  # untuned
