@@ -5,14 +5,29 @@ from collections import defaultdict
 import pytest
 
 from benchmarks import _methods, paper_rows, readme
+from benchmarks._paper import PAPER, REFERENCE
 from benchmarks.paper_rows import COLUMNS, FAMILIES, FAMILY, ROWS
+from benchmarks.reproduce import ARTEFACTS
 
 
-def test_rows_and_families_name_the_built_in_methods():
+def test_every_built_in_method_fills_a_row_and_has_a_family():
     builtin = _methods.names()
-    assert set(ROWS) <= set(builtin), "a row of a method that is no built-in"
+    assert list(ROWS) == builtin, "every built-in method fills a row, listed in library order"
+    assert all(ROWS.values())
     assert list(FAMILY) == builtin, "every built-in method has a family, in listing order"
     assert set(FAMILY.values()) <= set(FAMILIES)
+
+
+def test_the_benchmark_tables_run_every_row_with_the_papers_numbers_and_reference():
+    for name, rows in ROWS.items():
+        for r in rows:
+            assert name in ARTEFACTS[r.table][0], f"{r.table} does not run {name}"
+            if r.paper:
+                assert PAPER[r.table][name] == dict(zip(COLUMNS[r.table], r.paper, strict=True))
+            else:
+                assert name not in PAPER.get(r.table, {})
+            if r.reference:
+                assert REFERENCE[r.table] == {"method": name}
 
 
 def test_each_table_numbers_its_rows_from_one_with_at_most_one_reference():
