@@ -50,13 +50,20 @@ def _local_imports(path: Path) -> list[tuple[int, str]]:
     return found
 
 
-def test_at_most_five_root_modules_besides_the_package_and_its_entry():
+def test_at_most_six_root_modules_besides_the_package_and_its_entry():
     """The root holds the command line, the presets, and the ground floor every layer stands on
-    (shared settings, the file writer, a method's declaration): everything else is in a room."""
+    (shared settings, the file writer, the one "did you mean", a method's declaration):
+    everything else is in a room."""
     root = sorted(
         p.name for p in PACKAGE.glob("*.py") if p.name not in ("__init__.py", "__main__.py")
     )
-    assert len(root) <= 5, root
+    assert len(root) <= 6, root
+
+
+def test_one_did_you_mean():
+    """Every message that refuses a name suggests through :mod:`avalanche_sets.suggest` alone."""
+    users = [str(p.relative_to(PACKAGE)) for p in _modules() if "difflib" in p.read_text()]
+    assert users == ["suggest.py"], users
 
 
 def test_no_module_is_longer_than_700_lines():
