@@ -20,7 +20,6 @@ torch's threads for the run's duration.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -351,7 +350,3 @@ def _truncated(stream, n: int):
     ]
     return EagerCLStream(stream.name, exps)
 
-
-def save_result(result: RunResult, path: str | Path) -> None:
-    """Write a :class:`RunResult` as JSON."""
-    Path(path).write_text(json.dumps(result.to_dict(), indent=2))
