@@ -545,14 +545,7 @@ def ot_loss(
     current, stored, mask = _subsample_points(current, stored, mask, max_points, generator)
     cost = squared_euclidean(current, stored, expand=True)  # memory O(nm), not O(nmd)
     if solver == "cvxpylayers":
-        if refuse_non_finite or bool(torch.isfinite(cost).all()):
-            if mask is None:
-                a = b = None
-            else:
-                a = b = mask.to(cost.dtype) / mask.sum().clamp_min(1)
-            plan = cvxpylayers_plan(cost, a, b, quad_reg=quad_reg, solver_args=solver_args)
-        else:
-            plan = _non_finite_plan(cost, refuse=False)
+        plan = _differentiable_plan(cost, mask, quad_reg, solver_args, refuse_non_finite)
     else:
         plan = ot_plan(
             cost,
@@ -564,6 +557,23 @@ def ot_loss(
             refuse_non_finite=refuse_non_finite,
         )
     return (plan * cost).sum()
+
+
+def _differentiable_plan(
+    cost: Tensor,
+    mask: Tensor | None,
+    quad_reg: float,
+    solver_args: dict[str, Any] | None,
+    refuse_non_finite: bool,
+) -> Tensor:
+    """The cvxpylayers plan of :func:`ot_loss` (with the gradient), NaN for a non-finite cost."""
+    if refuse_non_finite or bool(torch.isfinite(cost).all()):
+        if mask is None:
+            a = b = None
+        else:
+            a = b = mask.to(cost.dtype) / mask.sum().clamp_min(1)
+        return cvxpylayers_plan(cost, a, b, quad_reg=quad_reg, solver_args=solver_args)
+    return _non_finite_plan(cost, refuse=False)
 
 
 def _check_loss_inputs(
