@@ -238,7 +238,9 @@ def run_sets(
     def extra() -> dict:
         return {"result": asdict(result), **(checkpoint_extra() if checkpoint_extra else {})}
 
-    plugins = _run_plugins(checkpoint_path, checkpoint_every, extra, stop_after, restored)
+    running_metrics = restored and restored["running_metrics"]
+    clock = _ResumedEpochClock(start_it, running_metrics)
+    plugins = _run_plugins(checkpoint_path, checkpoint_every, extra, stop_after, clock)
     with _run_settings(strategy, plugins, threads):
         for e in range(start_exp, len(benchmark.train_stream)):
             last = e == len(benchmark.train_stream) - 1
@@ -260,7 +262,7 @@ def _resume_point(restored: dict | None, result: RunResult) -> tuple[int, int, R
     return start_exp, start_it, RunResult(**saved) if saved else result
 
 
-def _run_plugins(checkpoint_path, checkpoint_every, extra, stop_after, restored) -> list:
+def _run_plugins(checkpoint_path, checkpoint_every, extra, stop_after, clock) -> list:
     """A run's plugins, in order: in-domain checkpoints (if asked), stop-after, epoch clock."""
     plugins = []
     if checkpoint_path is not None and checkpoint_every:
@@ -270,10 +272,7 @@ def _run_plugins(checkpoint_path, checkpoint_every, extra, stop_after, restored)
                 checkpoint_path, every=checkpoint_every, extra_fn=extra, at_experience_end=False
             )
         )
-    plugins.append(_StopAfter(stop_after))
-    start_it = restored["position"]["iteration"] if restored is not None else 0
-    plugins.append(_ResumedEpochClock(start_it, restored and restored["running_metrics"]))
-    return plugins
+    return [*plugins, _StopAfter(stop_after), clock]
 
 
 def _preset_settings(strategy, threads: int | None, interim_episodes: int | None):
