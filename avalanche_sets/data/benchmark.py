@@ -205,67 +205,93 @@ def load_source(
         raise TypeError(
             "domains and ood are lists of names; fix: pass domains=['a', 'b'], not domains='a'"
         )
-
-    def ordered(default: Sequence[str]) -> list[str]:
-        if domains is not None:
-            return list(domains)
-        if len(default) != 6:
-            raise ValueError(f"paper orders need six domains, this source has {len(default)}")
-        return [default[i] for i in ORDER_PERMUTATIONS[order]]
-
     if source == "synthetic":
-        if root is not None:
-            raise ValueError(
-                f"root={str(root)!r} was given, but source 'synthetic' reads no folder (it "
-                "generates its images); fix: source='packs' for a folder of .npz domain packs, "
-                "source='paper' for the paper's datasets, or no root"
-            )
-        id_names = ordered(SYNTHETIC_ID_DOMAINS)
-        ood_names = list(SYNTHETIC_OOD_SOURCES if ood is None else ood)
-        valid = set(SYNTHETIC_ID_DOMAINS) | set(SYNTHETIC_OOD_SOURCES)
-        _check_names(id_names + ood_names, valid, "synthetic")
-        size = image_size or 32
-        load = lambda n: make_synthetic_domain(n, seed=seed, image_size=size)  # noqa: E731
+        id_names, ood_names, load = _synthetic_names(root, domains, ood, order, image_size, seed)
     elif source == "packs":
-        if root is None:
-            raise ValueError("source='packs' needs root=<folder of .npz domain packs>")
-        stream = read_stream_manifest(root)  # prepare stream: names and roles, in order
-        if stream is not None:
-            files = {**stream[0], **stream[1]}
-            available, default_id, default_ood = list(files), list(stream[0]), list(stream[1])
-            _warn_unlisted(root, set(files.values()))
-        else:  # the file names decide: ood_*.npz are the OOD sources
-            available = list_packs(root)
-            files = {n: f"{n}.npz" for n in available}
-            default_ood = [n for n in available if n.startswith("ood_")]
-            default_id = [n for n in SETS_MINI_ORDER if n in available]
-            if len(default_id) != 6:
-                default_id = [n for n in available if not n.startswith("ood_")]
-        if domains is None and order != 1 and len(default_id) != 6:
-            raise ValueError(
-                f"order={order} permutes six domains, but the packs in {root} hold "
-                f"{len(default_id)} in-distribution packs {default_id}; fix: pass "
-                "domains=[...] for a custom order"
-            )
-        id_names = (
-            ordered(default_id)
-            if (domains is not None or len(default_id) == 6)
-            else (list(default_id))
-        )
-        ood_names = list(ood) if ood is not None else default_ood
-        _check_names(id_names + ood_names, set(available), f"packs in {root}")
-        load = lambda n: load_pack(  # noqa: E731
-            Path(root) / files[n], image_size=image_size, name=n
-        )
+        id_names, ood_names, load = _pack_names(root, domains, ood, order, image_size)
     else:
-        if root is None:
-            raise ValueError("source='paper' needs root=<folder holding the paper's datasets>")
-        id_names = list(domains) if domains is not None else list(PAPER_ORDERS[order])
-        ood_names = list(PAPER_OOD if ood is None else ood)
-        _check_names(id_names + ood_names, set(PAPER_DATASETS), "paper datasets")
-        size = image_size or 84
-        load = lambda n: load_paper_domain(n, root, image_size=size)  # noqa: E731
+        id_names, ood_names, load = _paper_names(root, domains, ood, order, image_size)
+    _check_distinct(id_names, ood_names)
+    cache: dict[str, Domain] = {}
+    id_domains = [cache.setdefault(n, load(n)) for n in id_names]
+    ood_domains = [cache.setdefault(n, load(n)) for n in ood_names]
+    return id_domains, ood_domains
 
+
+def _ordered(default: Sequence[str], domains: Sequence[str] | None, order: int) -> list[str]:
+    """The stream's domain names: ``domains`` if given, else paper order ``order`` of six."""
+    if domains is not None:
+        return list(domains)
+    if len(default) != 6:
+        raise ValueError(f"paper orders need six domains, this source has {len(default)}")
+    return [default[i] for i in ORDER_PERMUTATIONS[order]]
+
+
+def _synthetic_names(root, domains, ood, order, image_size, seed):
+    """``(id_names, ood_names, load)`` of the synthetic source, names checked."""
+    if root is not None:
+        raise ValueError(
+            f"root={str(root)!r} was given, but source 'synthetic' reads no folder (it "
+            "generates its images); fix: source='packs' for a folder of .npz domain packs, "
+            "source='paper' for the paper's datasets, or no root"
+        )
+    id_names = _ordered(SYNTHETIC_ID_DOMAINS, domains, order)
+    ood_names = list(SYNTHETIC_OOD_SOURCES if ood is None else ood)
+    valid = set(SYNTHETIC_ID_DOMAINS) | set(SYNTHETIC_OOD_SOURCES)
+    _check_names(id_names + ood_names, valid, "synthetic")
+    size = image_size or 32
+    return id_names, ood_names, lambda n: make_synthetic_domain(n, seed=seed, image_size=size)
+
+
+def _pack_names(root, domains, ood, order, image_size):
+    """``(id_names, ood_names, load)`` of a folder of packs, names checked."""
+    if root is None:
+        raise ValueError("source='packs' needs root=<folder of .npz domain packs>")
+    stream = read_stream_manifest(root)  # prepare stream: names and roles, in order
+    if stream is not None:
+        files = {**stream[0], **stream[1]}
+        available, default_id, default_ood = list(files), list(stream[0]), list(stream[1])
+        _warn_unlisted(root, set(files.values()))
+    else:  # the file names decide: ood_*.npz are the OOD sources
+        available = list_packs(root)
+        files = {n: f"{n}.npz" for n in available}
+        default_ood = [n for n in available if n.startswith("ood_")]
+        default_id = [n for n in SETS_MINI_ORDER if n in available]
+        if len(default_id) != 6:
+            default_id = [n for n in available if not n.startswith("ood_")]
+    if domains is None and order != 1 and len(default_id) != 6:
+        raise ValueError(
+            f"order={order} permutes six domains, but the packs in {root} hold "
+            f"{len(default_id)} in-distribution packs {default_id}; fix: pass "
+            "domains=[...] for a custom order"
+        )
+    id_names = (
+        _ordered(default_id, domains, order)
+        if (domains is not None or len(default_id) == 6)
+        else (list(default_id))
+    )
+    ood_names = list(ood) if ood is not None else default_ood
+    _check_names(id_names + ood_names, set(available), f"packs in {root}")
+    return (
+        id_names,
+        ood_names,
+        lambda n: load_pack(Path(root) / files[n], image_size=image_size, name=n),
+    )
+
+
+def _paper_names(root, domains, ood, order, image_size):
+    """``(id_names, ood_names, load)`` of the paper's datasets, names checked."""
+    if root is None:
+        raise ValueError("source='paper' needs root=<folder holding the paper's datasets>")
+    id_names = list(domains) if domains is not None else list(PAPER_ORDERS[order])
+    ood_names = list(PAPER_OOD if ood is None else ood)
+    _check_names(id_names + ood_names, set(PAPER_DATASETS), "paper datasets")
+    size = image_size or 84
+    return id_names, ood_names, lambda n: load_paper_domain(n, root, image_size=size)
+
+
+def _check_distinct(id_names: list[str], ood_names: list[str]) -> None:
+    """Refuse a name twice in the order or the OOD sources, or in both."""
     for what, names, fix in (
         ("the domain order", id_names, "a custom order is a permutation of distinct names"),
         ("the OOD sources", ood_names, "OOD sources are mixed equally, name each once"),
@@ -279,10 +305,6 @@ def load_source(
             f"{sorted(overlap)} cannot be both a stream domain and an OOD source; fix: remove "
             "it from domains= or from ood="
         )
-    cache: dict[str, Domain] = {}
-    id_domains = [cache.setdefault(n, load(n)) for n in id_names]
-    ood_domains = [cache.setdefault(n, load(n)) for n in ood_names]
-    return id_domains, ood_domains
 
 
 def _warn_unlisted(root: str | Path, listed: set[str]) -> None:
@@ -293,7 +315,7 @@ def _warn_unlisted(root: str | Path, listed: set[str]) -> None:
             f"{Path(root) / MANIFEST} names the stream, and not {extra}: they are not loaded; "
             "fix: prepare the stream again with them (avalanche-sets prepare stream) or move "
             "them out of the folder",
-            stacklevel=3,
+            stacklevel=4,  # load_source's caller
         )
 
 
@@ -321,6 +343,51 @@ def _check_names(names: Sequence[str], valid: set[str], what: str) -> None:
         raise ValueError(
             f"unknown domain name(s) {unknown} for {what}{hints}; valid: {sorted(valid)}"
         )
+
+
+def _check_settings(small_classes: object, **episode_counts: object) -> None:
+    """Refuse a non-positive episode count or an unknown ``small_classes``, before any loading."""
+    for name, value in episode_counts.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if small_classes not in SMALL_CLASSES:
+        raise ValueError(
+            f"small_classes must be one of {SMALL_CLASSES}, got {small_classes!r}; 'error' "
+            "refuses classes too small for the episode shape, 'drop' leaves them out with a "
+            "warning"
+        )
+
+
+def _streams(id_domains, ood_domains, config, seed, small_classes, pools, episodes) -> list:
+    """The train, valid and test streams, or one error naming every domain that cannot be drawn."""
+    streams = []
+    failed: dict[str, list[str]] = {}  # every domain's problems, refused together below
+    for stream_name, split in (("train", "train"), ("valid", "val"), ("test", "test")):
+        exps = []
+        for i, dom in enumerate(id_domains):
+            draws = dict(
+                split=split,
+                config=config,
+                seed=_stream_seed(seed, dom.name, split),
+                small_classes=small_classes,
+            )
+            try:
+                sampler = (
+                    EpisodeSampler(dom, ood_domains, **draws)
+                    if pools is None
+                    else DeviceEpisodeSampler(dom, ood_domains, pools=pools, **draws)
+                )
+            except ValueError as err:
+                failed.setdefault(dom.name, []).append(f"{split}: {err}")
+                continue
+            data = AvalancheDataset(
+                [EpisodeDataset(sampler, episodes[split])], collate_fn=collate_episodes
+            )
+            exps.append(SETSExperience(dataset=data, current_experience=i, sampler=sampler))
+        streams.append(EagerCLStream(stream_name, exps))
+    if failed:
+        raise ValueError(_refusal(failed, [d.name for d in id_domains]))
+    return streams
 
 
 def _refusal(failed: dict[str, list[str]], names: list[str]) -> str:
@@ -388,19 +455,12 @@ def sets_benchmark(
     config = EpisodeConfig(
         n_way=n_way, n_shot=n_shot, n_query=n_query, n_unlabeled=n_unlabeled, n_ood=n_ood
     )
-    for name, value in (
-        ("tasks_per_domain", tasks_per_domain),
-        ("n_val_episodes", n_val_episodes),
-        ("n_test_episodes", n_test_episodes),
-    ):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    if small_classes not in SMALL_CLASSES:  # checked before any data is loaded
-        raise ValueError(
-            f"small_classes must be one of {SMALL_CLASSES}, got {small_classes!r}; 'error' "
-            "refuses classes too small for the episode shape, 'drop' leaves them out with a "
-            "warning"
-        )
+    _check_settings(
+        small_classes,
+        tasks_per_domain=tasks_per_domain,
+        n_val_episodes=n_val_episodes,
+        n_test_episodes=n_test_episodes,
+    )
     if loaded is not None:
         id_domains, ood_domains = list(loaded[0]), list(loaded[1])
     else:
@@ -410,39 +470,9 @@ def sets_benchmark(
         )  # fmt: skip
     if not id_domains:
         raise ValueError("a SETS benchmark needs at least one in-distribution domain")
-
     pools = DeviceImagePools(data_device) if data_device is not None else None
-    streams = []
-    failed: dict[str, list[str]] = {}  # every domain's problems, refused together below
-    for stream_name, split, n_episodes in (
-        ("train", "train", tasks_per_domain),
-        ("valid", "val", n_val_episodes),
-        ("test", "test", n_test_episodes),
-    ):
-        exps = []
-        for i, dom in enumerate(id_domains):
-            draws = dict(
-                split=split,
-                config=config,
-                seed=_stream_seed(seed, dom.name, split),
-                small_classes=small_classes,
-            )
-            try:
-                sampler = (
-                    EpisodeSampler(dom, ood_domains, **draws)
-                    if pools is None
-                    else DeviceEpisodeSampler(dom, ood_domains, pools=pools, **draws)
-                )
-            except ValueError as err:
-                failed.setdefault(dom.name, []).append(f"{split}: {err}")
-                continue
-            data = AvalancheDataset(
-                [EpisodeDataset(sampler, n_episodes)], collate_fn=collate_episodes
-            )
-            exps.append(SETSExperience(dataset=data, current_experience=i, sampler=sampler))
-        streams.append(EagerCLStream(stream_name, exps))
-    if failed:
-        raise ValueError(_refusal(failed, [d.name for d in id_domains]))
+    episodes = {"train": tasks_per_domain, "val": n_val_episodes, "test": n_test_episodes}
+    streams = _streams(id_domains, ood_domains, config, seed, small_classes, pools, episodes)
     settings = dict(
         source=source if loaded is None else "custom",
         root=str(root) if root is not None else None,

@@ -149,13 +149,6 @@ class Domain:
         """Number of images of every class in one part, shape ``[C]``."""
         return np.array([self.indices(c, part).size for c in range(self.n_classes)])
 
-    def is_labeled(self) -> np.ndarray:
-        """Boolean mask ``[N]``: True for images in the labeled part of their class."""
-        mask = np.zeros(self.images.shape[0], dtype=bool)
-        for idx in self._labeled:
-            mask[idx] = True
-        return mask
-
     @property
     def nbytes(self) -> int:
         return int(self.images.nbytes + self.labels.nbytes)

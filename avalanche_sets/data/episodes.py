@@ -342,6 +342,103 @@ def _split_counts(total: int, n_parts: int, rng: np.random.Generator) -> np.ndar
     return counts
 
 
+def _usable_classes(
+    domain: Domain, split: str, cfg: EpisodeConfig, small_classes: str
+) -> np.ndarray:
+    """The ``split`` classes an episode may draw from: at least ``n_way``, none too small."""
+    classes = domain.classes(split)
+    n_lab = domain.part_sizes("labeled")[classes]
+    n_unl = domain.part_sizes("unlabeled")[classes]
+    ok = (n_lab >= cfg.n_shot + cfg.n_query) & (n_unl >= cfg.n_unlabeled)
+    if not ok.all():
+        classes = _drop_small_classes(domain, split, cfg, small_classes, classes, n_lab, n_unl, ok)
+    if classes.size < cfg.n_way:
+        raise ValueError(
+            f"domain {domain.describe_origin()} has {classes.size} usable {split} classes"
+            f", fewer than n_way = {cfg.n_way}; fix: lower n_way to at most "
+            f"{classes.size} or use a domain with more {split} classes"
+        )
+    return classes
+
+
+def _drop_small_classes(domain, split, cfg, small_classes, classes, n_lab, n_unl, ok):
+    """``classes[ok]`` with a warning (``small_classes="drop"``), else an error naming the fix."""
+    need_lab, need_unl = cfg.n_shot + cfg.n_query, cfg.n_unlabeled
+    bad = np.flatnonzero(~ok)
+    least = _min_class_size(domain.labeled_fraction, need_lab, need_unl)
+    detail = (
+        f"{bad.size} of {classes.size} {split} classes of domain "
+        f"{domain.describe_origin()} are too small for n_shot + n_query = {need_lab} "
+        f"labeled and n_unlabeled = {need_unl} unlabeled images per class: "
+        + _what_classes_lack(domain, classes[bad], n_lab[bad], n_unl[bad], cfg)
+        + (
+            f"; with labeled_fraction = {domain.labeled_fraction:g} a class needs at "
+            f"least {least} images"
+            if least is not None
+            else ""
+        )
+    )
+    if small_classes == "error":
+        keep = int(ok.sum())
+        raise ValueError(
+            detail + f"; {_shapes_that_fit(n_lab, n_unl, cfg, classes.size)}; fix: "
+            "lower n_shot/n_query/n_unlabeled, or leave these classes out with --set "
+            "small_classes=drop (small_classes='drop' in Python; with a warning; "
+            f"{keep} of {classes.size} would remain"
+            + (f", fewer than n_way = {cfg.n_way})" if keep < cfg.n_way else ")")
+        )
+    # stacklevel: the caller of EpisodeSampler(...), past _usable_classes and __init__
+    warnings.warn(detail + "; they are left out of this sampler", stacklevel=4)
+    classes = classes[ok]
+    dropped = int(bad.size)
+    if classes.size < cfg.n_way:
+        raise ValueError(
+            f"domain {domain.describe_origin()} has {classes.size} usable {split} "
+            f"classes after leaving out {dropped} too small ones, fewer than n_way = "
+            f"{cfg.n_way}: {detail}; {_shapes_that_fit(n_lab, n_unl, cfg, cfg.n_way)}; "
+            "fix: lower n_shot/n_query/n_unlabeled"
+            + (f", or n_way to at most {classes.size}" if classes.size >= 2 else "")
+        )
+    return classes
+
+
+def _ood_pools(
+    domain: Domain, ood_sources: tuple[Domain, ...], split: str, cfg: EpisodeConfig
+) -> list[np.ndarray]:
+    """Every OOD source's ``split`` image indices, each checked to hold a share of ``n_ood``."""
+    pools: list[np.ndarray] = []
+    if cfg.n_ood > 0:
+        if not ood_sources:
+            raise ValueError(
+                f"n_ood = {cfg.n_ood} OOD images per episode need at least one OOD source, "
+                "but none was given; fix: pass OOD sources (sets_benchmark(ood=[...]), "
+                "EpisodeSampler(ood_sources=...)) or set n_ood = 0"
+            )
+        per_source = -(-cfg.n_ood // len(ood_sources))
+        for src in ood_sources:
+            src_classes = src.classes(split)
+            pool = (
+                np.concatenate([src.indices(c) for c in src_classes])
+                if src_classes.size
+                else np.zeros(0, dtype=np.int64)
+            )
+            if pool.size < per_source:
+                raise ValueError(
+                    f"OOD source {src.describe_origin()} has {pool.size} images in its "
+                    f"{split} classes, fewer than the {per_source} an episode may draw from "
+                    f"it (n_ood = {cfg.n_ood} over {len(ood_sources)} sources); fix: "
+                    "lower n_ood, add OOD sources, or give this source more images"
+                )
+            if src.image_size != domain.image_size:
+                raise ValueError(
+                    f"OOD source {src.describe_origin()} has {src.image_size} px images but "
+                    f"domain {domain.describe_origin()} has {domain.image_size} px; fix: load "
+                    "both at one size (image_size=...)"
+                )
+            pools.append(pool)
+    return pools
+
+
 class EpisodeSampler:
     """Draws semi-supervised episodes from one domain (and OOD sources), deterministically.
 
@@ -384,87 +481,8 @@ class EpisodeSampler:
         self.split = split
         self.config = config
         self.seed = int(seed)
-        cfg = config
-
-        classes = domain.classes(split)
-        n_lab = domain.part_sizes("labeled")[classes]
-        n_unl = domain.part_sizes("unlabeled")[classes]
-        need_lab, need_unl = cfg.n_shot + cfg.n_query, cfg.n_unlabeled
-        ok = (n_lab >= need_lab) & (n_unl >= need_unl)
-        dropped = 0
-        if not ok.all():
-            bad = np.flatnonzero(~ok)
-            least = _min_class_size(domain.labeled_fraction, need_lab, need_unl)
-            detail = (
-                f"{bad.size} of {classes.size} {split} classes of domain "
-                f"{domain.describe_origin()} are too small for n_shot + n_query = {need_lab} "
-                f"labeled and n_unlabeled = {need_unl} unlabeled images per class: "
-                + _what_classes_lack(domain, classes[bad], n_lab[bad], n_unl[bad], cfg)
-                + (
-                    f"; with labeled_fraction = {domain.labeled_fraction:g} a class needs at "
-                    f"least {least} images"
-                    if least is not None
-                    else ""
-                )
-            )
-            if small_classes == "error":
-                keep = int(ok.sum())
-                raise ValueError(
-                    detail + f"; {_shapes_that_fit(n_lab, n_unl, cfg, classes.size)}; fix: "
-                    "lower n_shot/n_query/n_unlabeled, or leave these classes out with --set "
-                    "small_classes=drop (small_classes='drop' in Python; with a warning; "
-                    f"{keep} of {classes.size} would remain"
-                    + (f", fewer than n_way = {cfg.n_way})" if keep < cfg.n_way else ")")
-                )
-            warnings.warn(detail + "; they are left out of this sampler", stacklevel=2)
-            classes = classes[ok]
-            dropped = int(bad.size)
-            if classes.size < cfg.n_way:
-                raise ValueError(
-                    f"domain {domain.describe_origin()} has {classes.size} usable {split} "
-                    f"classes after leaving out {dropped} too small ones, fewer than n_way = "
-                    f"{cfg.n_way}: {detail}; {_shapes_that_fit(n_lab, n_unl, cfg, cfg.n_way)}; "
-                    "fix: lower n_shot/n_query/n_unlabeled"
-                    + (f", or n_way to at most {classes.size}" if classes.size >= 2 else "")
-                )
-        if classes.size < cfg.n_way:
-            raise ValueError(
-                f"domain {domain.describe_origin()} has {classes.size} usable {split} classes"
-                f", fewer than n_way = {cfg.n_way}; fix: lower n_way to at most "
-                f"{classes.size} or use a domain with more {split} classes"
-            )
-        self.classes = classes
-
-        self._ood_pools: list[np.ndarray] = []
-        if cfg.n_ood > 0:
-            if not self.ood_sources:
-                raise ValueError(
-                    f"n_ood = {cfg.n_ood} OOD images per episode need at least one OOD source, "
-                    "but none was given; fix: pass OOD sources (sets_benchmark(ood=[...]), "
-                    "EpisodeSampler(ood_sources=...)) or set n_ood = 0"
-                )
-            per_source = -(-cfg.n_ood // len(self.ood_sources))
-            for src in self.ood_sources:
-                src_classes = src.classes(split)
-                pool = (
-                    np.concatenate([src.indices(c) for c in src_classes])
-                    if src_classes.size
-                    else np.zeros(0, dtype=np.int64)
-                )
-                if pool.size < per_source:
-                    raise ValueError(
-                        f"OOD source {src.describe_origin()} has {pool.size} images in its "
-                        f"{split} classes, fewer than the {per_source} an episode may draw from "
-                        f"it (n_ood = {cfg.n_ood} over {len(self.ood_sources)} sources); fix: "
-                        "lower n_ood, add OOD sources, or give this source more images"
-                    )
-                if src.image_size != domain.image_size:
-                    raise ValueError(
-                        f"OOD source {src.describe_origin()} has {src.image_size} px images but "
-                        f"domain {domain.describe_origin()} has {domain.image_size} px; fix: load "
-                        "both at one size (image_size=...)"
-                    )
-                self._ood_pools.append(pool)
+        self.classes = _usable_classes(domain, split, config, small_classes)
+        self._ood_pools = _ood_pools(domain, self.ood_sources, split, config)
 
     def __repr__(self) -> str:
         return self.episodes_key()

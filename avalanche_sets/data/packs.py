@@ -150,14 +150,8 @@ def _check_one_per(array: np.ndarray, n: int, where: str, key: str, each: str, f
         raise _fail(where, key, f"shape [{n}] (one per {each})", f"shape {array.shape}", fix)
 
 
-def validate_arrays(arrays: Mapping[str, object], where: str) -> dict[str, np.ndarray]:
-    """Check the pack keys, dtypes and shapes; return normalised arrays (or raise ValueError)."""
-    missing = [k for k in PACK_KEYS if k not in arrays]
-    if missing:
-        raise ValueError(
-            f"{where}: missing key(s) {missing}; a domain pack is {_PACK_LAYOUT} "
-            f"(found keys {sorted(arrays)}); fix: add the missing key(s), e.g. {_WRITE_HINT}"
-        )
+def _pack_images(arrays: Mapping[str, object], where: str) -> np.ndarray:
+    """A pack's ``images``, checked: uint8 ``[N, H, W, 3]``, non-empty, square."""
     images = np.asarray(arrays["images"])
     if images.dtype != np.uint8:
         raise _fail(
@@ -191,8 +185,11 @@ def validate_arrays(arrays: Mapping[str, object], where: str) -> dict[str, np.nd
             f"shape {images.shape}",
             "centre-crop the images to a square (build_pack_from_folder does) and resize them",
         )
-    n = images.shape[0]
+    return images
 
+
+def _pack_labels(arrays: Mapping[str, object], n: int, where: str) -> np.ndarray:
+    """A pack's ``labels``, checked: integers, one per image (their range: with the names)."""
     labels = np.asarray(arrays["labels"])
     if labels.dtype.kind not in "iu":
         raise _fail(
@@ -205,7 +202,11 @@ def validate_arrays(arrays: Mapping[str, object], where: str) -> dict[str, np.nd
     _check_one_per(
         labels, n, where, "labels", "image", "store exactly one class id per image, as a 1-D array"
     )
+    return labels
 
+
+def _pack_class_names(arrays: Mapping[str, object], labels: np.ndarray, where: str) -> np.ndarray:
+    """A pack's ``class_names``, checked: unique, non-empty, one per class id ``labels`` use."""
     names = _as_str_array(arrays["class_names"], where, "class_names")
     if names.ndim != 1 or names.size == 0:
         raise _fail(
@@ -235,7 +236,11 @@ def validate_arrays(arrays: Mapping[str, object], where: str) -> dict[str, np.nd
             f"duplicates {dup[:5]}",
             "rename the duplicates or merge their labels into one class",
         )
+    return names
 
+
+def _pack_class_split(arrays: Mapping[str, object], n_classes: int, where: str) -> np.ndarray:
+    """A pack's ``class_split``, checked: one of ``SPLITS`` per class."""
     split = _as_str_array(arrays["class_split"], where, "class_split")
     _check_one_per(
         split,
@@ -254,7 +259,23 @@ def validate_arrays(arrays: Mapping[str, object], where: str) -> dict[str, np.nd
             f"{bad}",
             "use exactly 'train', 'val' and 'test' (e.g. 'valid' -> 'val')",
         )
+    return split
 
+
+def validate_arrays(arrays: Mapping[str, object], where: str) -> dict[str, np.ndarray]:
+    """Check the pack keys, dtypes and shapes; return normalised arrays (or raise ValueError)."""
+    missing = [k for k in PACK_KEYS if k not in arrays]
+    if missing:
+        raise ValueError(
+            f"{where}: missing key(s) {missing}; a domain pack is {_PACK_LAYOUT} "
+            f"(found keys {sorted(arrays)}); fix: add the missing key(s), e.g. {_WRITE_HINT}"
+        )
+    images = _pack_images(arrays, where)
+    n = images.shape[0]
+    labels = _pack_labels(arrays, n, where)
+    names = _pack_class_names(arrays, labels, where)
+    n_classes = names.size
+    split = _pack_class_split(arrays, n_classes, where)
     out = {
         "images": images,
         "labels": labels.astype(np.int32 if n_classes < 2**31 else np.int64, copy=False),

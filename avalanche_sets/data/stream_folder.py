@@ -299,50 +299,15 @@ def prepare_stream(
             :class:`~avalanche_sets.data.images.UnreadableImagesError`); all checked before
             anything is written.
     """
-    if isinstance(domains, str) or isinstance(ood, str):
-        raise TypeError("domains and ood are lists of items, e.g. domains=['synthetic:shapes']")
-    for what, value, low in (("image_size", image_size, 8), ("n_way", n_way, 2)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"{what} must be an integer >= {low}, got {value!r}")
-    id_items = [i if isinstance(i, StreamItem) else parse_stream_item(i) for i in domains]
-    ood_items = [i if isinstance(i, StreamItem) else parse_stream_item(i) for i in ood]
-    _check_names(id_items, ood_items)
+    id_items, ood_items = _stream_items(domains, ood, image_size, n_way)
     roles = [(i, "stream", n_way) for i in id_items] + [(i, "ood", 1) for i in ood_items]
     files = {i.name: (_OOD_PREFIX if r == "ood" else "") + f"{i.name}.npz" for i, r, _ in roles}
     out = Path(out).expanduser()
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"output folder {out} is a file; fix: name a folder")
-    if out.is_dir():
-        others = sorted(p.name for p in out.glob("*.npz") if p.name not in files.values())
-        if others:
-            raise ValueError(
-                f"output folder {out} already holds other packs {others}; fix: use an empty "
-                "folder or delete them"
-            )
-
+    _check_out_folder(out, files)
     loaded: dict[str, Domain] = {}
     for item, _, need in roles:  # every check before the first file is written
         if item.kind == "folder":
-            with warnings.catch_warnings():  # the files it ignores: named once, when it is read
-                warnings.simplefilter("ignore")
-                classes = {c: f for c, f in scan_image_folder(Path(item.ref)).items() if f}
-            if not classes:
-                raise ValueError(
-                    f"item {item.text!r}: image folder {item.ref} has no class sub-folder with "
-                    "images; expected <folder>/<class name>/<image files>"
-                )
-            try:
-                cls = class_split(len(classes), split, seed, n_way=need,
-                            where=f"image folder {item.ref} (item {item.text!r})")  # fmt: skip
-            except ValueError as err:
-                if sum(i.kind == "folder" for i, _, _ in roles) < 2:
-                    raise
-                raise ValueError(
-                    f"{err}; the split applies to every image folder of the stream: build a "
-                    "folder that needs its own with `avalanche-sets prepare pack --split ...` "
-                    "and pass its .npz"
-                ) from None
-            sizes = np.asarray([len(f) for f in classes.values()])
+            cls, sizes = _check_folder(item, roles, split, seed, need)
         else:
             loaded[item.name] = dom = _load(item, image_size, seed)
             _check_domain(dom, item, need)
@@ -353,7 +318,78 @@ def prepare_stream(
         if need == 1:
             counts = {s: int(sizes[cls == s].sum()) for s in SPLITS}
             _warn_small_ood(item, counts, len(ood_items), target)
-    # every image of every folder decoded, and every unreadable file named, in one pass
+    folders = _read_folders(roles, image_size, split, seed, target, progress, skip_unreadable)
+    entries = _write_packs(out, roles, files, loaded, folders, seed, target)
+    settings = {
+        "image_size": image_size,
+        "split": list(split),
+        "seed": seed,
+        "n_way": n_way,
+        "skip_unreadable": skip_unreadable,
+    }  # fmt: skip
+    manifest = _manifest(out, id_items, ood_items, files, entries, settings, target, command)
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    (out / "README.md").write_text(_readme(manifest))
+    read_stream_manifest(out)  # what was written reads back
+    return out
+
+
+def _stream_items(
+    domains: Sequence[str | StreamItem], ood: Sequence[str | StreamItem], image_size, n_way
+) -> tuple[list[StreamItem], list[StreamItem]]:
+    """The stream's items and OOD items, parsed, their names and the sizes checked."""
+    if isinstance(domains, str) or isinstance(ood, str):
+        raise TypeError("domains and ood are lists of items, e.g. domains=['synthetic:shapes']")
+    for what, value, low in (("image_size", image_size, 8), ("n_way", n_way, 2)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{what} must be an integer >= {low}, got {value!r}")
+    id_items = [i if isinstance(i, StreamItem) else parse_stream_item(i) for i in domains]
+    ood_items = [i if isinstance(i, StreamItem) else parse_stream_item(i) for i in ood]
+    _check_names(id_items, ood_items)
+    return id_items, ood_items
+
+
+def _check_out_folder(out: Path, files: dict[str, str]) -> None:
+    """Refuse an output path that is a file or a folder holding packs other than ``files``."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"output folder {out} is a file; fix: name a folder")
+    if out.is_dir():
+        others = sorted(p.name for p in out.glob("*.npz") if p.name not in files.values())
+        if others:
+            raise ValueError(
+                f"output folder {out} already holds other packs {others}; fix: use an empty "
+                "folder or delete them"
+            )
+
+
+def _check_folder(item: StreamItem, roles: list, split, seed: int, need: int):
+    """An image folder item's ``(class split, images per class)``, from its file names only."""
+    with warnings.catch_warnings():  # the files it ignores: named once, when it is read
+        warnings.simplefilter("ignore")
+        classes = {c: f for c, f in scan_image_folder(Path(item.ref)).items() if f}
+    if not classes:
+        raise ValueError(
+            f"item {item.text!r}: image folder {item.ref} has no class sub-folder with "
+            "images; expected <folder>/<class name>/<image files>"
+        )
+    try:
+        cls = class_split(len(classes), split, seed, n_way=need,
+                    where=f"image folder {item.ref} (item {item.text!r})")  # fmt: skip
+    except ValueError as err:
+        if sum(i.kind == "folder" for i, _, _ in roles) < 2:
+            raise
+        raise ValueError(
+            f"{err}; the split applies to every image folder of the stream: build a "
+            "folder that needs its own with `avalanche-sets prepare pack --split ...` "
+            "and pass its .npz"
+        ) from None
+    return cls, np.asarray([len(f) for f in classes.values()])
+
+
+def _read_folders(
+    roles: list, image_size: int, split, seed: int, target: RunTarget, progress, skip_unreadable
+) -> dict[str, FolderImages]:
+    """Every image of every folder item decoded, every unreadable file named in one pass."""
     folders: dict[str, FolderImages] = {
         item.name: read_image_folder(
             item.ref,
@@ -371,7 +407,13 @@ def prepare_stream(
     unreadable = [e for read in folders.values() for e in read.unreadable]
     if unreadable and not skip_unreadable:
         raise UnreadableImagesError(unreadable, skip_hint=SKIP_UNREADABLE_HINT)
+    return folders
 
+
+def _write_packs(
+    out: Path, roles: list, files: dict[str, str], loaded, folders, seed: int, target: RunTarget
+) -> list[dict[str, Any]]:
+    """Write every item's pack, in stream order; return their manifest entries."""
     entries = []
     for item, role, _ in roles:
         path = out / files[item.name]
@@ -390,6 +432,14 @@ def prepare_stream(
             sizes = np.bincount(dom.labels, minlength=dom.n_classes)
             entry["usable"] = usable_counts(sizes, dom.class_split, target)
         entries.append(entry)
+    return entries
+
+
+def _manifest(
+    out: Path, id_items, ood_items, files, entries, settings: dict, target: RunTarget, command
+) -> dict[str, Any]:
+    """``manifest.json``: the run command of the usable domains, settings, stream, pack entries."""
+    n_way = settings["n_way"]
     unusable = {
         e["name"]: e["usable"]
         for e in entries
@@ -397,14 +447,14 @@ def prepare_stream(
     }
     usable = [i.name for i in id_items if i.name not in unusable]
     why = _unusable_note(unusable, target, n_way, usable)
-    manifest = {
+    return {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "avalanche_sets": __version__,
         "command": command or "prepare_stream(...)",
         "run_command": run_command(
             out,
             target=target,
-            image_size=image_size,
+            image_size=settings["image_size"],
             n_way=n_way,
             n_ood=bool(ood_items),
             domains=usable if unusable else None,
@@ -412,23 +462,13 @@ def prepare_stream(
         if usable
         else None,
         "run_command_note": why,
-        "settings": {
-            "image_size": image_size,
-            "split": list(split),
-            "seed": seed,
-            "n_way": n_way,
-            "skip_unreadable": skip_unreadable,
-        },  # fmt: skip
+        "settings": settings,
         "stream": {
             "domains": [{"name": i.name, "pack": files[i.name]} for i in id_items],
             "ood": [{"name": i.name, "pack": files[i.name]} for i in ood_items],
         },
         "packs": entries,
     }
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-    (out / "README.md").write_text(_readme(manifest))
-    read_stream_manifest(out)  # what was written reads back
-    return out
 
 
 def check_split_and_seed(

@@ -113,17 +113,7 @@ def split_ood(
     if rule not in OOD_RULES:
         raise ValueError(f"unknown OOD rule {rule!r}; valid rules are {list(OOD_RULES)}")
     batched = unlabeled_emb.dim() == 3
-    expected = 3 if batched else 2
-    for name, t in (
-        ("query_emb", query_emb),
-        ("unlabeled_emb", unlabeled_emb),
-        ("prototypes", prototypes),
-    ):
-        if t.dim() != expected:
-            raise ValueError(
-                f"{name} must have {expected} dims ({'[B, n, d]' if batched else '[n, d]'}), "
-                f"got {tuple(t.shape)}"
-            )
+    _check_dims(batched, query_emb=query_emb, unlabeled_emb=unlabeled_emb, prototypes=prototypes)
     if not batched:
         out = split_ood(
             query_emb.unsqueeze(0),
@@ -136,8 +126,31 @@ def split_ood(
             unbiased=unbiased,
         )
         return OODSplit(*(t[0] for t in out))
+    _check_batch_shapes(query_emb, unlabeled_emb, prototypes)
+    with torch.no_grad():
+        dtype = torch.promote_types(unlabeled_emb.dtype, torch.float32)
+        protos = prototypes.detach().to(dtype)
+        if normalize_prototypes:
+            protos = F.normalize(protos, dim=-1)
+        if rule == "threshold":
+            return _threshold_split(query_emb, unlabeled_emb, protos, dtype, k=k, unbiased=unbiased)
+        return _topk_split(unlabeled_emb, protos, dtype, n_id=n_id)
 
-    b, u, d = unlabeled_emb.shape
+
+def _check_dims(batched: bool, **tensors: Tensor) -> None:
+    """Refuse a tensor without the batch dimension when the unlabeled one has it, or the reverse."""
+    expected = 3 if batched else 2
+    for name, t in tensors.items():
+        if t.dim() != expected:
+            raise ValueError(
+                f"{name} must have {expected} dims ({'[B, n, d]' if batched else '[n, d]'}), "
+                f"got {tuple(t.shape)}"
+            )
+
+
+def _check_batch_shapes(query_emb: Tensor, unlabeled_emb: Tensor, prototypes: Tensor) -> None:
+    """Refuse batched inputs of different batch or feature sizes, or without prototypes."""
+    b, _, d = unlabeled_emb.shape
     if prototypes.shape[0] != b or query_emb.shape[0] != b:
         raise ValueError("query_emb, unlabeled_emb and prototypes must share the batch size")
     if prototypes.shape[-1] != d or query_emb.shape[-1] != d:
@@ -145,37 +158,41 @@ def split_ood(
     if prototypes.shape[1] == 0:
         raise ValueError("need at least one prototype")
 
-    with torch.no_grad():
-        dtype = torch.promote_types(unlabeled_emb.dtype, torch.float32)
-        protos = prototypes.detach().to(dtype)
-        if normalize_prototypes:
-            protos = F.normalize(protos, dim=-1)
-        if rule == "threshold":
-            q = query_emb.shape[1]
-            if q == 0 or (unbiased and q < 2):
-                raise ValueError(
-                    f"rule='threshold' needs {'2' if unbiased else '1'}+ query points to calibrate, got {q}"
-                )
-            # the query (calibration) and unlabeled images in one pass: [B, Q + U]
-            both = torch.cat([query_emb.detach(), unlabeled_emb.detach()], dim=1).to(dtype)
-            dist, nearest = _min_distance(F.normalize(both, dim=-1), protos)
-            dist_q, dist_u, nearest = dist[:, :q], dist[:, q:], nearest[:, q:]
-            std = dist_q.std(dim=1, correction=1 if unbiased else 0)
-            threshold = dist_q.mean(dim=1) + float(k) * std  # [B]
-            is_id = dist_u <= threshold.unsqueeze(1)
-        else:
-            w_u = F.normalize(unlabeled_emb.detach().to(dtype), dim=-1)
-            dist_u, nearest = _min_distance(w_u, protos)  # [B, U]
-            if n_id is None or isinstance(n_id, bool) or int(n_id) != n_id or n_id < 0:
-                raise ValueError(f"rule='topk' needs a non-negative integer n_id, got {n_id!r}")
-            keep = min(int(n_id), u)
-            is_id = torch.zeros_like(dist_u, dtype=torch.bool)
-            if keep > 0:
-                top = dist_u.topk(keep, dim=1, largest=False)
-                is_id.scatter_(1, top.indices, True)
-                threshold = top.values.max(dim=1).values
-            else:
-                threshold = dist_u.new_full((b,), float("-inf"))
+
+def _threshold_split(
+    query_emb: Tensor, unlabeled_emb: Tensor, protos: Tensor, dtype, *, k: float, unbiased: bool
+) -> OODSplit:
+    """``rule="threshold"``: ID when within ``mean + k·std`` of the query distances."""
+    q = query_emb.shape[1]
+    if q == 0 or (unbiased and q < 2):
+        raise ValueError(
+            f"rule='threshold' needs {'2' if unbiased else '1'}+ query points to calibrate, got {q}"
+        )
+    # the query (calibration) and unlabeled images in one pass: [B, Q + U]
+    both = torch.cat([query_emb.detach(), unlabeled_emb.detach()], dim=1).to(dtype)
+    dist, nearest = _min_distance(F.normalize(both, dim=-1), protos)
+    dist_q, dist_u, nearest = dist[:, :q], dist[:, q:], nearest[:, q:]
+    std = dist_q.std(dim=1, correction=1 if unbiased else 0)
+    threshold = dist_q.mean(dim=1) + float(k) * std  # [B]
+    is_id = dist_u <= threshold.unsqueeze(1)
+    return OODSplit(is_id, dist_u, threshold, nearest)
+
+
+def _topk_split(unlabeled_emb: Tensor, protos: Tensor, dtype, *, n_id: int | None) -> OODSplit:
+    """``rule="topk"``: the ``n_id`` unlabeled points closest to a prototype are ID."""
+    b, u, _ = unlabeled_emb.shape
+    w_u = F.normalize(unlabeled_emb.detach().to(dtype), dim=-1)
+    dist_u, nearest = _min_distance(w_u, protos)  # [B, U]
+    if n_id is None or isinstance(n_id, bool) or int(n_id) != n_id or n_id < 0:
+        raise ValueError(f"rule='topk' needs a non-negative integer n_id, got {n_id!r}")
+    keep = min(int(n_id), u)
+    is_id = torch.zeros_like(dist_u, dtype=torch.bool)
+    if keep > 0:
+        top = dist_u.topk(keep, dim=1, largest=False)
+        is_id.scatter_(1, top.indices, True)
+        threshold = top.values.max(dim=1).values
+    else:
+        threshold = dist_u.new_full((b,), float("-inf"))
     return OODSplit(is_id, dist_u, threshold, nearest)
 
 

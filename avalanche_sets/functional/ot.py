@@ -531,19 +531,8 @@ def ot_loss(
         ValueError: bad shapes or mask, non-finite values, unknown solver, bad
             ``max_points``, a cvxpylayers problem above ``CVXPYLAYERS_MAX_ENTRIES``.
     """
-    check_solver(solver)
-    _check_points("current", current, finite=False)
-    _check_points("stored", stored, finite=False)
-    if current.shape[1] != stored.shape[1]:
-        raise ValueError(
-            f"current and stored must have the same feature size, got {tuple(current.shape)} "
-            f"and {tuple(stored.shape)}"
-        )
+    mask = _check_loss_inputs(current, stored, mask, solver, max_points)
     n, m = current.shape[0], stored.shape[0]
-    if mask is not None:
-        _check_mask(mask, n, m)
-        mask = mask.to(current.device)
-    subsample_rows(0, max_points)  # validates max_points
     if n == 0 or m == 0:
         return current.sum() * 0.0
     stored = stored.to(device=current.device, dtype=current.dtype)
@@ -553,26 +542,10 @@ def ot_loss(
     if refuse_non_finite:
         _check_points("current", current)
         _check_points("stored", stored)
-    draw = dict(max_points=max_points, generator=generator, device=current.device)
-    if n == m:
-        idx = subsample_rows(n, mask=mask, **draw)
-        if idx is not None:
-            current, stored = current.index_select(0, idx), stored.index_select(0, idx)
-            mask = None if mask is None else mask.index_select(0, idx)
-    else:
-        idx_c, idx_s = subsample_rows(n, **draw), subsample_rows(m, **draw)
-        current = current if idx_c is None else current.index_select(0, idx_c)
-        stored = stored if idx_s is None else stored.index_select(0, idx_s)
+    current, stored, mask = _subsample_points(current, stored, mask, max_points, generator)
     cost = squared_euclidean(current, stored, expand=True)  # memory O(nm), not O(nmd)
     if solver == "cvxpylayers":
-        if refuse_non_finite or bool(torch.isfinite(cost).all()):
-            if mask is None:
-                a = b = None
-            else:
-                a = b = mask.to(cost.dtype) / mask.sum().clamp_min(1)
-            plan = cvxpylayers_plan(cost, a, b, quad_reg=quad_reg, solver_args=solver_args)
-        else:
-            plan = _non_finite_plan(cost, refuse=False)
+        plan = _differentiable_plan(cost, mask, quad_reg, solver_args, refuse_non_finite)
     else:
         plan = ot_plan(
             cost,
@@ -584,3 +557,61 @@ def ot_loss(
             refuse_non_finite=refuse_non_finite,
         )
     return (plan * cost).sum()
+
+
+def _differentiable_plan(
+    cost: Tensor,
+    mask: Tensor | None,
+    quad_reg: float,
+    solver_args: dict[str, Any] | None,
+    refuse_non_finite: bool,
+) -> Tensor:
+    """The cvxpylayers plan of :func:`ot_loss` (with the gradient), NaN for a non-finite cost."""
+    if refuse_non_finite or bool(torch.isfinite(cost).all()):
+        if mask is None:
+            a = b = None
+        else:
+            a = b = mask.to(cost.dtype) / mask.sum().clamp_min(1)
+        return cvxpylayers_plan(cost, a, b, quad_reg=quad_reg, solver_args=solver_args)
+    return _non_finite_plan(cost, refuse=False)
+
+
+def _check_loss_inputs(
+    current: Tensor, stored: Tensor, mask: Tensor | None, solver: str, max_points: int | None
+) -> Tensor | None:
+    """Refuse bad :func:`ot_loss` arguments (values checked later); ``mask`` on the device."""
+    check_solver(solver)
+    _check_points("current", current, finite=False)
+    _check_points("stored", stored, finite=False)
+    if current.shape[1] != stored.shape[1]:
+        raise ValueError(
+            f"current and stored must have the same feature size, got {tuple(current.shape)} "
+            f"and {tuple(stored.shape)}"
+        )
+    if mask is not None:
+        _check_mask(mask, current.shape[0], stored.shape[0])
+        mask = mask.to(current.device)
+    subsample_rows(0, max_points)  # validates max_points
+    return mask
+
+
+def _subsample_points(
+    current: Tensor,
+    stored: Tensor,
+    mask: Tensor | None,
+    max_points: int | None,
+    generator: torch.Generator | None,
+) -> tuple[Tensor, Tensor, Tensor | None]:
+    """At most ``max_points`` rows per side: the same rows on both when ``n == m``."""
+    n, m = current.shape[0], stored.shape[0]
+    draw = dict(max_points=max_points, generator=generator, device=current.device)
+    if n == m:
+        idx = subsample_rows(n, mask=mask, **draw)
+        if idx is not None:
+            current, stored = current.index_select(0, idx), stored.index_select(0, idx)
+            mask = None if mask is None else mask.index_select(0, idx)
+    else:
+        idx_c, idx_s = subsample_rows(n, **draw), subsample_rows(m, **draw)
+        current = current if idx_c is None else current.index_select(0, idx_c)
+        stored = stored if idx_s is None else stored.index_select(0, idx_s)
+    return current, stored, mask

@@ -20,8 +20,8 @@ torch's threads for the run's duration.
 
 from __future__ import annotations
 
-import json
 import math
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -222,6 +222,61 @@ def run_sets(
     Returns:
         the :class:`RunResult` with the accuracy matrix.
     """
+    threads, interim_episodes = _preset_settings(strategy, threads, interim_episodes)
+    set_up_process(strategy.device)
+    stream = getattr(benchmark, f"{eval_stream}_stream")
+    interim = stream if interim_episodes is None else _truncated(stream, interim_episodes)
+    result = RunResult(domains=benchmark.domain_names)
+    restored = None
+    if checkpoint_path is not None and resume:
+        # the newest good checkpoint; a damaged one is reported and skipped, never used
+        restored = load_latest_checkpoint(checkpoint_path, strategy)
+    start_exp, start_it, result = _resume_point(restored, result)
+    if restored is not None and on_resume is not None:
+        on_resume(restored)
+
+    def extra() -> dict:
+        return {"result": asdict(result), **(checkpoint_extra() if checkpoint_extra else {})}
+
+    running_metrics = restored and restored["running_metrics"]
+    clock = _ResumedEpochClock(start_it, running_metrics)
+    plugins = _run_plugins(checkpoint_path, checkpoint_every, extra, stop_after, clock)
+    with _run_settings(strategy, plugins, threads):
+        for e in range(start_exp, len(benchmark.train_stream)):
+            last = e == len(benchmark.train_stream) - 1
+            _train_domain(strategy, benchmark.train_stream[e], start_it if e == start_exp else 0)
+            _add_row(result, episode_accuracies(strategy, stream if last else interim))
+            if checkpoint_path is not None:
+                position = {"experience": e + 1, "iteration": 0}
+                save_checkpoint(checkpoint_path, strategy, position=position, extra=extra())
+    return result
+
+
+def _resume_point(restored: dict | None, result: RunResult) -> tuple[int, int, RunResult]:
+    """Where a run starts (experience, iteration) and its result so far, from its checkpoint."""
+    if restored is None:
+        return 0, 0, result
+    start_exp = restored["position"]["experience"]
+    start_it = restored["position"]["iteration"]
+    saved = restored["extra"].get("result")
+    return start_exp, start_it, RunResult(**saved) if saved else result
+
+
+def _run_plugins(checkpoint_path, checkpoint_every, extra, stop_after, clock) -> list:
+    """A run's plugins, in order: in-domain checkpoints (if asked), stop-after, epoch clock."""
+    plugins = []
+    if checkpoint_path is not None and checkpoint_every:
+        # checkpointed after the evaluation instead of at the experience's end (run_sets)
+        plugins.append(
+            CheckpointPlugin(
+                checkpoint_path, every=checkpoint_every, extra_fn=extra, at_experience_end=False
+            )
+        )
+    return [*plugins, _StopAfter(stop_after), clock]
+
+
+def _preset_settings(strategy, threads: int | None, interim_episodes: int | None):
+    """``threads`` and ``interim_episodes`` with the strategy's preset filling what is ``None``."""
     config = getattr(strategy, "run_config", None)
     if config is not None:
         threads = config.threads if threads is None else threads
@@ -229,84 +284,56 @@ def run_sets(
             interim_episodes = config.interim_test_episodes
     if threads is not None and (not isinstance(threads, int) or threads < 1):
         raise ValueError(f"threads must be a positive number of torch threads, got {threads!r}")
-    set_up_process(strategy.device)
-    stream = getattr(benchmark, f"{eval_stream}_stream")
-    interim = stream if interim_episodes is None else _truncated(stream, interim_episodes)
-    result = RunResult(domains=benchmark.domain_names)
-    start_exp, start_it = 0, 0
-    restored = None
-    if checkpoint_path is not None and resume:
-        # the newest good checkpoint; a damaged one is reported and skipped, never used
-        restored = load_latest_checkpoint(checkpoint_path, strategy)
-    if restored is not None:
-        start_exp = restored["position"]["experience"]
-        start_it = restored["position"]["iteration"]
-        saved = restored["extra"].get("result")
-        if saved:
-            result = RunResult(**saved)
-        if on_resume is not None:
-            on_resume(restored)
+    return threads, interim_episodes
 
-    def extra() -> dict:
-        return {"result": asdict(result), **(checkpoint_extra() if checkpoint_extra else {})}
 
-    ckpt_plugin = None
-    if checkpoint_path is not None and checkpoint_every:
-        ckpt_plugin = CheckpointPlugin(
-            checkpoint_path,
-            every=checkpoint_every,
-            extra_fn=extra,
-            at_experience_end=False,  # checkpointed after the evaluation instead (below)
-        )
-        strategy.plugins.append(ckpt_plugin)
+class _Stop(Exception):
+    """Ends a run early (raised by :class:`_StopAfter`, caught by :func:`_run_settings`)."""
 
-    class _Stop(Exception):
-        pass
 
-    budget = {"left": stop_after}
+class _StopAfter(SupervisedPlugin):
+    """Raises :class:`_Stop` after ``left`` training iterations (``None``: never)."""
 
-    class _StopAfter(SupervisedPlugin):
-        def after_training_iteration(self, s, **kw):
-            if budget["left"] is not None:
-                budget["left"] -= 1
-                if budget["left"] <= 0:
-                    raise _Stop
+    def __init__(self, left: int | None) -> None:
+        super().__init__()
+        self.left = left
 
-    stopper = _StopAfter()
-    strategy.plugins.append(stopper)
+    def after_training_iteration(self, s, **kw):
+        if self.left is not None:
+            self.left -= 1
+            if self.left <= 0:
+                raise _Stop
+
+
+@contextmanager
+def _run_settings(strategy, plugins: list, threads: int | None):
+    """Add ``plugins`` and set torch's threads for the run, ended early by :class:`_Stop`."""
+    strategy.plugins.extend(plugins)
     threads_before = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
-    epoch_clock = _ResumedEpochClock(start_it, restored and restored["running_metrics"])
-    strategy.plugins.append(epoch_clock)
     try:
-        for e in range(start_exp, len(benchmark.train_stream)):
-            exp = benchmark.train_stream[e]
-            n_iter = math.ceil(len(exp.dataset) / strategy.train_mb_size)
-            it = start_it if e == start_exp else 0
-            if it < n_iter:
-                strategy.train(exp, eval_streams=[], start_iteration=it)
-            last = e == len(benchmark.train_stream) - 1
-            accs = episode_accuracies(strategy, stream if last else interim)
-            result.matrix.append([float(a.mean()) for a in accs])
-            result.ci95.append([stats.ci95(a) for a in accs])
-            result.episode_acc = [float(x) for a in accs for x in a]
-            if checkpoint_path is not None:
-                save_checkpoint(
-                    checkpoint_path,
-                    strategy,
-                    position={"experience": e + 1, "iteration": 0},
-                    extra=extra(),
-                )
+        yield
     except _Stop:
         pass
     finally:
         torch.set_num_threads(threads_before)
-        strategy.plugins.remove(stopper)
-        strategy.plugins.remove(epoch_clock)
-        if ckpt_plugin is not None:
-            strategy.plugins.remove(ckpt_plugin)
-    return result
+        for plugin in plugins:
+            strategy.plugins.remove(plugin)
+
+
+def _train_domain(strategy, exp, start_iteration: int) -> None:
+    """Train on one domain from ``start_iteration`` (nothing when it is already trained)."""
+    n_iter = math.ceil(len(exp.dataset) / strategy.train_mb_size)
+    if start_iteration < n_iter:
+        strategy.train(exp, eval_streams=[], start_iteration=start_iteration)
+
+
+def _add_row(result: RunResult, accs: list[np.ndarray]) -> None:
+    """Append one accuracy-matrix row (and its CIs); keep the latest row's episode accuracies."""
+    result.matrix.append([float(a.mean()) for a in accs])
+    result.ci95.append([stats.ci95(a) for a in accs])
+    result.episode_acc = [float(x) for a in accs for x in a]
 
 
 class _ResumedEpochClock(SupervisedPlugin):
@@ -350,8 +377,3 @@ def _truncated(stream, n: int):
         for exp in stream
     ]
     return EagerCLStream(stream.name, exps)
-
-
-def save_result(result: RunResult, path: str | Path) -> None:
-    """Write a :class:`RunResult` as JSON."""
-    Path(path).write_text(json.dumps(result.to_dict(), indent=2))

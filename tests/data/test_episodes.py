@@ -260,9 +260,10 @@ def test_small_classes_can_be_dropped_with_a_warning():
     cfg = EpisodeConfig(n_way=3, n_shot=2, n_query=3, n_unlabeled=2, n_ood=0)
     with pytest.raises(ValueError, match="--set small_classes=drop"):
         EpisodeSampler(small, config=cfg)
-    with pytest.warns(UserWarning, match="1 of 10 train classes"):
+    with pytest.warns(UserWarning, match="1 of 10 train classes") as caught:
         sampler = EpisodeSampler(small, config=cfg, small_classes="drop")
     assert 0 not in sampler.classes.tolist()
+    assert caught[0].filename == __file__  # it points at the line that built the sampler
 
 
 def test_missing_paper_dataset_raises_documented_error(tmp_path):

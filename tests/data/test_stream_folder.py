@@ -4,6 +4,7 @@ one stream folder with clean names, read back by the packs source and the cpu pr
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 
 from avalanche_sets.data import sets_benchmark
+from avalanche_sets.data.benchmark import load_source
 from avalanche_sets.data.packs import build_pack_from_folder, load_pack, save_pack
 from avalanche_sets.data.stream_folder import (
     parse_stream_item,
@@ -85,6 +87,16 @@ def test_stream_names_are_clean_and_episodes_draw(stream):
         "| rings | `ood_rings.npz` | ood | `synthetic:rings` |"
         in (stream / "README.md").read_text()
     )
+
+
+def test_a_pack_the_manifest_does_not_name_is_not_loaded_with_a_warning(stream, tmp_path):
+    folder = Path(shutil.copytree(stream, tmp_path / "stream"))
+    shutil.copy(folder / "own.npz", folder / "extra.npz")
+    with pytest.warns(UserWarning, match=r"names the stream, and not \['extra.npz'\]") as caught:
+        domains, ood = load_source("packs", root=folder)
+    assert [d.name for d in domains] == ["flowers", "shapes", "own", "strokes"]
+    assert [d.name for d in ood] == ["rings", "dots"]
+    assert caught[0].filename == __file__  # it points at the line that loaded the folder
 
 
 def test_a_folder_of_packs_without_a_stream_manifest_reads_as_before(tmp_path):

@@ -258,6 +258,51 @@ def prepare_torchvision_stream(
     """
     check_stream_names(domains, ood)
     domains, ood = list(domains), list(ood)
+    options = dict(
+        image_size=image_size,
+        min_images_per_class=min_images_per_class,
+        max_images_per_class=max_images_per_class,
+        split=split,
+        seed=seed,
+        n_way=n_way,
+    )
+    _check_settings(options, download=download, skip_md5=skip_md5)
+    _check_full_datasets(domains, ood, options)
+    out = Path(out).expanduser()
+    files = {n: f"{n}.npz" for n in domains} | {n: f"{OOD_PREFIX}{n}.npz" for n in ood}
+    _check_out_folder(out, list(files.values()))
+    if not download:  # every missing dataset at once, before anything is decoded
+        _check_present(root, domains + ood)
+    entries = [
+        build_torchvision_pack(
+            name,
+            root,
+            out / files[name],
+            ood=name in ood,
+            download=download,
+            skip_md5=skip_md5,
+            workers=workers,
+            progress=progress,
+            **options,
+        )
+        for name in domains + ood
+    ]
+    # the root as given: no absolute path of this machine is added; "split" keeps its place
+    settings = {"root": str(root), "domains": domains, "ood": ood, **options}
+    settings.update(split=list(split), skip_md5=skip_md5)
+    manifest = _manifest(out, domains, settings, entries, command)
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    (out / "README.md").write_text(_readme(manifest))
+    for e in entries:  # what was written reads back as a valid pack
+        load_pack(out / e["pack"])
+    return out
+
+
+def _check_settings(options: dict[str, Any], *, download: bool, skip_md5: bool) -> None:
+    """Refuse ``download`` with ``skip_md5``, a size or ``n_way`` below its least, max < min."""
+    image_size, n_way = options["image_size"], options["n_way"]
+    min_images_per_class = options["min_images_per_class"]
+    max_images_per_class = options["max_images_per_class"]
     if download and skip_md5:
         raise ValueError(
             "download=True fetches the official files and skip_md5=True reads local files as "
@@ -276,67 +321,42 @@ def prepare_torchvision_stream(
             f"max_images_per_class={max_images_per_class} < min_images_per_class="
             f"{min_images_per_class}; fix: raise the maximum or lower the minimum"
         )
-    for name in domains + ood:  # the full datasets: refuse a stream that cannot work, now
+
+
+def _check_full_datasets(domains: list[str], ood: list[str], options: dict[str, Any]) -> None:
+    """Refuse a dataset whose full class list cannot be split for its role (before reading)."""
+    for name in domains + ood:
         check_class_split(
             name,
             TORCHVISION_SOURCES[name].n_classes,
             ood=name in ood,
-            n_way=n_way,
-            split=split,
-            seed=seed,
+            n_way=options["n_way"],
+            split=options["split"],
+            seed=options["seed"],
             what=f"classes in the full {TORCHVISION_SOURCES[name].title}",
         )
-    out = Path(out).expanduser()
-    files = {n: f"{n}.npz" for n in domains} | {n: f"{OOD_PREFIX}{n}.npz" for n in ood}
-    _check_out_folder(out, list(files.values()))
-    if not download:  # every missing dataset at once, before anything is decoded
-        missing = [m for m in (_missing(TORCHVISION_SOURCES[n], Path(root).expanduser())
-                               for n in domains + ood) if m]  # fmt: skip
-        if missing:
-            raise DatasetNotFoundError("; ".join(missing) + f"; {_NOT_FOUND_FIX}")
-    entries = [
-        build_torchvision_pack(
-            name,
-            root,
-            out / files[name],
-            ood=name in ood,
-            image_size=image_size,
-            min_images_per_class=min_images_per_class,
-            max_images_per_class=max_images_per_class,
-            split=split,
-            seed=seed,
-            n_way=n_way,
-            download=download,
-            skip_md5=skip_md5,
-            workers=workers,
-            progress=progress,
-        )
-        for name in domains + ood
-    ]
+
+
+def _check_present(root: str | os.PathLike, names: Sequence[str]) -> None:
+    """Refuse datasets missing under ``root``: every one named in one error."""
+    missing = [m for m in (_missing(TORCHVISION_SOURCES[n], Path(root).expanduser())
+                           for n in names) if m]  # fmt: skip
+    if missing:
+        raise DatasetNotFoundError("; ".join(missing) + f"; {_NOT_FOUND_FIX}")
+
+
+def _manifest(
+    out: Path, domains: list[str], settings: dict, entries: list[dict], command: str
+) -> dict[str, Any]:
+    """``manifest.json`` of a torchvision stream folder: versions, commands, settings, packs."""
     import torchvision  # for its version; heavy (torch), loaded by the reading by now
 
-    manifest = {
+    return {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "avalanche_sets": __version__,
         "torchvision_version": torchvision.__version__,
         "command": command or "prepare_torchvision_stream(...)",
         "run_command": _run_command(str(out), domains),
-        "settings": {
-            "root": str(root),  # as given: no absolute path of this machine is added
-            "domains": domains,
-            "ood": ood,
-            "image_size": image_size,
-            "min_images_per_class": min_images_per_class,
-            "max_images_per_class": max_images_per_class,
-            "split": list(split),
-            "seed": seed,
-            "n_way": n_way,
-            "skip_md5": skip_md5,
-        },
+        "settings": settings,
         "packs": entries,
     }
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    (out / "README.md").write_text(_readme(manifest))
-    for e in entries:  # what was written reads back as a valid pack
-        load_pack(out / e["pack"])
-    return out
