@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..presets import RunConfig
-from .check import check_method, typed_options
+from .check import check_method, run_config, typed_options
 from .resolve import method_class
 
 if TYPE_CHECKING:  # torch loads only when a strategy is built (the CLI parses without it)
@@ -85,7 +85,7 @@ def build_strategy(
     Raises:
         ValueError, TypeError: as :func:`check_method`.
     """
-    config = check_method(name, preset, overrides) if check else RunConfig.of(preset)
+    config = check_method(name, preset, overrides) if check else run_config(preset)
     overrides = typed_options(name, overrides)  # as the run's identity holds them
     # torch, Avalanche and the strategies load here, when a strategy is built: the command
     # line imports this module to parse its arguments without them

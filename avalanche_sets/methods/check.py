@@ -26,6 +26,7 @@ __all__ = [
     "method_options",
     "normal_options",
     "parse_options",
+    "run_config",
     "tuned_options",
     "typed_options",
     "unread_settings",
@@ -181,6 +182,23 @@ def _check_ot_solver(settings: Mapping[str, Any]) -> None:
         )
 
 
+def run_config(preset: RunConfig | str) -> RunConfig:
+    """``preset`` as the run's config: itself, or the named preset for a name (``"quick"``).
+
+    Raises:
+        TypeError: anything else (a dictionary of settings among them, checked nowhere else),
+            with the fix.
+        ValueError: an unknown preset name.
+    """
+    if not isinstance(preset, (RunConfig, str)):
+        raise TypeError(
+            f"a method is built for a RunConfig or a preset's name, got a "
+            f"{type(preset).__name__}; fix: avalanche_sets.presets.resolve_preset(<name>, "
+            "**overrides), or RunConfig.of(settings) for a whole dictionary of settings"
+        )
+    return RunConfig.of(preset)
+
+
 def check_method(
     name: str,
     preset: RunConfig | str,
@@ -205,11 +223,12 @@ def check_method(
             fixes (``build_strategy("order-no-ot", ..., use_ot=True)``), a setting or option the
             run would not read, or an OT set-up the ``cvxpylayers`` solver cannot build (more
             than 100 points per side).
-        TypeError: a strategy option the method does not accept (with the closest name) or a
+        TypeError: a preset that is neither a config nor a name; a strategy option the method
+            does not accept (with the closest name) or a
             value of another type than the option's (:func:`typed_options`).
     """
     cls = method_class(name)
-    config = RunConfig.of(preset)  # refuses what is neither a name nor a config
+    config = run_config(preset)
     overrides = typed_options(name, overrides or {})
     ignored = unread_settings(name, config, overrides, eval_stream=eval_stream)
     unread = {k: why for k, why in ignored.items() if k in set(given)}
