@@ -16,6 +16,7 @@ from this folder (or with it on ``PYTHONPATH``), or register it in your package'
 
 from __future__ import annotations
 
+# --8<-- [start:method]
 import torch
 
 from avalanche_sets.baselines import SemiSeq
@@ -59,3 +60,6 @@ class SemiL2(SemiSeq):
 
     def __init__(self, *, anchor_weight: float = 0.01, **kwargs) -> None:
         super().__init__(cl_plugin=L2AnchorPlugin(anchor_weight=anchor_weight), **kwargs)
+
+
+# --8<-- [end:method]
