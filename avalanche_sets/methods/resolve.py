@@ -135,10 +135,10 @@ def method_class(name: str) -> type[Method]:
             f"{getattr(found, 'name', None)!r}); fix: set name = ... and summary = ... in the "
             "class"
         )
-    if name in BUILTIN_METHODS or name in installed_methods():
-        if found.name != name:
-            raise ValueError(
-                f"the method {name!r} ({target}) is named {found.name!r}; fix: name the "
-                f"entry point {found.name!r}, or the class {name!r}"
-            )
+    if (name in BUILTIN_METHODS or name in installed_methods()) and found.name != name:
+        where = "methods/builtins.py" if name in BUILTIN_METHODS else "the entry point"
+        raise ValueError(
+            f"the method {name!r} ({target}) is named {found.name!r}; fix: make the two one "
+            f"name (in {where}, or the class's name)"
+        )
     return found

@@ -4,6 +4,8 @@
 Each class is one method (:class:`~avalanche_sets.method.Method`); its ``fixed`` options are the
 switches of :class:`~.strategy.OrderStrategy` it sets, and an option given that contradicts one
 is refused (``order-no-ot`` with ``use_ot=True``: use ``order``).
+:func:`~avalanche_sets.methods.build_strategy` hands a class its ``fixed`` options; built by
+hand, it takes them as arguments like any other (``OrderNoOT(use_ot=False)``).
 """
 
 from __future__ import annotations
