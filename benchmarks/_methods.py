@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from avalanche_sets.methods import builtin_methods, method_spec
+from avalanche_sets.methods import builtin_methods, is_custom_method, method_class
 
 __all__ = ["class_label", "fixed", "names", "strategy_path", "summary", "tuned"]
 
@@ -21,14 +21,12 @@ def names() -> list[str]:
     return list(builtin_methods())
 
 
-def _declared(name: str):  # the library's description of a built-in method
-    spec = method_spec(name)
-    if spec is None:
+def _declared(name: str) -> type:  # the class of a built-in method
+    if is_custom_method(name):
         raise ValueError(
-            f"{name!r} is a factory of one's own, which declares nothing; fix: name a built-in "
-            f"method ({', '.join(names())})"
+            f"{name!r} is no built-in method; fix: name a built-in method ({', '.join(names())})"
         )
-    return spec
+    return method_class(name)
 
 
 def summary(name: str) -> str:
@@ -43,14 +41,14 @@ def fixed(name: str) -> dict[str, Any]:
 
 def tuned(name: str) -> dict[str, Any]:
     """The tuned option values every run of method ``name`` gets (``{}``: its class defaults)."""
-    return _declared(name).tuned_options
+    return dict(_declared(name).tuned)
 
 
 def class_label(name: str) -> str:
-    """The name of the strategy class that implements method ``name``."""
-    return _declared(name).strategy
+    """The name of the class that implements method ``name``."""
+    return _declared(name).__name__
 
 
 def strategy_path(name: str) -> str:
-    """The repository file of the module that defines method ``name``'s strategy class."""
-    return _declared(name).module.replace(".", "/") + ".py"
+    """The repository file of the module that defines method ``name``'s class."""
+    return _declared(name).__module__.replace(".", "/") + ".py"

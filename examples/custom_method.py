@@ -6,8 +6,8 @@ meta-batch (``strategy.iteration.state``), named ``"spread"`` (its ``TERM``), an
 criterion adds it to the query loss. The template checks the term for NaN/inf before the step
 and records its value in ``strategy.loss_terms``.
 
-``mskm_spread`` is the method: a factory that adds the plugin to MSKM. The command line finds it
-as ``--method custom_method:mskm_spread`` when it runs in this folder (or with this folder on
+``MSKMSpread`` is the method: MSKM's class with the plugin added. The command line finds it as
+``--method custom_method:MSKMSpread`` when it runs in this folder (or with this folder on
 ``PYTHONPATH``), and gives it what a built-in method gets: a run folder, resume, sweeps, tables.
 
     python examples/custom_method.py             # MSKM and MSKM + spread, 3 seeds, then a table
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from avalanche_sets.methods import build_strategy
+from avalanche_sets.baselines import MSKM
 from avalanche_sets.training import EpisodicPlugin
 
 HERE = Path(__file__).resolve().parent
@@ -58,18 +58,18 @@ class PrototypeSpreadPlugin(EpisodicPlugin):
 # --8<-- [end:plugin]
 
 
-# --8<-- [start:factory]
-def mskm_spread(preset, *, seed, evaluator, plugins, weight: float = 0.1, **options):
+# --8<-- [start:method]
+class MSKMSpread(MSKM):
     """MSKM with the prototype-spread term (``--strategy-set weight=0.5`` sets its weight)."""
-    return build_strategy(
-        "mskm", preset, seed=seed, evaluator=evaluator,
-        plugins=[PrototypeSpreadPlugin(weight), *plugins], **options,
-    )  # fmt: skip
+
+    name = "mskm-spread"
+    summary = "MSKM + a term that pushes the class prototypes apart"
+
+    def __init__(self, *, weight: float = 0.1, plugins=None, **kwargs) -> None:
+        super().__init__(plugins=[PrototypeSpreadPlugin(weight), *(plugins or [])], **kwargs)
 
 
-# its **options are MSKM's: typed and checked as MSKM's before any data loads
-mskm_spread.passes_options_to = "mskm"
-# --8<-- [end:factory]
+# --8<-- [end:method]
 
 TINY = [
     "--set", "tasks_per_domain=8", "--set", "n_test_episodes=4", "--set", "width=8",
@@ -98,10 +98,10 @@ def main(argv: list[str] | None = None) -> str:
     # --8<-- [start:run]
     # the built-in method and ours, on the same stream (same preset and seed)
     cli("run", "--method", "mskm", "--seeds", "0", "--out", out, "--loggers", *size)
-    cli("run", "--method", "custom_method:mskm_spread", "--seeds", "0", "--out", out,
+    cli("run", "--method", "custom_method:MSKMSpread", "--seeds", "0", "--out", out,
         "--loggers", *size)  # fmt: skip
     # more seeds of both: seed 0 is found finished and not run again
-    cli("sweep", "--methods", "mskm", "custom_method:mskm_spread", "--seeds", *seeds,
+    cli("sweep", "--methods", "mskm", "custom_method:MSKMSpread", "--seeds", *seeds,
         "--out", out, *size)  # fmt: skip
     table = cli("table", out)
     # --8<-- [end:run]

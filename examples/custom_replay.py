@@ -6,8 +6,8 @@ meta-batch (``strategy.iteration.replay``), so the replayed tasks receive the sa
 current ones: experience replay of episodes, online, without domain boundaries. Its memory is
 checkpointed (``state_dict``), so a killed run resumes with the same memory.
 
-``mskm_replay`` is the method: MSKM plus the plugin, with the preset's ``mem_size`` and
-``replay_batch``. The command line finds it as ``--method custom_replay:mskm_replay`` in this
+``MSKMReplay`` is the method: MSKM's class plus the plugin, with the preset's ``mem_size`` and
+``replay_batch``. The command line finds it as ``--method custom_replay:MSKMReplay`` in this
 folder, as ``examples/custom_method.py``'s method.
 
     python examples/custom_replay.py             # MSKM and MSKM + replay on the quick preset
@@ -22,6 +22,7 @@ import argparse
 
 # --8<-- [start:imports]
 from avalanche_sets import build_benchmark, run_sets
+from avalanche_sets.baselines import MSKM
 from avalanche_sets.functional import Reservoir
 from avalanche_sets.methods import build_strategy
 from avalanche_sets.presets import resolve_preset
@@ -84,17 +85,22 @@ class TaskReplayPlugin(MetaBatchReplay, EpisodicPlugin):
 # --8<-- [end:plugin]
 
 
-# --8<-- [start:factory]
-def mskm_replay(preset, *, seed, evaluator, plugins, **options):
-    """MSKM with a replay memory of ``preset.mem_size`` tasks (``--set mem_size=100``)."""
-    replay = TaskReplayPlugin(mem_size=preset.mem_size, replay_batch=preset.replay_batch, seed=seed)
-    return build_strategy(
-        "mskm", preset, seed=seed, evaluator=evaluator, plugins=[replay, *plugins], **options
-    )
+# --8<-- [start:method]
+class MSKMReplay(MSKM):
+    """MSKM with a replay memory of ``mem_size`` tasks (a run hands it the preset's:
+    ``--set mem_size=100``)."""
+
+    name = "mskm-replay"
+    summary = "MSKM + experience replay of whole tasks inside the meta-batch"
+
+    def __init__(
+        self, *, mem_size: int = 200, replay_batch: int = 2, seed: int = 0, plugins=None, **kwargs
+    ) -> None:
+        replay = TaskReplayPlugin(mem_size=mem_size, replay_batch=replay_batch, seed=seed)
+        super().__init__(plugins=[replay, *(plugins or [])], **kwargs)
 
 
-mskm_replay.passes_options_to = "mskm"  # its **options are MSKM's, checked as MSKM's
-# --8<-- [end:factory]
+# --8<-- [end:method]
 
 TINY = dict(
     tasks_per_domain=8, n_test_episodes=4, n_query=2, n_unlabeled=2, n_ood=4, width=8,
@@ -111,8 +117,8 @@ def main(argv: list[str] | None = None) -> dict:
     bench = build_benchmark(preset, seed=0)
     results = {}
     for name, make in (("mskm", lambda: build_strategy("mskm", preset, seed=0)),
-                       ("mskm + replay", lambda: mskm_replay(
-                           preset, seed=0, evaluator=None, plugins=[]))):  # fmt: skip
+                       ("mskm + replay", lambda: build_strategy(
+                           "custom_replay:MSKMReplay", preset, seed=0))):  # fmt: skip
         results[name] = run_sets(make(), bench)
         print(f"## {name}\n\n{results[name].table()}\n")
     return results

@@ -1,6 +1,7 @@
-"""Methods of one's own (``package.module:factory``, entry points) and extra plugins: found,
-checked before any data is loaded, built as their factory says, and given what a built-in
-method gets — their own run folder, a checkpoint to resume from, an identity."""
+"""Methods of one's own (a method class named ``package.module:Class`` or by an entry point)
+and extra plugins: found, checked before any data is loaded, built as a built-in method is,
+and given what a built-in method gets — their own run folder, a checkpoint to resume from, an
+identity. A function (a factory) is refused, naming the fix."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ TINY = dict(
 )  # fmt: skip
 
 MODULE = '''
-from avalanche_sets.methods import build_strategy
+from avalanche_sets.baselines import ProtoNet
 from avalanche_sets.training.template import EpisodicPlugin
 
 CRASH = {"at": None}
@@ -47,29 +48,29 @@ class Crash(EpisodicPlugin):
             raise KeyboardInterrupt("killed")
 
 
+class Good(ProtoNet):
+    name = "protonet-plus"
+    summary = "ProtoNet that a test can stop"
+
+    def __init__(self, *, plugins=None, **kwargs):
+        super().__init__(plugins=[Crash(), *(plugins or [])], **kwargs)
+
+
+class Strict(ProtoNet):
+    name = "strict"
+    summary = "ProtoNet with an option of its own"
+
+    def __init__(self, *, scale: float = 1.0, **kwargs):
+        super().__init__(**kwargs)
+        self.scale = scale
+
+
+class Nameless(ProtoNet):
+    summary = "ProtoNet under another class name"
+
+
 def good(preset, *, seed, evaluator, plugins, **options):
-    return build_strategy("protonet", preset, seed=seed, evaluator=evaluator,
-                          plugins=[Crash(), *plugins], **options)
-
-
-def strict(preset, *, seed, evaluator, plugins, scale: float = 1.0):
-    return build_strategy("protonet", preset, seed=seed, evaluator=evaluator, plugins=plugins)
-
-
-def no_plugins(preset, *, seed, evaluator):
     return None
-
-
-def drops_plugins(preset, *, seed, evaluator, plugins, **options):
-    return build_strategy("protonet", preset, seed=seed, evaluator=evaluator)
-
-
-def drops_evaluator(preset, *, seed, evaluator, plugins, **options):
-    return build_strategy("protonet", preset, seed=seed, plugins=plugins)
-
-
-def not_a_strategy(preset, *, seed, evaluator, plugins, **options):
-    return "protonet"
 
 
 NOT_CALLABLE = 3
@@ -91,11 +92,11 @@ def preset() -> dict:
     return resolve_preset("quick", **TINY)
 
 
-def test_a_factory_in_the_current_folder_builds_the_method_with_the_plugins_handed_to_it(
+def test_a_class_in_the_current_folder_builds_the_method_with_the_plugins_handed_to_it(
     module, preset
 ):
     extra = EpisodicPlugin()
-    strategy = build_strategy(f"{module}:good", preset, seed=0, plugins=[extra])
+    strategy = build_strategy(f"{module}:Good", preset, seed=0, plugins=[extra])
     names = [type(p).__name__ for p in strategy.plugins]
     assert names.index("Crash") < names.index("EpisodicPlugin")  # its own first, then ours
     # the seed reaches it: the model is the built-in method's of the same seed
@@ -108,38 +109,26 @@ def test_a_factory_in_the_current_folder_builds_the_method_with_the_plugins_hand
 @pytest.mark.parametrize(
     ("spec", "error", "message"),
     [
-        ("nowhere_at_all:build", ValueError, r"no module 'nowhere_at_all' on the Python path"),
-        ("{m}:missing", ValueError, r"has no attribute 'missing'; it defines \[.*'good'"),
-        ("{m}:NOT_CALLABLE", ValueError, r"is a int, not callable"),
-        ("{m}:no_plugins", MethodOptionError, r"lacks \['plugins'\]; fix: def no_plugins"),
+        ("nowhere_at_all:Mine", ValueError, r"no module 'nowhere_at_all' on the Python path"),
+        ("{m}:missing", ValueError, r"has no attribute 'missing'; it defines \[.*'Good'"),
+        ("{m}:NOT_CALLABLE", ValueError, r"is a int, not a method class; fix: subclass"),
+        ("{m}:good", ValueError, r"is a function, not a method class; fix: subclass a built-in"),
+        ("{m}:Nameless", ValueError, r"does not name itself .*'protonet'.*; fix: set name"),
         ("ordr", ValueError, r"unknown method 'ordr' \(did you mean 'order'\?\)"),
     ],
 )
-def test_a_method_that_cannot_be_found_or_called_is_refused_before_any_data(
+def test_a_method_that_cannot_be_found_or_is_no_method_class_is_refused_before_any_data(
     module, preset, spec, error, message
 ):
     with pytest.raises(error, match=message):
         check_method(spec.format(m=module), preset)
 
 
-def test_options_are_checked_against_the_factory_signature(module, preset):
-    check_method(f"{module}:strict", preset, {"scale": 2.0})
+def test_options_are_checked_against_the_class_signature(module, preset):
+    check_method(f"{module}:Strict", preset, {"scale": 2.0})
     with pytest.raises(MethodOptionError, match=r"does not accept option\(s\) \['scael'\]"):
-        check_method(f"{module}:strict", preset, {"scael": 2.0})
-    check_method(f"{module}:good", preset, {"anything": 1})  # **options: its call will tell
-
-
-@pytest.mark.parametrize(
-    ("factory", "message"),
-    [
-        ("drops_plugins", r"dropped the plugin\(s\) \['EpisodicPlugin'\]"),
-        ("drops_evaluator", r"without the evaluator it was handed"),
-        ("not_a_strategy", r"returned a str, not an Avalanche strategy"),
-    ],
-)
-def test_a_factory_that_loses_what_it_was_handed_is_refused(module, preset, factory, message):
-    with pytest.raises(MethodOptionError, match=message):
-        build_strategy(f"{module}:{factory}", preset, plugins=[EpisodicPlugin()])
+        check_method(f"{module}:Strict", preset, {"scael": 2.0})
+    assert build_strategy(f"{module}:Strict", preset, scale=2.0).scale == 2.0
 
 
 def _install(tmp_path: Path, monkeypatch, entry: str) -> None:
@@ -153,7 +142,7 @@ def _install(tmp_path: Path, monkeypatch, entry: str) -> None:
     (info / "entry_points.txt").write_text(
         textwrap.dedent(f"""\
         [avalanche_sets.methods]
-        {entry} = my_methods_pkg:good
+        {entry} = my_methods_pkg:Good
         """)
     )
     monkeypatch.syspath_prepend(str(pkg))
@@ -161,7 +150,7 @@ def _install(tmp_path: Path, monkeypatch, entry: str) -> None:
 
 def test_an_installed_entry_point_is_a_method_by_its_name(tmp_path, monkeypatch, preset):
     _install(tmp_path, monkeypatch, "protonet-plus")
-    assert installed_methods()["protonet-plus"] == "my_methods_pkg:good"
+    assert installed_methods()["protonet-plus"] == "my_methods_pkg:Good"
     assert "protonet-plus" in method_names()
     strategy = build_strategy("protonet-plus", preset, seed=0)
     assert "Crash" in [type(p).__name__ for p in strategy.plugins]
@@ -173,14 +162,20 @@ def test_an_installed_method_may_not_take_a_built_in_name(tmp_path, monkeypatch,
         check_method("order", preset)
 
 
+def test_an_entry_point_is_named_as_its_class(tmp_path, monkeypatch, preset):
+    _install(tmp_path, monkeypatch, "protonet-pls")
+    with pytest.raises(ValueError, match=r"is named 'protonet-plus'; fix: .*the entry point"):
+        check_method("protonet-pls", preset)
+
+
 def test_a_method_of_ones_own_gets_a_run_folder_and_resumes_identically(module, preset, tmp_path):
     import importlib
 
     mine = importlib.import_module(module)
-    spec = f"{module}:good"
+    spec = f"{module}:Good"
     whole = run_experiment(spec, preset, seed=0, out_root=tmp_path / "a", loggers=())
     folder = next((tmp_path / "a").glob("*/*/result.json")).parent
-    assert folder.parent.name == f"{module}.good" and whole["method"] == spec
+    assert folder.parent.name == f"{module}.Good" and whole["method"] == spec
     # killed after iteration 3 of 4 (a checkpoint every iteration), then run again: resumed
     mine.CRASH["at"] = 3
     with pytest.raises(KeyboardInterrupt):

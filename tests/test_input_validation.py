@@ -482,9 +482,9 @@ CASES = [
          r"--strategy-set ordr:lam=0\.1: method 'ordr' is not run by this command \(did you "
          r"mean 'order'\?\); fix: name one of \['order', 'mskm'\], or give key=value to every "
          r"method"),
-    Case("method-preset-incomplete", lambda t: build_strategy("mskm", {"lr": 1e-3}),
-         ValueError, r"the preset lacks setting\(s\) \['n_blocks', .*\] that method 'mskm' "
-         r"needs; fix: start from avalanche_sets\.presets\.resolve_preset"),
+    Case("method-preset-not-a-config", lambda t: build_strategy("mskm", {"lr": 1e-3}),
+         TypeError, r"a method is built for a RunConfig or a preset's name, got a dict; fix: "
+         r"avalanche_sets\.presets\.resolve_preset"),
     Case("method-option-contradicts-ablation",
          lambda t: build_strategy("order-no-ot", _quick(), use_ot=True), ValueError,
          r"method 'order-no-ot' is ORDER with use_ot=False; the option use_ot=True contradicts "

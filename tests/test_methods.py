@@ -12,7 +12,8 @@ from avalanche_sets.methods import (
     build_strategy,
     builtin_methods,
     check_method,
-    method_spec,
+    method_class,
+    training_benchmark,
 )
 from avalanche_sets.presets import resolve_preset
 
@@ -32,10 +33,9 @@ def test_every_method_runs_with_the_preset_backbone(name, bench):
     strategy = build_strategy(name, preset, seed=0)
     assert strategy.model.backbone.channels_last
     assert strategy.model.backbone.precision == preset.precision == "auto"
-    if method_spec(name).family == "joint":
-        from avalanche_sets.baselines import joint_benchmark
-
-        result = run_sets(strategy, joint_benchmark(bench))
+    trained_on = training_benchmark(name, bench, seed=0)
+    if trained_on is not bench:  # the joint methods: the domains' mixture
+        result = run_sets(strategy, trained_on)
     else:
         result = run_sets(strategy, bench)
         assert len(result.matrix) == 2
@@ -91,27 +91,19 @@ def test_meta_learner_option_errors_name_the_option():
 
 
 def test_a_continual_baseline_takes_its_tuned_options_from_their_one_home(monkeypatch):
-    """A method's declaration (``MethodSpec.tuned``) is the one source of its tuned values:
-    change it and the built strategy changes; an option handed to ``build_strategy`` still
-    wins; the class built by hand has the same defaults."""
-    import dataclasses
-
-    import avalanche_sets.methods as methods
+    """A method class's ``tuned`` is the one source of its tuned values: change it and the
+    built strategy changes; an option handed to ``build_strategy`` still wins; the class built
+    by hand has the same defaults."""
     from avalanche_sets.baselines import SemiDER, SemiGPM
 
     preset = resolve_preset("quick", width=4, mem_size=4)
-    gpm, der = method_spec("semi-gpm"), method_spec("semi-der")
-    assert build_strategy("semi-gpm", preset).cl_plugin.threshold == gpm.tuned.options["threshold"]
-    assert SemiGPM().cl_plugin.threshold == gpm.tuned.options["threshold"]
-    assert SemiDER().cl_plugin.logit_weight == der.tuned.options["logit_weight"]
-    specs = dict(methods._builtin_specs())
-
-    def retuned(spec, **options):
-        return dataclasses.replace(spec, tuned=dataclasses.replace(spec.tuned, options=options))
-
-    specs["semi-gpm"] = retuned(gpm, **{**gpm.tuned.options, "threshold": 0.5})
-    specs["semi-der"] = retuned(der, logit_weight=0.25, label_weight=0.75)
-    monkeypatch.setattr(methods, "_builtin_specs", lambda: specs)
+    gpm, der = method_class("semi-gpm"), method_class("semi-der")
+    assert gpm is SemiGPM and der is SemiDER
+    assert build_strategy("semi-gpm", preset).cl_plugin.threshold == gpm.tuned["threshold"]
+    assert SemiGPM().cl_plugin.threshold == gpm.tuned["threshold"]
+    assert SemiDER().cl_plugin.logit_weight == der.tuned["logit_weight"]
+    monkeypatch.setattr(SemiGPM, "tuned", {**gpm.tuned, "threshold": 0.5})
+    monkeypatch.setattr(SemiDER, "tuned", {"logit_weight": 0.25, "label_weight": 0.75})
     assert build_strategy("semi-gpm", preset).cl_plugin.threshold == 0.5
     plugin = build_strategy("semi-der", preset).cl_plugin
     assert (plugin.logit_weight, plugin.label_weight) == (0.25, 0.75)

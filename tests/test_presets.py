@@ -68,7 +68,9 @@ def test_every_run_names_its_precision():
 def test_a_dictionary_handed_over_is_checked_once_with_the_presets_messages():
     settings = resolve_preset("quick", width=4).as_dict()
     with pytest.raises(ValueError, match="setting 'n_shot' must be a positive integer, got '5'"):
-        build_strategy("mskm", {**settings, "n_shot": "5"})
+        RunConfig.of({**settings, "n_shot": "5"})
+    with pytest.raises(TypeError, match="built for a RunConfig or a preset's name, got a dict"):
+        build_strategy("mskm", settings)  # a method takes a checked config, never a dict
     with pytest.raises(ValueError, match=r"unknown setting\(s\) \['n_wya'\] \(did you mean"):
         build_benchmark({**settings, "n_wya": 3}, seed=0)
     with pytest.raises(ValueError, match=r"lacks setting\(s\) \['source'\] that every run"):
@@ -94,7 +96,7 @@ def test_every_setting_is_checked_once_where_it_is_handed_over(monkeypatch):
     run_dir_name("semi-er", config, 0), run_identity("semi-er", config), portable_preset(config)
     build_benchmark(config, seed=0)
     assert len(calls) == 2
-    build_strategy("semi-er", config.as_dict())  # a dictionary: checked once, on arrival
+    build_strategy("semi-er", RunConfig.of(config.as_dict()))  # a dictionary: checked once
     assert len(calls) == 3
 
 

@@ -1,6 +1,6 @@
 """Strategy options are typed by the signature that takes them, and checked — name and type —
 at the command line before any data loads: built-in methods, ORDER variants, a baseline's model
-options and a factory of one's own alike; ``use_ot=false`` is ``False``, never a truthy string."""
+options and a method class of one's own alike; ``use_ot=false`` is ``False``, never a truthy string."""
 
 from __future__ import annotations
 
@@ -34,20 +34,30 @@ TINY = [
 ]  # fmt: skip
 
 FACTORY = """
-from avalanche_sets.methods import build_strategy
+from avalanche_sets import OrderStrategy
+from avalanche_sets.baselines import ProtoNet
 
 
-def order_plus(preset, *, seed, evaluator, plugins, gamma: float = 0.5, mode: str = "soft",
-               **options):
-    return build_strategy("order", preset, seed=seed, evaluator=evaluator, plugins=plugins,
-                          **options)
+class OrderPlus(OrderStrategy):
+    name = "order-plus"
+    summary = "ORDER with two options of its own"
+
+    def __init__(self, *, gamma: float = 0.5, mode: str = "soft", **kwargs):
+        super().__init__(**kwargs)
+        self.gamma, self.mode = gamma, mode
 
 
-order_plus.passes_options_to = "order"
+class Own(ProtoNet):
+    name = "own"
+    summary = "ProtoNet with two options of its own"
+
+    def __init__(self, *, steps: int = 1, keep: bool = True, **kwargs):
+        super().__init__(**kwargs)
+        self.steps, self.keep = steps, keep
 
 
-def own(preset, *, seed, evaluator, plugins, steps: int = 1, keep: bool = True):
-    return build_strategy("protonet", preset, seed=seed, evaluator=evaluator, plugins=plugins)
+def build(preset, *, seed, evaluator, plugins):
+    return None
 """
 
 
@@ -151,21 +161,21 @@ def test_a_wrong_option_is_refused_before_any_data_loads(no_data, capsys, tmp_pa
     assert not (tmp_path / "runs").exists()
 
 
-def test_a_factorys_annotated_options_are_typed_before_any_data_loads(
+def test_a_method_classs_annotated_options_are_typed_before_any_data_loads(
     factory, no_data, capsys, tmp_path
 ):
-    method = f"{factory}:order_plus"
+    method = f"{factory}:OrderPlus"
     base = ["run", *TINY, "--method", method, "--out", str(tmp_path / "runs")]
     err = _cli_error(capsys, *base, "--strategy-set", "gamma=high")
     assert f"method '{method}': option 'gamma' takes a float, got 'high'" in err
-    # a typo: the factory's own options (and ORDER's, where its **options go), not ORDER's only
+    # a typo: the class's own options and those it inherits from ORDER
     err = _cli_error(capsys, *base, "--strategy-set", "gama=0.5")
     assert "does not accept option(s) ['gama'] (did you mean 'gamma'?)" in err
     assert "gamma: float = 0.5" in err and "mode: str = 'soft'" in err
     # what goes on to ORDER is typed as ORDER's
     err = _cli_error(capsys, *base, "--strategy-set", "use_ot=nah")
     assert "option 'use_ot' takes a bool, got 'nah'" in err
-    own = f"{factory}:own"
+    own = f"{factory}:Own"
     assert parse_options(own, {"steps": "3", "keep": "no"}) == {"steps": 3, "keep": False}
     with pytest.raises(MethodOptionError, match=r"option 'steps' takes an int, got '3\.5'"):
         parse_options(own, {"steps": "3.5"})
@@ -173,11 +183,9 @@ def test_a_factorys_annotated_options_are_typed_before_any_data_loads(
         parse_options(own, {"stpes": "3"})
 
 
-def test_a_factory_naming_no_method_for_its_options_is_refused(factory, monkeypatch):
-    module = __import__(factory)
-    monkeypatch.setattr(module.order_plus, "passes_options_to", "ordr")
-    with pytest.raises(ValueError, match=r"passes_options_to='ordr' names no method"):
-        method_options(f"{factory}:order_plus")
+def test_a_function_is_no_method_and_is_refused_with_the_fix(factory):
+    with pytest.raises(ValueError, match=r"is a function, not a method class; fix: subclass"):
+        method_options(f"{factory}:build")
 
 
 # -------------------------------------------------------------------- Python values, typed too

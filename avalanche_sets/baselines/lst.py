@@ -31,7 +31,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ..method_spec import MethodSpec, PaperRow
 from ..models.heads import prototypes
 from .meta import ANILModel, EpisodicBaseline, embedding_dim
 
@@ -204,21 +203,6 @@ class LSTModel(ANILModel):
         return logits
 
 
-LST_METHOD = MethodSpec(
-    name="lst",
-    summary="learning to self-train (Li et al. 2019): MAML inner loop, pseudo-labels, "
-    "cherry-picking, meta-learned soft weights",
-    family="meta",
-    strategy="LST",
-    rows=(
-        PaperRow("table2", 4, ((34.81, 0.81), (46.09, 0.69))),
-        PaperRow("order2", 4, ((32.51, 0.71), (41.78, 0.85))),
-        PaperRow("order3", 4, ((31.61, 0.81), (41.31, 0.80))),
-        PaperRow("ood_sensitivity", 3),
-    ),
-)
-
-
 class LST(EpisodicBaseline):
     """Learning to Self-Train (Li et al., NeurIPS 2019) adapted to SETS.
 
@@ -262,6 +246,12 @@ class LST(EpisodicBaseline):
             :func:`~avalanche_sets.models.cpu_backbone`).
         optimizer / lr: default Adam(lr = 1e-3). **kwargs: :class:`EpisodicBaseline`.
     """
+
+    name = "lst"
+    summary = (
+        "learning to self-train (Li et al. 2019): MAML inner loop, pseudo-labels, "
+        "cherry-picking, meta-learned soft weights"
+    )
 
     model_class = LSTModel
 

@@ -35,7 +35,7 @@ from avalanche.core import SupervisedPlugin
 from torch import Tensor, nn
 
 from ..data.episodes import EpisodeBatch
-from ..method_spec import MethodSpec, PaperRow
+from ..method import Method
 from ..models.backbone import autocast_bf16, cpu_backbone, embed_episodes
 from ..models.episodic import EpisodeState, PrototypicalModel
 from ..models.maml import MAMLLearner
@@ -67,7 +67,7 @@ def embedding_dim(backbone: nn.Module, emb_dim: int | None = None) -> int:
     return int(backbone.out_dim)
 
 
-class EpisodicBaseline(EpisodicTemplate):
+class EpisodicBaseline(Method, EpisodicTemplate):
     """The strategy every baseline is: an episodic model, the paper's optimiser and, for the
     continual baselines, their mechanism's plugin ahead of any other.
 
@@ -144,6 +144,17 @@ class EpisodicBaseline(EpisodicTemplate):
         )
 
     @classmethod
+    def model_arguments(
+        cls, config: Any, backbone: nn.Module, options: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """A baseline with a :attr:`model_class` builds its own head on the preset's
+        ``backbone`` (``model_options``; none when a ``model`` is given in ``options``, used as
+        it is); one without takes :meth:`make_model`'s model."""
+        if cls.model_class is None:
+            return super().model_arguments(config, backbone, options)
+        return {} if "model" in options else {"model_options": {"backbone": backbone}}
+
+    @classmethod
     def model_option_names(cls) -> tuple[str, ...]:
         """The names ``model_options`` may hold: the keyword parameters of :attr:`model_class`
         (``backbone`` first) less :attr:`fixed_model_options`; none without a model class."""
@@ -211,19 +222,6 @@ class ProtoNetModel(PrototypicalModel):
         return super().encode(labeled_only)
 
 
-PROTONET = MethodSpec(
-    name="protonet",
-    summary="prototypical networks (Snell et al. 2017): the unlabeled images ignored",
-    family="meta",
-    strategy="ProtoNet",
-    rows=(
-        PaperRow("table2", 1, ((31.96, 0.93), (42.62, 0.73))),
-        PaperRow("order2", 1, ((27.91, 0.95), (39.12, 0.76))),
-        PaperRow("order3", 1, ((28.55, 1.03), (40.41, 0.97))),
-    ),
-)
-
-
 class ProtoNet(EpisodicBaseline):
     """Prototypical Networks (Snell, Swersky & Zemel, NeurIPS 2017), supervised only.
 
@@ -239,23 +237,10 @@ class ProtoNet(EpisodicBaseline):
         **kwargs: :class:`EpisodicBaseline` arguments.
     """
 
+    name = "protonet"
+    summary = "prototypical networks (Snell et al. 2017): the unlabeled images ignored"
+
     model_class = ProtoNetModel
-
-
-MSKM_METHOD = MethodSpec(
-    name="mskm",
-    summary="masked soft k-means (Ren et al. 2018): every unlabeled image refines the "
-    "prototypes, OOD ones through learned soft masks",
-    family="meta",
-    strategy="MSKM",
-    rows=(
-        PaperRow("table2", 3, ((33.79, 1.05), (45.41, 0.58)), reference=True),
-        PaperRow("order2", 3, ((30.15, 0.89), (41.02, 0.75)), reference=True),
-        PaperRow("order3", 3, ((31.17, 0.96), (41.46, 0.69)), reference=True),
-        PaperRow("ablation_mi", 6),
-        PaperRow("ood_sensitivity", 1, reference=True),
-    ),
-)
 
 
 class MSKM(EpisodicBaseline):
@@ -274,6 +259,12 @@ class MSKM(EpisodicBaseline):
             ``model_options`` ``backbone`` and ``bf16`` as :class:`ProtoNet`'s.
         optimizer, lr, **kwargs: as :class:`ProtoNet`.
     """
+
+    name = "mskm"
+    summary = (
+        "masked soft k-means (Ren et al. 2018): every unlabeled image refines the "
+        "prototypes, OOD ones through learned soft masks"
+    )
 
     model_class = PrototypicalModel
     fixed_model_options = MappingProxyType({"refine": "mskm"})
@@ -448,19 +439,6 @@ class ANILModel(nn.Module):
         return logits if grad_outside else logits.detach()
 
 
-ANIL_METHOD = MethodSpec(
-    name="anil",
-    summary="ANIL (Raghu et al. 2020): MAML (MAMLLearner) adapting only the head on the support",
-    family="meta",
-    strategy="ANIL",
-    rows=(
-        PaperRow("table2", 2, ((30.58, 0.81), (42.24, 0.86))),
-        PaperRow("order2", 2, ((27.25, 0.82), (38.58, 0.65))),
-        PaperRow("order3", 2, ((28.24, 1.15), (39.97, 0.83))),
-    ),
-)
-
-
 class ANIL(EpisodicBaseline):
     """ANIL — "Almost No Inner Loop" (Raghu, Raghu, Bengio & Vinyals, ICLR 2020, "Rapid Learning
     or Feature Reuse? Towards Understanding the Effectiveness of MAML").
@@ -479,5 +457,8 @@ class ANIL(EpisodicBaseline):
             :func:`~avalanche_sets.models.cpu_backbone`).
         optimizer / lr: default Adam(lr = 1e-3). **kwargs: :class:`EpisodicBaseline`.
     """
+
+    name = "anil"
+    summary = "ANIL (Raghu et al. 2020): MAML (MAMLLearner) adapting only the head on the support"
 
     model_class = ANILModel

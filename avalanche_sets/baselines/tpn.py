@@ -29,7 +29,6 @@ from torch import Tensor, nn
 
 from ..data.episodes import EpisodeBatch
 from ..functional.distance import squared_euclidean
-from ..method_spec import MethodSpec, PaperRow
 from ..models.backbone import autocast_bf16, embed_episodes
 from .meta import EpisodicBaseline, embedding_dim
 
@@ -204,21 +203,6 @@ class TPNModel(nn.Module):
         return f_star[:, n_s : n_s + n_q].reshape(-1, n_way)
 
 
-TPN_METHOD = MethodSpec(
-    name="tpn",
-    summary="transductive propagation network (Liu et al. 2019): learned σ, kNN graph over "
-    "support, queries and unlabeled images, closed-form label propagation",
-    family="meta",
-    strategy="TPN",
-    rows=(
-        PaperRow("table2", 5, ((34.52, 0.83), (46.23, 0.60))),
-        PaperRow("order2", 5, ((31.81, 0.72), (42.81, 0.62))),
-        PaperRow("order3", 5, ((32.80, 0.71), (42.83, 0.71))),
-        PaperRow("ood_sensitivity", 2),
-    ),
-)
-
-
 class TPN(EpisodicBaseline):
     """Transductive Propagation Network (Liu, Lee, Park, Kim, Yang, Hwang & Yang, ICLR 2019).
 
@@ -259,6 +243,12 @@ class TPN(EpisodicBaseline):
         ValueError: ``support_loss=True`` with a ``model`` that does not keep
             ``last_support_logits`` (a :class:`TPNModel` does).
     """
+
+    name = "tpn"
+    summary = (
+        "transductive propagation network (Liu et al. 2019): learned σ, kNN graph over "
+        "support, queries and unlabeled images, closed-form label propagation"
+    )
 
     model_class = TPNModel
 

@@ -1,44 +1,44 @@
-"""The built-in methods: the declarations (``MethodSpec``) in the package's own modules.
+"""The built-in methods: a table of their names and classes, in the order they are listed.
 
-They are read from the modules' source without importing them
-(:func:`~avalanche_sets.method_spec.package_declarations`), once per process, so the command
-line lists the methods before torch loads; a module added to the package with a declaration is
-a method, with nothing else to edit.
+Each entry names a strategy class as ``"module:Class"``, imported only when the method is
+built or checked: the command line lists and checks the names without loading torch. A test
+imports every entry and checks that its class's :attr:`~avalanche_sets.method.Method.name` is
+its key, and that every method class of the package is here.
 """
 
 from __future__ import annotations
 
-import functools
-from pathlib import Path
+__all__ = ["BUILTIN_METHODS", "builtin_methods"]
 
-from ..method_spec import FAMILIES, MethodSpec, package_declarations
-
-__all__ = ["builtin_methods"]
-
-
-@functools.cache
-def _builtin_specs() -> dict[str, MethodSpec]:
-    specs = package_declarations(Path(__file__).resolve().parent.parent, __package__.split(".")[0])
-    by_name: dict[str, MethodSpec] = {}
-    for spec in specs:
-        if spec.name in by_name:
-            raise ValueError(
-                f"method {spec.name!r} is declared twice, in {by_name[spec.name].module} and "
-                f"{spec.module}; fix: rename one"
-            )
-        by_name[spec.name] = spec
-    order = sorted(by_name.values(), key=_listing_key)
-    return {spec.name: spec for spec in order}
-
-
-def _listing_key(spec: MethodSpec) -> tuple:
-    """Methods are listed by family (a method before its variants), then by their first row in
-    the paper's Tables 2 and 3."""
-    first = min((r.position for r in spec.rows if r.table in ("table2", "table3")), default=99)
-    return (FAMILIES.index(spec.family), bool(spec.fixed), first, spec.name)
+#: name -> ``"module:Class"``: ORDER and its ablations, the meta-learners, the continual
+#: baselines, joint training.
+BUILTIN_METHODS: dict[str, str] = {
+    "order": "avalanche_sets.order.strategy:OrderStrategy",
+    "order-mi-only": "avalanche_sets.order.variants:OrderMIOnly",
+    "order-ot-only": "avalanche_sets.order.variants:OrderOTOnly",
+    "order-mi-id-only": "avalanche_sets.order.variants:OrderMIIdOnly",
+    "order-mi-ood-only": "avalanche_sets.order.variants:OrderMIOodOnly",
+    "order-no-ot": "avalanche_sets.order.variants:OrderNoOT",
+    "order-ood-filter-only": "avalanche_sets.order.variants:OrderOODFilterOnly",
+    "order-ot-support-only": "avalanche_sets.order.variants:OrderOTSupportOnly",
+    "protonet": "avalanche_sets.baselines.meta:ProtoNet",
+    "anil": "avalanche_sets.baselines.meta:ANIL",
+    "mskm": "avalanche_sets.baselines.meta:MSKM",
+    "lst": "avalanche_sets.baselines.lst:LST",
+    "tpn": "avalanche_sets.baselines.tpn:TPN",
+    "semi-seq": "avalanche_sets.baselines.continual:SemiSeq",
+    "semi-er": "avalanche_sets.baselines.continual:SemiER",
+    "semi-agem": "avalanche_sets.baselines.continual:SemiAGEM",
+    "semi-gem": "avalanche_sets.baselines.continual:SemiGEM",
+    "semi-mer": "avalanche_sets.baselines.continual:SemiMER",
+    "semi-gpm": "avalanche_sets.baselines.continual:SemiGPM",
+    "semi-der": "avalanche_sets.baselines.continual:SemiDER",
+    "joint": "avalanche_sets.baselines.continual:JointTraining",
+    "joint-matched": "avalanche_sets.baselines.continual:ComputeMatchedJoint",
+}
 
 
 def builtin_methods() -> tuple[str, ...]:
-    """The built-in methods' names (by family: ORDER's, the meta-learners, the continual
-    baselines, joint training)."""
-    return tuple(_builtin_specs())
+    """The built-in methods' names (ORDER's, the meta-learners, the continual baselines, joint
+    training)."""
+    return tuple(BUILTIN_METHODS)

@@ -2,9 +2,9 @@
 
 A strategy option (``--strategy-set KEY=VALUE`` on the command line, ``**overrides`` of
 :func:`~avalanche_sets.methods.build_strategy`) has one home for its name, type and default:
-the annotated signature of what implements it — a strategy class's constructor (every class it
-inherits from), its model class's for a baseline's ``model_options``, a method factory's of
-one's own. :func:`signature_options` reads them; the command line types its text with
+the annotated signature of what implements it — a method class's constructor (every class it
+inherits from), its model class's for a baseline's ``model_options``, its mechanism's plugin
+class's for a continual baseline. :func:`signature_options` reads them; the command line types its text with
 :meth:`OptionSpec.parse` and Python construction checks its values with
 :meth:`OptionSpec.check`, so ``use_ot=false`` is ``False`` in both, before any data loads.
 
@@ -397,7 +397,7 @@ def _resolve(func: Callable) -> dict[str, Any]:
 def signature_options(func: Callable, *, skip: Iterable[str] = ()) -> dict[str, OptionSpec]:
     """The keyword parameters of ``func`` (a function or a constructor) as options, each with
     its annotated type (or its default's plain type) and its default; ``skip``: names that are
-    not options (``self``, a factory's ``preset``)."""
+    not options (``self`` always)."""
     skip = {"self", *skip}
     hints = _resolve(func)
     out = {}

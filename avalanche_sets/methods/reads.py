@@ -1,13 +1,12 @@
 """What a method's strategy takes and what a run of it reads: the one home of that knowledge.
 
 Two runs that compute the same thing are one run: one folder, one identity, one table row. This
-module knows, for a declared method (its :class:`~avalanche_sets.method_spec.MethodSpec` and
-strategy class),
+module knows, for a method class (:class:`~avalanche_sets.method.Method`),
 
 * the options its strategy class takes, each with its type and default (:func:`_class_options`),
   and the value each has in a run when no override names it (:func:`declared_defaults`: the
   signature default, then what :func:`preset_options` hands the class — the preset's values,
-  the declaration's fixed and tuned options), so that an override equal to it is no override
+  its fixed and tuned options), so that an override equal to it is no override
   (:func:`avalanche_sets.methods.normal_options`);
 * which preset settings a run of it does **not** read (:func:`_unread_of`): a memory size for a
   method that keeps no memory, the preset's ``lr`` for a method that trains with a rate of its
@@ -15,21 +14,20 @@ strategy class),
   :func:`avalanche_sets.methods.check_method` refuses such a setting when the user set it, and a
   run records them so that its identity and its table row leave them out.
 
-The registry (:mod:`avalanche_sets.methods`) resolves a method's name and calls these; strategy
-classes are imported here (torch loads): a run calls these once, before any data loads, and
+The registry (:mod:`avalanche_sets.methods`) resolves a method's name to its class and calls
+these (the class imported: torch loads): a run calls these once, before any data loads, and
 writes what they found into its record, so the ``table`` command reads records alone.
 """
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from ..method_spec import MethodSpec
-from ..presets import RunConfig, preset_settings
+from ..method import Method
+from ..presets import RunConfig
 from .options import OptionSpec, signature_options
 
 __all__ = ["PRESET_OPTIONS", "STREAM_SETTINGS", "declared_defaults", "preset_options"]
@@ -51,18 +49,6 @@ _WHY_NOT = {
 _NOT_COMPARED = ("seed", "model", "optimizer", "criterion", "evaluator", "plugins", "cl_plugin")
 
 
-def _strategy_class(spec: MethodSpec) -> type:
-    """The strategy class a declaration names (its module imported: torch loads here)."""
-    module = importlib.import_module(spec.module)
-    cls = getattr(module, spec.strategy, None)
-    if not isinstance(cls, type):
-        raise ValueError(
-            f"method {spec.name!r}: its module {spec.module} defines no class "
-            f"{spec.strategy!r}; fix: name its strategy class in MethodSpec(strategy=...)"
-        )
-    return cls
-
-
 def _model_option_names(cls: type) -> tuple[str, ...]:
     """The options a baseline hands its model (its ``model_options``); none for ORDER."""
     names = getattr(cls, "model_option_names", None)
@@ -73,7 +59,7 @@ def _class_options(cls: type) -> dict[str, OptionSpec]:
     """The keyword arguments ``cls`` or any class it inherits from accepts (as Avalanche
     checks; the nearest class's declaration wins: a continual baseline's names its plugin's
     options) and the options it hands its model (typed by the model class's signature), each
-    with its type and default (a class's tuned default where it has one)."""
+    with its type and default (its tuned value where it has one: :attr:`Method.tuned`)."""
     options: dict[str, OptionSpec] = {}
     for klass in cls.__mro__:
         init = klass.__dict__.get("__init__")
@@ -89,7 +75,7 @@ def _class_options(cls: type) -> dict[str, OptionSpec]:
             options.setdefault(key, of_model.get(key, OptionSpec(key)))
     if getattr(cls, "plugin_class", None) is not None:
         options.pop("cl_plugin", None)  # the method builds it from its plugin's options
-    for key, value in getattr(cls, "tuned_defaults", {}).items():
+    for key, value in getattr(cls, "tuned", {}).items():
         options[key] = replace(options.get(key, OptionSpec(key)), default=value)
     return options
 
@@ -111,34 +97,33 @@ def _settings(cls: type, fixed: Mapping[str, Any]) -> dict[str, Any]:
     return {k: _normal(v) for k, v in {**settings, **fixed}.items()}
 
 
-def preset_options(spec: MethodSpec, cls: type, config: RunConfig) -> dict[str, Any]:
-    """The strategy options a declared method takes from the preset and its declaration, as
-    :func:`~avalanche_sets.methods.build_strategy` hands them to ``cls`` (before the run's
-    seed and overrides): the batch sizes and the device, the preset's ``lr`` (not for a method
-    with a rate of its own), the declaration's fixed options, the preset's ``mem_size`` and
-    ``replay_batch`` where ``cls`` takes them, then the declaration's tuned options."""
+def preset_options(cls: type[Method], config: RunConfig) -> dict[str, Any]:
+    """The strategy options method class ``cls`` takes from the preset and its own attributes,
+    as :meth:`Method.build` hands them to it (before the run's seed and options): the batch
+    sizes and the device, the preset's ``lr`` (not for a method with a rate of its own:
+    :attr:`Method.own_lr`), its fixed options, the preset's ``mem_size`` and ``replay_batch``
+    where ``cls`` takes them, then its tuned options."""
     accepted = _accepted_options(cls)
     out: dict[str, Any] = {
         "train_mb_size": config.meta_batch,
         "eval_mb_size": config.eval_mb_size,
         "device": config.device,
     }
-    if spec.family in ("order", "meta") or spec.own_lr is None:
+    if cls.own_lr is None:
         out["lr"] = config.lr
-    out.update(spec.fixed)
+    out.update(cls.fixed)
     out.update({k: getattr(config, k) for k in PRESET_OPTIONS if k in accepted})
-    out.update(spec.tuned_options)
+    out.update(cls.tuned)
     return out
 
 
-def declared_defaults(spec: MethodSpec, config: RunConfig) -> dict[str, Any]:
-    """The value of each strategy option a run of the declared method ``spec`` with ``config``
-    runs with when no override names it: its signature default (a class's tuned default), then
-    what :func:`preset_options` hands it. Options whose values are objects or the seed are left
+def declared_defaults(cls: type[Method], config: RunConfig) -> dict[str, Any]:
+    """The value of each strategy option a run of method class ``cls`` with ``config`` runs
+    with when no override names it: its signature default (its tuned value), then what
+    :func:`preset_options` hands it. Options whose values are objects or the seed are left
     out."""
-    cls = _strategy_class(spec)
     values = {k: o.default for k, o in _class_options(cls).items()}
-    values.update(preset_options(spec, cls, config))
+    values.update(preset_options(cls, config))
     return {
         k: v
         for k, v in values.items()
@@ -161,40 +146,34 @@ def _same(a: Any, b: Any) -> bool:
 
 def _unread_of(
     name: str,
-    spec: MethodSpec | None,
-    preset: RunConfig | Mapping[str, Any],
+    cls: type[Method],
+    config: RunConfig,
     overrides: Mapping[str, Any] | None = None,
     *,
     eval_stream: str = "test",
 ) -> dict[str, str]:
-    """The preset settings a run of method ``name`` (declared by ``spec``; ``None`` for a
-    factory of one's own) does not read, each with the reason, sorted by name:
+    """The preset settings a run of method ``name`` (class ``cls``) does not read, each with
+    the reason, sorted by name:
 
     * the size of the stream the run does not evaluate on (``n_val_episodes`` of a run on the
-      test stream): for every method, the run never draws that stream;
-    * for a declared method: ``mem_size`` and ``replay_batch`` where its strategy class does
-      not take them, those of an ORDER component the method (or an override) turns off
-      (``use_replay=False``), and ``lr`` when it trains with a rate of its own
-      (``MethodSpec.own_lr``).
-
-    A factory of one's own may read any other setting from the preset it is handed.
+      test stream): the run never draws that stream;
+    * ``mem_size`` and ``replay_batch`` where its class does not take them, those of an ORDER
+      component the method (or an override) turns off (``use_replay=False``), and ``lr`` when
+      it trains with a rate of its own (:attr:`Method.own_lr`).
     """
-    settings = preset_settings(preset)
+    settings = config.as_dict()
     unread = {
         key: f"a run evaluated on the {eval_stream} stream never draws the {stream} stream"
         for key, stream in STREAM_SETTINGS.items()
         if key in settings and stream != eval_stream
     }
-    if spec is None:
-        return unread
-    cls = _strategy_class(spec)
     accepted = _accepted_options(cls)
     for key in PRESET_OPTIONS:
         if key not in accepted:
             unread[key] = f"{name} {_WHY_NOT[key]}"
-    if spec.own_lr is not None:
-        unread["lr"] = f"{name}: {spec.own_lr}"
-    options = {**_settings(cls, spec.fixed), **(overrides or {})}
+    if cls.own_lr is not None:
+        unread["lr"] = f"{name}: {cls.own_lr}"
+    options = {**_settings(cls, cls.fixed), **(overrides or {})}
     for switch, keys in getattr(cls, "component_options", {}).items():
         if not options.get(switch, True):
             for key in keys:

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 from ..defaults import MEM_SIZE, REPLAY_BATCH, check_mem_size
 from ..functional.ot import check_solver
+from ..method import Method
 from ..models.backbone import cpu_backbone
 from ..models.episodic import PrototypicalModel
 from ..training.cuda_settings import default_adam
@@ -33,7 +34,7 @@ def _is_plain_cross_entropy(criterion) -> bool:
     )
 
 
-class OrderStrategy(EpisodicTemplate):
+class OrderStrategy(Method, EpisodicTemplate):
     """ORDER (Wang et al., ECCV 2022): OOD-robust, knowledge-preserving semi-supervised meta-learning.
 
     It minimises the objective of paper Eq. 10 on every meta-batch,
@@ -92,6 +93,9 @@ class OrderStrategy(EpisodicTemplate):
             :class:`EpisodicTemplate` (``evaluator``, ``plugins``, ``device``, ...).
     """
 
+    name = "order"
+    summary = "ORDER: OOD split + MI regularisation + reservoir replay + OT on replayed tasks"
+
     #: The options that act only while one of its components is on (``use_*``): an option of a
     #: component switched off is refused, not ignored
     #: (:func:`~avalanche_sets.methods.check_method`).
@@ -131,8 +135,6 @@ class OrderStrategy(EpisodicTemplate):
         # Validate everything before building anything (bad settings fail at construction).
         if not lam >= 0:
             raise ValueError(f"lam (λ) must be >= 0, got {lam}")
-        if not beta >= 0:
-            raise ValueError(f"beta (β) must be >= 0, got {beta}")
         check_solver(ot_solver)
         unknown = set(mi_terms) - {"id", "ood"}
         if unknown or not mi_terms:
@@ -203,6 +205,12 @@ class OrderStrategy(EpisodicTemplate):
             plugins=[*self.order_plugins, *self.added_plugins],
             **kwargs,
         )
+
+    @classmethod
+    def make_model(cls, config, backbone) -> PrototypicalModel:
+        """ORDER's learner: prototypes refined by soft k-means, which honours the OOD split's
+        weights."""
+        return PrototypicalModel(backbone, refine="soft_kmeans")
 
     def criterion(self):
         """``H(θ)`` of Eq. 10 in training, plus the terms of the plugins given besides ORDER's

@@ -252,27 +252,21 @@ def user_code(method: str, plugins: Iterable[object] = ()) -> dict[str, str]:
     """The ``user_code`` of a run: ``{source name: content hash}`` of the code of one's own that
     defines it, read from the files as they are when it is called (the run's start).
 
-    Counted: a method of one's own (``package.module:factory``, an installed entry point or an
-    installed ``MethodSpec`` whose module lies outside this package: the module it names and
-    the module that defines the factory) and every plugin in ``plugins`` whose class is defined
+    Counted: a method of one's own (``package.module:Class`` or an installed entry point whose
+    module lies outside this package: the module it names and the module that defines the
+    class) and every plugin in ``plugins`` whose class is defined
     outside this package, each by :func:`source_fingerprint` (a module of a package counts its
     whole top-level package, so a helper module it imports from that package counts too).
     Empty for built-in methods with built-in plugins (the package's own hash is in
     :func:`code_info`). Code without a source file is recorded as :data:`NO_SOURCE`, with a
     warning.
     """
-    from ..methods import _target, is_custom_method, method_spec  # torch-free
+    from ..methods import is_custom_method, method_class, method_target
 
     modules: list[str] = []
     if is_custom_method(method):
-        spec = method_spec(method)
-        if spec is not None:
-            modules.append(spec.module)
-        else:
-            modules.append(_target(method).partition(":")[0])
-            from ..methods import method_factory
-
-            modules.append(getattr(method_factory(method), "__module__", None) or modules[0])
+        modules.append(method_target(method).partition(":")[0])
+        modules.append(method_class(method).__module__)
     modules += [type(p).__module__ for p in plugins]
     out: dict[str, str] = {}
     for module in modules:

@@ -31,16 +31,15 @@ from avalanche.logging import InteractiveLogger
 from avalanche.training.plugins import EvaluationPlugin
 
 from .. import __version__, training
-from ..baselines.continual import ComputeMatchedJoint
-from ..baselines.joint import joint_benchmark
 from ..data import SETSBenchmark, sets_benchmark
 from ..data.content import PACKS_ENV, data_root
 from ..data.packs import NO_PACKS_HINT
 from ..methods import (
     build_strategy,
     check_method,
-    method_spec,
     normal_options,
+    training_benchmark,
+    training_config,
     tuned_options,
     unread_settings,
 )
@@ -95,25 +94,15 @@ __all__ = [
 
 
 def method_preset(method: str, preset: RunConfig | Mapping[str, Any] | str) -> RunConfig:
-    """The config ``method``'s benchmark is built from: ``preset`` itself, except for the
-    compute-matched runs (:attr:`~avalanche_sets.method_spec.MethodSpec.compute_matched`), which
-    need ``(B + R) / B`` times the training tasks per domain
-    (:meth:`ComputeMatchedJoint.tasks_per_domain`). The run folder and its identity keep
-    ``preset``: the method's name says the rest.
+    """The config ``method``'s benchmark is built from: ``preset`` itself, except for a method
+    that trains on more tasks (the compute-matched joint run needs ``(B + R) / B`` times the
+    training tasks per domain: :func:`~avalanche_sets.methods.training_config`). The run
+    folder and its identity keep ``preset``: the method's name says the rest.
 
     Raises:
         ValueError: ``tasks_per_domain`` that the compute-matched run cannot scale.
     """
-    config = RunConfig.of(preset)
-    spec = method_spec(method)
-    if spec is None or not spec.compute_matched:
-        return config
-    tasks = ComputeMatchedJoint.tasks_per_domain(
-        tasks_per_domain=config.tasks_per_domain,
-        meta_batch=config.meta_batch,
-        replay_batch=config.replay_batch,
-    )
-    return config.replace(tasks_per_domain=tasks)
+    return training_config(method, RunConfig.of(preset))
 
 
 def resolved_preset(preset: RunConfig | Mapping[str, Any]) -> dict[str, Any]:
@@ -263,10 +252,8 @@ def method_benchmark(method: str, benchmark: SETSBenchmark, *, seed: int) -> SET
     """What ``method`` trains on, from the preset's ``benchmark`` (built from
     :func:`method_preset`): the stationary mixture of its domains for the joint methods
     (:func:`~avalanche_sets.baselines.joint.joint_benchmark`, shuffled by ``seed``), the
-    benchmark itself for every other method."""
-    spec = method_spec(method)
-    joint = spec is not None and spec.family == "joint"
-    return joint_benchmark(benchmark, seed=seed) if joint else benchmark
+    benchmark itself for every other method (:func:`~avalanche_sets.methods.training_benchmark`)."""
+    return training_benchmark(method, benchmark, seed=seed)
 
 
 def evaluator(

@@ -610,7 +610,7 @@ def test_joint_benchmark_mixes_all_domains(bench):
     strategy = build("joint")
     seen = []
     strategy.plugins.append(Hook("after_forward", lambda s: seen.append(s.mb_x.support_x)))
-    result = run_sets(strategy, JointTraining.benchmark(bench))
+    result = run_sets(strategy, JointTraining.training_benchmark(bench, seed=0))
     assert len(seen) == 2 * TASKS // MB
     assert len(result.matrix) == 1 and len(result.matrix[0]) == 2
 
@@ -646,7 +646,7 @@ def test_compute_matched_joint_trains_b_plus_r_fresh_tasks_for_as_many_iteration
         strategy.plugins.append(
             Hook("after_forward", lambda s, seen=seen: seen.append(len(s.mb_x)))
         )
-        run_sets(strategy, JointTraining.benchmark(b))
+        run_sets(strategy, JointTraining.training_benchmark(b, seed=0))
         sizes[name] = seen
     assert len(sizes["matched"]) == len(sizes["joint"]) == 2 * TASKS // MB
     assert set(sizes["joint"]) == {MB} and set(sizes["matched"]) == {MB + r}

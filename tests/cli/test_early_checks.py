@@ -1,6 +1,6 @@
 """User code is checked before data loads, and a run that fails before training leaves no folder.
 
-A user's method factory builds a plugin whose own argument check raises: the command line
+A user's method class builds a plugin whose own argument check raises: the command line
 (``run`` and ``sweep``) refuses it before the stream is built or described and before any run
 folder exists, and ``run_experiment`` builds the strategy before the benchmark. A run whose data
 does not load removes the folder it made; a folder that was there (a stub of an earlier attempt,
@@ -20,7 +20,7 @@ from avalanche_sets.runs.folder import CHECKPOINT_FILE, LOG_FILE, RESULT_FILE, r
 pytestmark = pytest.mark.filterwarnings("ignore:No loggers specified")
 
 FACTORY = """
-from avalanche_sets.methods import build_strategy
+from avalanche_sets.baselines import MSKM
 from avalanche_sets.training.template import EpisodicPlugin
 
 
@@ -32,11 +32,12 @@ class HardReplay(EpisodicPlugin):
         self.policy = policy
 
 
-def semi_hard(preset, *, seed, evaluator, plugins, policy: str = "hardest", **options):
-    return build_strategy(
-        "mskm", preset, seed=seed, evaluator=evaluator,
-        plugins=[HardReplay(policy), *plugins], **options,
-    )
+class SemiHard(MSKM):
+    name = "semi-hard"
+    summary = "MSKM with hard replay"
+
+    def __init__(self, *, policy: str = "hardest", plugins=None, **kwargs):
+        super().__init__(plugins=[HardReplay(policy), *(plugins or [])], **kwargs)
 """
 
 TINY = [
@@ -69,7 +70,7 @@ def test_a_plugins_bad_argument_is_refused_before_the_stream_is_described(
 ):
     method = ["--method"] if command == "run" else ["--methods"]
     rc = main(
-        [command, *method, "hardreplay:semi_hard", "--strategy-set", "policy=semi_hard",
+        [command, *method, "hardreplay:SemiHard", "--strategy-set", "policy=semi_hard",
          "--out", "runs", *TINY]
     )  # fmt: skip
     out, err = capsys.readouterr()
@@ -98,7 +99,7 @@ def test_a_device_this_machine_lacks_is_refused_before_the_stream(
 
 def test_the_same_command_with_a_good_argument_runs(user_module, capsys):
     rc = main(
-        ["run", "--method", "hardreplay:semi_hard", "--strategy-set", "policy=uniform",
+        ["run", "--method", "hardreplay:SemiHard", "--strategy-set", "policy=uniform",
          "--out", "runs", "--loggers", *TINY]
     )  # fmt: skip
     assert rc == 0
@@ -114,7 +115,7 @@ def test_run_experiment_builds_the_strategy_before_the_benchmark(user_module, mo
     preset = resolve_preset("quick", tasks_per_domain=4, threads=1)
     with pytest.raises(ValueError, match="policy must be 'hardest' or 'uniform'"):
         run_experiment(
-            "hardreplay:semi_hard", preset, seed=0, out_root=user_module / "runs", loggers=(),
+            "hardreplay:SemiHard", preset, seed=0, out_root=user_module / "runs", loggers=(),
             strategy_overrides={"policy": "semi_hard"},
         )  # fmt: skip
     assert not (user_module / "runs").exists()

@@ -66,7 +66,7 @@ def test_sweep_on_a_local_ray_cluster_runs_each_run_once_on_separate_workers(tmp
 
 @pytest.mark.slow
 def test_a_method_of_ones_own_runs_as_ray_tasks(tmp_path):
-    """``--method module:factory`` from the folder that holds the module: the workers import
+    """``--method module:Class`` from the folder that holds the module: the workers import
     it as the driver does."""
     env = {
         **os.environ,
@@ -74,12 +74,12 @@ def test_a_method_of_ones_own_runs_as_ray_tasks(tmp_path):
     }
     done = subprocess.run(
         [sys.executable, "-m", "avalanche_sets", "sweep", "--methods",
-         "custom_method:mskm_spread", "--seeds", "0", "1", "--out", str(tmp_path),
+         "custom_method:MSKMSpread", "--seeds", "0", "1", "--out", str(tmp_path),
          "--ray-address", "local", *TINY],
         cwd=ROOT / "examples", env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
     records = [read_record(p.parent) for p in tmp_path.rglob("result.json")]
     assert sorted(r["seed"] for r in records) == [0, 1]
-    assert {r["method"] for r in records} == {"custom_method:mskm_spread"}
+    assert {r["method"] for r in records} == {"custom_method:MSKMSpread"}
     assert os.getpid() not in {r["pid"] for r in records}  # run by Ray workers

@@ -51,12 +51,15 @@ def _tiny(ex):
     return preset, build_benchmark(preset, seed=0)
 
 
-def test_the_plugin_replays_its_memory_and_keeps_copies_of_the_streams_tasks(load_example):
+def test_the_plugin_replays_its_memory_and_keeps_copies_of_the_streams_tasks(
+    load_example, monkeypatch
+):
     ex = load_example("custom_replay")
+    monkeypatch.syspath_prepend(str(EXAMPLES))  # where the command line finds the method
     preset, bench = _tiny(ex)
     rows = _Rows()
-    strategy = ex.mskm_replay(preset, seed=0, evaluator=None, plugins=[rows])
-    (plugin,) = [p for p in strategy.plugins if isinstance(p, ex.TaskReplayPlugin)]
+    strategy = build_strategy("custom_replay:MSKMReplay", preset, seed=0, plugins=[rows])
+    (plugin,) = [p for p in strategy.plugins if type(p).__name__ == "TaskReplayPlugin"]
     run_sets(strategy, bench)
     tasks = preset.tasks_per_domain * len(preset.domains)
     meta = preset.meta_batch

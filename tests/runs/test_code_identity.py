@@ -35,7 +35,7 @@ TINY = dict(
 REPO = Path(__file__).resolve().parents[2]
 
 METHOD = '''
-from avalanche_sets.methods import build_strategy
+from avalanche_sets.baselines import ProtoNet
 from avalanche_sets.training.template import EpisodicPlugin
 
 STEPS = {"crash_at": None}
@@ -63,9 +63,12 @@ class Nudge(EpisodicPlugin):
         self.weight = weight
 
 
-def build(preset, *, seed, evaluator, plugins, **options):
-    return build_strategy("protonet", preset, seed=seed, evaluator=evaluator,
-                          plugins=[Crash(), *plugins], **options)
+class Build(ProtoNet):
+    name = "crashing-protonet"
+    summary = "ProtoNet, stopped where a test says"
+
+    def __init__(self, *, plugins=None, **kwargs):
+        super().__init__(plugins=[Crash(), *(plugins or [])], **kwargs)
 '''
 
 
@@ -127,26 +130,26 @@ def test_a_run_writes_nothing_into_the_package(tmp_path, preset, monkeypatch):
     assert code.tree_fingerprint(REPO / "avalanche_sets") == before
 
 
-def test_user_code_hashes_the_whole_package_a_factory_lives_in(tmp_path, monkeypatch):
+def test_user_code_hashes_the_whole_package_a_method_class_lives_in(tmp_path, monkeypatch):
     pkg = tmp_path / "my_lab"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "methods.py").write_text(
-        "from .helpers import SCALE\n\ndef build(preset, *, seed, evaluator, plugins):\n"
-        "    return SCALE\n"
+        "from avalanche_sets.baselines import ProtoNet\n\nfrom .helpers import SCALE\n\n\n"
+        "class Build(ProtoNet):\n    name = 'lab'\n    summary = 'ProtoNet'\n    scale = SCALE\n"
     )
     (pkg / "helpers.py").write_text("SCALE = 1\n")
     (pkg / "README.md").write_text("not code\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
     try:
-        first = code.user_code("my_lab.methods:build")
+        first = code.user_code("my_lab.methods:Build")
         assert list(first) == ["my_lab"] and len(first["my_lab"]) == 64
         assert first["my_lab"] == code.tree_fingerprint(pkg, python_only=True)
         (pkg / "README.md").write_text("still not code\n")
-        assert code.user_code("my_lab.methods:build") == first
-        (pkg / "helpers.py").write_text("SCALE = 2\n")  # a helper the factory imports
-        assert code.user_code("my_lab.methods:build") != first
+        assert code.user_code("my_lab.methods:Build") == first
+        (pkg / "helpers.py").write_text("SCALE = 2\n")  # a helper the class imports
+        assert code.user_code("my_lab.methods:Build") != first
     finally:
         for name in ("my_lab", "my_lab.methods", "my_lab.helpers"):
             sys.modules.pop(name, None)
@@ -163,7 +166,7 @@ def test_built_in_code_has_no_user_code_and_a_plugin_of_ones_own_has(mine):
     own = code.source_fingerprint(mine)
     assert own == (mine, code.tree_fingerprint(Path.cwd(), python_only=True))
     assert code.user_code("order", [module.Nudge()]) == dict([own])
-    assert code.user_code(f"{mine}:build") == dict([own])
+    assert code.user_code(f"{mine}:Build") == dict([own])
     # the identity has the key only when there is user code: built-in runs keep theirs
     preset = resolve_preset("quick", **TINY)
     plain = run_identity("order", preset, data=None)
@@ -218,7 +221,7 @@ def test_an_edited_method_module_is_not_finished_before_and_runs_beside_the_old_
     """The command line: run a method of one's own, edit one constant, run the same command."""
     from avalanche_sets.cli import main
 
-    command = ["run", "--method", f"{mine}:build", "--preset", "quick", "--seeds", "0",
+    command = ["run", "--method", f"{mine}:Build", "--preset", "quick", "--seeds", "0",
                "--out", str(tmp_path / "runs"), *[f"--set={k}={v}" for k, v in TINY.items()]]  # fmt: skip
     assert main(command) == 0
     first = find_results([tmp_path / "runs"])
@@ -302,7 +305,7 @@ def test_a_record_of_other_library_code_is_refused_and_one_without_the_hash_is_r
 
 def test_a_checkpoint_of_other_code_is_not_resumed(mine, tmp_path, preset, monkeypatch):
     module = importlib.import_module(mine)
-    spec, out = f"{mine}:build", tmp_path / "runs"
+    spec, out = f"{mine}:Build", tmp_path / "runs"
     module.STEPS["crash_at"] = 3
     with pytest.raises(KeyboardInterrupt):
         run_experiment(spec, preset, seed=0, out_root=out, loggers=(), checkpoint_every=1)

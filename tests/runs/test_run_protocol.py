@@ -75,41 +75,38 @@ def test_normal_options_drop_what_the_method_runs_with_anyway():
     assert normal_options("order", preset, {"use_ot": True, "ot_max_points": 250}) == {}
 
 
-def test_a_factorys_own_defaults_and_those_of_the_method_it_passes_options_to(
-    tmp_path, monkeypatch
-):
+def test_a_method_classs_own_defaults_and_those_it_inherits_and_tunes(tmp_path, monkeypatch):
     (tmp_path / "protomethods.py").write_text(
         textwrap.dedent(
             """
-            from avalanche_sets.methods import build_strategy
+            from avalanche_sets import OrderStrategy
+            from avalanche_sets.baselines import ProtoNet
 
-            def own(preset, *, seed, evaluator, plugins, policy: str = "hardest", k: int = 3):
-                return build_strategy("protonet", preset, seed=seed, evaluator=evaluator,
-                                      plugins=plugins)
+            class Own(ProtoNet):
+                name = "own"
+                summary = "ProtoNet with options of its own"
 
-            def passing(preset, *, seed, evaluator, plugins, **options):
-                return build_strategy("order", preset, seed=seed, evaluator=evaluator,
-                                      plugins=plugins, **options)
+                def __init__(self, *, policy: str = "hardest", k: int = 3, **kwargs):
+                    super().__init__(**kwargs)
 
-            passing.passes_options_to = "order"
-
-            def opaque(preset, *, seed, evaluator, plugins, **options):
-                return build_strategy("order", preset, seed=seed, evaluator=evaluator,
-                                      plugins=plugins, lam=1e-4, **options)
+            class Tuned(OrderStrategy):
+                name = "tuned-order"
+                summary = "ORDER with another lambda"
+                tuned = {"lam": 1e-4}
             """
         )
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "protomethods", raising=False)
     preset = resolve_preset("quick")
-    assert normal_options("protomethods:own", preset, {"policy": "hardest", "k": 4}) == {"k": 4}
-    assert normal_options("protomethods:passing", preset, {"lam": 1e-5, "beta": 0.01}) == {
-        "beta": 0.01
-    }
-    # options a factory takes with no known destination: nothing is known of their defaults
-    assert normal_options("protomethods:opaque", preset, {"lam": 1e-5}) == {"lam": 1e-5}
-    # a factory of one's own may read any setting: only the other stream's size is unread
-    assert unread_settings("protomethods:own", preset) == {"n_val_episodes": STREAM}
+    assert normal_options("protomethods:Own", preset, {"policy": "hardest", "k": 4}) == {"k": 4}
+    # its tuned value is its default; ORDER's default is then an override
+    assert normal_options("protomethods:Tuned", preset, {"lam": 1e-4, "beta": 0.003}) == {}
+    assert normal_options("protomethods:Tuned", preset, {"lam": 1e-5}) == {"lam": 1e-5}
+    # a class of one's own reads the settings the class it inherits reads
+    assert set(unread_settings("protomethods:Own", preset)) == set(
+        unread_settings("protonet", preset)
+    )
 
 
 # ------------------------------------------------------------- settings a method does not read

@@ -1,0 +1,102 @@
+"""A method built for a run: its strategy on the preset's backbone, and what it trains on.
+
+``build_strategy(name, preset, seed=..., evaluator=...)`` checks the method and its options
+(:func:`~avalanche_sets.methods.check_method`) and calls its class's
+:meth:`~avalanche_sets.method.Method.build`; the command line, the examples and the benchmark
+scripts all go through it, so a method means the same thing everywhere.
+:func:`training_config` and :func:`training_benchmark` say what a run of the method trains on
+(its class's hooks).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..presets import RunConfig
+from .check import check_method, run_config, typed_options
+from .resolve import method_class
+
+if TYPE_CHECKING:  # torch loads only when a strategy is built (the CLI parses without it)
+    from ..data.benchmark import SETSBenchmark
+    from ..models.backbone import ConvBackbone
+
+__all__ = ["build_strategy", "make_backbone", "training_benchmark", "training_config"]
+
+
+def make_backbone(config: RunConfig) -> ConvBackbone:
+    """The backbone a preset asks for: channels-last (the fast CPU layout; ``channels_last=False``
+    in the preset makes it NCHW-contiguous, the same network with another float summation
+    order) in the preset's ``precision`` (``"auto"``: bf16 where the device runs it natively)."""
+    from ..models.backbone import ConvBackbone  # torch: the CLI parses without it
+
+    return ConvBackbone(
+        n_blocks=config.n_blocks,
+        width=config.width,
+        image_size=config.image_size,
+        channels_last=config.channels_last,
+        precision=config.precision,
+    )
+
+
+def training_config(name: str, config: RunConfig) -> RunConfig:
+    """The config method ``name``'s benchmark is built from: ``config`` itself, except for a
+    method that needs more training tasks (the compute-matched joint run:
+    :meth:`~avalanche_sets.baselines.ComputeMatchedJoint.training_config`). The run folder and
+    its identity keep ``config``: the method's name says the rest.
+
+    Raises:
+        ValueError: a config the method cannot scale.
+    """
+    return method_class(name).training_config(config)
+
+
+def training_benchmark(name: str, benchmark: SETSBenchmark, *, seed: int) -> SETSBenchmark:
+    """What method ``name`` trains on, from the benchmark of :func:`training_config`: the
+    stationary mixture of its domains for the joint methods (shuffled by ``seed``), the
+    benchmark itself for every other method."""
+    return method_class(name).training_benchmark(benchmark, seed=seed)
+
+
+def build_strategy(
+    name: str,
+    preset: RunConfig | str,
+    *,
+    seed: int = 0,
+    evaluator=None,
+    plugins=None,
+    check: bool = True,
+    **overrides: Any,
+):
+    """Build method ``name`` for ``preset``; ``overrides`` go to the strategy constructor.
+
+    ``preset``: the run's :class:`~avalanche_sets.presets.RunConfig`, or a preset's name as
+    the command line's ``--preset`` (``build_strategy("order", "quick")``). The strategy keeps
+    it as ``strategy.run_config``: :func:`~avalanche_sets.training.run_sets` runs it with the
+    preset's torch threads and interim test episodes, as the command line does. Without
+    ``evaluator`` the strategy gets :func:`~avalanche_sets.training.quiet_evaluator`
+    (Avalanche's default metrics, which ``eval`` returns, and no logger). ``plugins`` are added
+    after the method's own plugins, so their callbacks run after them in every event. The
+    model is initialised from ``torch.manual_seed(seed)``; the rest is the class's
+    :meth:`~avalanche_sets.method.Method.build` (its tuned and fixed options, which
+    ``overrides`` override: an override that contradicts a fixed option is refused by
+    :func:`check_method`). ``check=False`` skips :func:`check_method` when the caller has run
+    it on these arguments already (a run checks its method once, before loading any data).
+
+    Raises:
+        ValueError, TypeError: as :func:`check_method`.
+    """
+    config = check_method(name, preset, overrides) if check else run_config(preset)
+    overrides = typed_options(name, overrides)  # as the run's identity holds them
+    # torch, Avalanche and the strategies load here, when a strategy is built: the command
+    # line imports this module to parse its arguments without them
+    from ..models.episodic import PrototypicalModel
+    from ..training.template import quiet_evaluator
+
+    evaluator = evaluator if evaluator is not None else quiet_evaluator()
+    strategy = method_class(name).build(
+        config, seed=seed, evaluator=evaluator, plugins=list(plugins or []), **overrides
+    )
+    if isinstance(strategy.model, PrototypicalModel) and strategy.model.n_way is None:
+        strategy.model.n_way = config.n_way  # labels checked on the device, N never read
+    strategy.run_config = config
+    return strategy

@@ -1,0 +1,253 @@
+"""A method's options and settings checked before any data loads.
+
+A strategy option's type and default have one home: the annotated constructor of the method's
+class (and of those it inherits from; a baseline's model class for its model options), read by
+:func:`~avalanche_sets.methods.options.signature_options`. :func:`parse_options` types the
+command line's text by it, :func:`typed_options` checks Python values by it, and
+:func:`check_method` refuses, before any data loads, an option the method does not take, one
+that contradicts an option it fixes (an ORDER ablation's switch), and a preset setting the user
+set that the run would not read (:func:`unread_settings`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..presets import RunConfig
+from .options import OptionSpec, OptionValueError, close_names, describe_options
+from .reads import _class_options, _normal, _same, _settings, _unread_of, declared_defaults
+from .resolve import BUILTIN_METHODS, method_class
+
+__all__ = [
+    "MethodOptionError",
+    "check_method",
+    "default_options",
+    "method_options",
+    "normal_options",
+    "parse_options",
+    "run_config",
+    "tuned_options",
+    "typed_options",
+    "unread_settings",
+]
+
+
+class MethodOptionError(TypeError, ValueError):
+    """A strategy option the method does not take, or a value of another type than the
+    option's (a ``TypeError``; also a ``ValueError``, as every other bad setting, so the
+    command line reports it as one)."""
+
+
+def tuned_options(name: str) -> dict[str, Any]:
+    """The options every run of method ``name`` gets unless told otherwise: its class's
+    :attr:`~avalanche_sets.method.Method.tuned` (``{}`` for a method without)."""
+    return dict(method_class(name).tuned)
+
+
+def method_options(name: str) -> tuple[dict[str, OptionSpec], bool]:
+    """The strategy options method ``name`` takes, each with its type and default (read from
+    its class's constructor: :func:`~avalanche_sets.methods.options.signature_options`), and
+    whether it takes others besides (never: a method class names every option it takes).
+
+    Raises:
+        ValueError: as :func:`~avalanche_sets.methods.method_class`.
+    """
+    return _class_options(method_class(name)), False
+
+
+def _option_specs(name: str, keys: Iterable[str]) -> dict[str, OptionSpec]:
+    """The options of method ``name`` named ``keys``: an option it does not take is refused,
+    with its typed option list and the closest name."""
+    options, _ = method_options(name)
+    unknown = sorted(set(keys) - set(options))
+    if unknown:
+        raise MethodOptionError(
+            f"method {name!r} ({method_class(name).__name__}) does not accept option(s) "
+            f"{unknown}{close_names(unknown, options)}; fix: use its valid options "
+            f"{describe_options(options)}"
+        )
+    return {k: options[k] for k in keys}
+
+
+def typed_options(name: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``overrides`` checked against the types of method ``name``'s options and kept as the
+    option keeps them (an int given for a float option is that float, a list for a sequence a
+    tuple): the values a run's folder name and identity hold.
+
+    Raises:
+        MethodOptionError: an option ``name`` does not take (with its typed option list and the
+            closest name), or a value of another type (``use_ot="false"``: a string is no bool).
+    """
+    specs = _option_specs(name, overrides)
+    where = f"method {name!r}: "
+    try:
+        return {k: specs[k].check(v, where=where) for k, v in overrides.items()}
+    except OptionValueError as err:
+        raise MethodOptionError(str(err)) from None
+
+
+def parse_options(name: str, texts: Mapping[str, str]) -> dict[str, Any]:
+    """Command-line text (``--strategy-set KEY=VALUE``) as method ``name``'s typed options:
+    ``use_ot=false`` is ``False``, ``lr=1e-3x`` is refused (spellings:
+    :mod:`avalanche_sets.methods.options`).
+
+    Raises:
+        MethodOptionError: an option ``name`` does not take, or text that is no value of the
+            option's type; each with the method's typed option list or the fix.
+    """
+    specs = _option_specs(name, texts)
+    where = f"method {name!r}: "
+    try:
+        values = {k: specs[k].parse(text, where=where) for k, text in texts.items()}
+    except OptionValueError as err:
+        options, _ = method_options(name)
+        settable = {k: o for k, o in options.items() if o.from_text}
+        raise MethodOptionError(f"{err}; its options: {describe_options(settable)}") from None
+    return typed_options(name, values)
+
+
+def default_options(name: str, config: RunConfig) -> dict[str, Any]:
+    """The value of each strategy option a run of method ``name`` with ``config`` runs with
+    when no override names it (:func:`~avalanche_sets.methods.reads.declared_defaults`)."""
+    return declared_defaults(method_class(name), config)
+
+
+def normal_options(
+    name: str, config: RunConfig, overrides: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """``overrides`` typed (:func:`typed_options`), less every option whose value is the one a
+    run of ``name`` with ``config`` has anyway (:func:`default_options`): an explicit default is
+    no override. The strategy options a run's folder name and identity hold.
+
+    Raises:
+        MethodOptionError: as :func:`typed_options`.
+    """
+    typed = typed_options(name, overrides or {})
+    defaults = default_options(name, config) if typed else {}
+    return {k: v for k, v in typed.items() if not (k in defaults and _same(v, defaults[k]))}
+
+
+def unread_settings(
+    name: str,
+    config: RunConfig,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    eval_stream: str = "test",
+) -> dict[str, str]:
+    """The preset settings a run of method ``name`` (with strategy ``overrides``, evaluated on
+    ``eval_stream``) does not read, each with the reason (``{"mem_size": "mskm keeps no memory
+    of tasks"}``; which ones: :mod:`avalanche_sets.methods.reads`). :func:`check_method`
+    refuses those a user set; a run records them (its identity and table row leave them out)."""
+    return _unread_of(name, method_class(name), config, overrides, eval_stream=eval_stream)
+
+
+def _refuse_contradiction(name: str, cls: type, key: str, value: Any) -> None:
+    """Refuse option ``key=value`` that contradicts one ``cls`` fixes, naming the built-in
+    method of the class it modifies (the nearest it inherits from that fixes nothing: ORDER
+    for ORDER's ablations) that runs with the value asked, if one does."""
+    asked = {**cls.fixed, key: value}
+    base = next(k for k in cls.__mro__ if not vars(k).get("fixed"))
+    plain = [
+        other
+        for other in BUILTIN_METHODS
+        if issubclass(method_class(other), base)
+        and _settings(cls, method_class(other).fixed) == _settings(cls, asked)
+    ]
+    label = getattr(base, "name", base.__name__).upper()
+    fix = f"use method {plain[0]!r}" if plain else "drop the override or pick another method"
+    raise ValueError(
+        f"method {name!r} is {label} with {key}={cls.fixed[key]!r}; the option "
+        f"{key}={value!r} contradicts it; fix: {fix}"
+    )
+
+
+def _check_ot_solver(settings: Mapping[str, Any]) -> None:
+    """Refuse a ``cvxpylayers`` OT set-up larger than its solver can build."""
+    if not (settings.get("use_replay", True) and settings.get("use_ot", True)):
+        return
+    if settings.get("ot_solver") != "cvxpylayers":
+        return
+    from ..functional.ot import CVXPYLAYERS_MAX_ENTRIES  # torch: the CLI parses without it
+
+    g = settings.get("ot_max_points")
+    side = int(CVXPYLAYERS_MAX_ENTRIES**0.5)
+    if g is None or (isinstance(g, int) and g * g > CVXPYLAYERS_MAX_ENTRIES):
+        size = "any number of" if g is None else f"up to {g}x{g}"
+        raise ValueError(
+            f"ot_solver='cvxpylayers' with ot_max_points={g!r} would build OT problems of "
+            f"{size} points, above the {CVXPYLAYERS_MAX_ENTRIES} entries cvxpy can "
+            f"canonicalise (memory grows like (n·m)²); fix: pass ot_max_points={side} or less, "
+            "or ot_solver='exact'"
+        )
+
+
+def run_config(preset: RunConfig | str) -> RunConfig:
+    """``preset`` as the run's config: itself, or the named preset for a name (``"quick"``).
+
+    Raises:
+        TypeError: anything else (a dictionary of settings among them, checked nowhere else),
+            with the fix.
+        ValueError: an unknown preset name.
+    """
+    if not isinstance(preset, (RunConfig, str)):
+        raise TypeError(
+            f"a method is built for a RunConfig or a preset's name, got a "
+            f"{type(preset).__name__}; fix: avalanche_sets.presets.resolve_preset(<name>, "
+            "**overrides), or RunConfig.of(settings) for a whole dictionary of settings"
+        )
+    return RunConfig.of(preset)
+
+
+def check_method(
+    name: str,
+    preset: RunConfig | str,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    given: Iterable[str] = (),
+    eval_stream: str = "test",
+) -> RunConfig:
+    """Check a method name, the preset it is built for and its strategy options; returns the
+    run's config (``preset`` itself, or the named preset for a name: ``"quick"``).
+
+    :func:`~avalanche_sets.methods.build_strategy` calls it first; call it yourself to fail
+    before loading any data. ``given``: the preset settings the user set explicitly (the
+    command line's ``--set``); each must be read by this run of ``name`` on ``eval_stream``, or
+    it is refused rather than ignored. Strategy options (``overrides``) are always given: an
+    option of an ORDER component that the method turns off (``beta`` of ``order-no-ot``) is
+    refused too.
+
+    Raises:
+        ValueError: an unknown method (with the closest name), a method of one's own that is
+            no method class, a bad preset, an override that contradicts an option the method
+            fixes (``build_strategy("order-no-ot", ..., use_ot=True)``), a setting or option the
+            run would not read, or an OT set-up the ``cvxpylayers`` solver cannot build (more
+            than 100 points per side).
+        TypeError: a preset that is neither a config nor a name; a strategy option the method
+            does not accept (with the closest name) or a
+            value of another type than the option's (:func:`typed_options`).
+    """
+    cls = method_class(name)
+    config = run_config(preset)
+    overrides = typed_options(name, overrides or {})
+    ignored = unread_settings(name, config, overrides, eval_stream=eval_stream)
+    unread = {k: why for k, why in ignored.items() if k in set(given)}
+    for key, value in overrides.items():
+        if key in cls.fixed and _normal(value) != _normal(cls.fixed[key]):
+            _refuse_contradiction(name, cls, key, value)
+    settings = {**_settings(cls, cls.fixed), **overrides}
+    for switch, options in getattr(cls, "component_options", {}).items():
+        if settings.get(switch, True):
+            continue
+        for key in options:
+            if key in overrides:
+                unread[key] = f"{name} runs with {switch}=False"
+    if unread:
+        why = "; ".join(f"{key}: {reason}" for key, reason in sorted(unread.items()))
+        raise ValueError(
+            f"method {name!r} would not read setting(s) {sorted(unread)} ({why}); they would "
+            "change the run's folder name and nothing it computes; fix: drop them, or choose "
+            "the method (or --eval-stream) that uses them"
+        )
+    _check_ot_solver(settings)
+    return config
