@@ -81,8 +81,9 @@ def _field(rec: dict, name: str):
     if name in over or name in rec["preset"]:
         return over.get(name, rec["preset"].get(name))
     from avalanche_sets.methods import default_options  # imports the strategy class
+    from avalanche_sets.presets import RunConfig
 
-    return default_options(rec["method"], rec["preset"]).get(name)
+    return default_options(rec["method"], RunConfig.of(rec["preset"])).get(name)
 
 
 def view(artefact: str, rec: dict) -> tuple[tuple, str, tuple, str]:

@@ -173,6 +173,7 @@ def _find(records: list[dict], method: str, over: dict, shot: int, seed: int) ->
     method's defaults (:func:`~avalanche_sets.methods.normal_options`), so a point is matched as
     a run of it would record it."""
     from avalanche_sets.methods import normal_options
+    from avalanche_sets.presets import RunConfig
 
     for r in records:
         if (
@@ -180,7 +181,8 @@ def _find(records: list[dict], method: str, over: dict, shot: int, seed: int) ->
             and r["seed"] == seed
             and r.get("eval_stream") == "valid"
             and int(r["preset"]["n_shot"]) == shot
-            and (r.get("strategy_overrides") or {}) == normal_options(method, r["preset"], over)
+            and (r.get("strategy_overrides") or {})
+            == normal_options(method, RunConfig.of(r["preset"]), over)
         ):
             return r
     return None

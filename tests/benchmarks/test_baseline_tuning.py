@@ -5,7 +5,7 @@ import json
 import pytest
 
 from avalanche_sets.methods import check_method, method_options, normal_options
-from avalanche_sets.presets import PRESETS, resolve_preset
+from avalanche_sets.presets import PRESETS, RunConfig, resolve_preset
 from benchmarks import _methods
 from benchmarks import baseline_tuning as bt
 
@@ -39,7 +39,8 @@ def _record(method, over, accs, seed=0, shot=1):
     preset = {**PRESETS["cpu"], "n_shot": shot}
     return {
         "method": method, "seed": seed, "eval_stream": "valid",
-        "strategy_overrides": normal_options(method, preset, over), "preset": preset,
+        "strategy_overrides": normal_options(method, RunConfig.of(preset), over),
+        "preset": preset,
         "result": {"mean_accuracy": float(np.mean(accs)), "mean_ci95": 0.01,
                    "final": [float(np.mean(accs))], "episode_acc": list(accs)},
     }  # fmt: skip

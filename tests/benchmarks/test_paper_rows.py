@@ -69,9 +69,7 @@ def test_the_methods_page_shows_the_rows_families_and_tuned_values():
     assert set(_methods.names()) <= set(lines)
     mskm = lines["mskm"].split(" | ")
     assert mskm[2] == "meta" and mskm[4].startswith("table2 (row 3), order2 (row 3)")
-    assert (
-        "[`OrderStrategy(use_ot=False)`](avalanche_sets/order/variants.py)" in lines["order-no-ot"]
-    )
+    assert "[`OrderNoOT(use_ot=False)`](avalanche_sets/order/variants.py)" in lines["order-no-ot"]
     gpm = lines["semi-gpm"].split(" | ")[5]
     assert gpm.startswith("`threshold=0.9`, `lr=0.01` ([chosen](benchmarks/results/baseline")
     assert lines["semi-er"].endswith("| — |")  # untuned
