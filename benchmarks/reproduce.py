@@ -244,8 +244,8 @@ def main() -> None:
     order = {m: i for i, m in enumerate(methods)}  # the paper's row order
     rows.sort(key=lambda r: (order.get(r["method"], len(order)), *(str(r[k]) for k in by[1:])))
     prov = provenance(seeds=seeds)
-    data = f", {args.source} source" if args.source else ""
-    md = header_md(f"{args.artefact} ({args.preset} preset{data}, {stream} classes)", prov)
+    source = f", {args.source} source" if args.source else ""  # ``data`` stays the content
+    md = header_md(f"{args.artefact} ({args.preset} preset{source}, {stream} classes)", prov)
     done = {(ident_key(record_identity(r)), r["seed"]) for r in records}
     missing = [
         f"{label} seed {seed}" for k, label in grid.items() for seed in args.seeds
