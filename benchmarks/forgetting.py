@@ -24,6 +24,7 @@ plots.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from pathlib import Path
 
@@ -36,7 +37,6 @@ from avalanche_sets.metrics.stats import (
     backward_transfer,
     seed_ci95,
 )
-from avalanche_sets.runs.folder import read_record
 from benchmarks._common import RESULTS, ROOT, header_md, provenance, save_figure, write_json
 
 _STREAM_TABLES = ("table2", "table3")  # the paper's tables of the whole stream
@@ -63,8 +63,7 @@ REFERENCES = [
 
 
 def find_runs(runs: Path, method: str, shot: int, suffix: str) -> list[dict]:
-    """The finished records of ``method`` at ``shot`` whose folder ends in ``suffix``, by seed
-    (:func:`~avalanche_sets.runs.folder.read_record`: ``result.json`` with its ``run.json``)."""
+    """The finished records of ``method`` at ``shot`` whose folder ends in ``suffix``, by seed."""
     found = []
     for path in sorted((runs / method).glob(f"packs-o1-5w{shot}s-R50-seed*{suffix}/result.json")):
         seed_part = path.parent.name.split("-seed", 1)[1]
@@ -72,7 +71,7 @@ def find_runs(runs: Path, method: str, shot: int, suffix: str) -> list[dict]:
             continue
         if not seed_part[: len(seed_part) - len(suffix)].isdigit():
             continue  # another setting between the seed and the suffix: another regime
-        found.append(read_record(path.parent))
+        found.append(json.loads(path.read_text()))
     return sorted(found, key=lambda rec: rec["seed"])
 
 
