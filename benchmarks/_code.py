@@ -2,10 +2,10 @@
 
 Every generated results block (the main tables, the forgetting table, the demo) ends with the
 commits of its records (:func:`code_md`), generated like its numbers, so a table never pools
-runs of different code without saying so. A record's ``code`` is written by the run
-(:mod:`avalanche_sets.runs.code`) or, for a record older than that key, was recovered once from
-the repository's history (the oldest commit that holds the record with its present numbers; the
-code that ran is that commit's or an older one).
+runs of different code without saying so. A record's ``code`` is the one its run wrote
+(:mod:`avalanche_sets.runs.code`), or, where its ``run.json`` says ``migrated`` (the committed
+records older than ``code``), the commit that added the record with its present numbers: the
+sentence says so, since the code that ran is that commit's or an older one.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ def _commit(code: dict) -> str:
 
 def code_md(records: Iterable[dict], *, what: str = "runs") -> str:
     """``"Code: the 24 runs were made by avalanche-sets 0.1.0 at `c39c8bb` (20 runs) and
-    `8018a98` (4 runs) (commits recovered from ...)."``; ``what`` names the records."""
+    `8018a98` (4 runs)."``; ``what`` names the records."""
+    records = list(records)
     codes = [rec.get("code") or {} for rec in records]
     if not codes:
         return ""
@@ -38,10 +39,10 @@ def code_md(records: Iterable[dict], *, what: str = "runs") -> str:
     where = listed[0] if len(listed) == 1 else ", ".join(listed[:-1]) + " and " + listed[-1]
     versions = sorted({str(code.get("version")) for code in codes if code.get("version")})
     by = f" by avalanche-sets {', '.join(versions)}" if versions else ""
-    recovered = sum(bool(code.get("recovered")) for code in codes)
+    migrated = sum(bool(rec.get("migrated")) for rec in records)
     note = ""
-    if recovered:
-        share = "" if recovered == len(codes) else f"{recovered} of them "
+    if migrated:
+        share = "" if migrated == len(codes) else f"{migrated} of them "
         note = (
             f" ({share}recovered from the repository's history: the commit that added the record "
             "with its present numbers, so the code that ran is that commit's or older)"

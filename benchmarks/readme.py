@@ -200,9 +200,18 @@ def forgetting_block() -> str:
     res = _summary(FORGETTING, "results.json")
     if res is None:
         return _not_measured("Forgetting in the converged regime", "forgetting")
+    from avalanche_sets.runs.folder import read_record
     from benchmarks.forgetting import find_runs, markdown_rows, upper_bound_md
 
     missing = ", ".join(res["missing"]) or "nothing"
+    runs = RESULTS / "runs"
+
+    def with_provenance(row: dict, seed: int) -> dict:
+        """The record of ``row``'s run of ``seed`` with its run.json (which says whether it was
+        migrated: :func:`~benchmarks._code.code_md`), from the folder ``find_runs`` read."""
+        name = f"packs-o1-5w{row['n_shot']}s-R50-seed{seed}{res['suffix']}"
+        return read_record(runs / row["method"] / name)
+
     return (
         f"From [`benchmarks/forgetting.py`](benchmarks/forgetting.py) on {res['date'][:10]} "
         f"(seeds {res['seeds']}; [result](benchmarks/results/forgetting_converged/README.md)); "
@@ -213,9 +222,9 @@ def forgetting_block() -> str:
         + upper_bound_md(res.get("upper_bound") or [])
         + f"\nNot run yet: {missing}.\n\n"
         + code_md(
-            rec
+            with_provenance(row, rec["seed"])
             for row in res["rows"]
-            for rec in find_runs(RESULTS / "runs", row["method"], row["n_shot"], res["suffix"])
+            for rec in find_runs(runs, row["method"], row["n_shot"], res["suffix"])
             if rec["seed"] in row["seeds"]
         )
     )

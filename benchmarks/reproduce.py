@@ -88,11 +88,10 @@ def _report(outcome) -> None:
 
 def grid_key(identity: dict, data: str | None) -> str | None:
     """A run identity as a grid point's key, for a grid that reads data of content ``data``:
-    ``None`` (no grid point) when the identity names other data. A record older than data
-    identity (:data:`~avalanche_sets.runs.folder.NOT_RECORDED`) counts as this data's."""
-    from avalanche_sets.runs.folder import NOT_RECORDED
-
-    if identity.get("data") not in (data, NOT_RECORDED):
+    ``None`` (no grid point) when the identity names other data. A record that names no data
+    content (``None``: the committed records of the packs, whose runs did not record it)
+    counts as this data's: the grid reads the runs of its folder, and ``main`` says how many."""
+    if identity.get("data") not in (data, None):
         return None
     return json.dumps({k: v for k, v in identity.items() if k != "data"}, sort_keys=True)
 
@@ -202,8 +201,8 @@ def main() -> None:
     # The table covers every finished run of the named grid (--seeds x --shots x methods x
     # values), also those of earlier invocations, not only the runs just made; rows of one
     # table therefore share their seeds unless some runs are missing (listed below). Every grid
-    # point reads the same data: a run of it is one on data of this content, or one recorded
-    # before records named their data's content.
+    # point reads the same data: a run of it is one on data of this content, or one whose
+    # record names no content (said below).
     data = run_data(preset_for(args.shots[0], values[0]))["content"]
 
     def ident_key(identity: dict) -> str | None:
@@ -224,6 +223,9 @@ def main() -> None:
     records = [r for r in found if ident_key(record_identity(r)) in grid]
     if not records:
         sys.exit("error: no finished run")
+    unnamed = sum(record_identity(r)["data"] is None for r in records)
+    if data is not None and unnamed:
+        print(f"{unnamed} run(s) name no data content: read as runs of {data}", flush=True)
     # Each run's table.md is rewritten from its record when it differs (the table is derived
     # from the record, which is left as it is).
     stale = [r for r in records if refresh_run_table(r)]
@@ -242,8 +244,8 @@ def main() -> None:
     order = {m: i for i, m in enumerate(methods)}  # the paper's row order
     rows.sort(key=lambda r: (order.get(r["method"], len(order)), *(str(r[k]) for k in by[1:])))
     prov = provenance(seeds=seeds)
-    data = f", {args.source} source" if args.source else ""
-    md = header_md(f"{args.artefact} ({args.preset} preset{data}, {stream} classes)", prov)
+    source = f", {args.source} source" if args.source else ""  # ``data`` stays the content
+    md = header_md(f"{args.artefact} ({args.preset} preset{source}, {stream} classes)", prov)
     done = {(ident_key(record_identity(r)), r["seed"]) for r in records}
     missing = [
         f"{label} seed {seed}" for k, label in grid.items() for seed in args.seeds

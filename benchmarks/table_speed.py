@@ -61,7 +61,7 @@ def synthetic_record(method: str, seed: int, n_shot: int, lr: float, rng) -> tup
         "method": method, "seed": seed,
         "preset": {**PRESETS["cpu"], "n_shot": n_shot, "lr": lr, "precision": "fp32"},
         "eval_stream": "test", "strategy_overrides": {},
-        "code": {"version": "0.1.0", "commit": "0" * 40, "dirty": False, "recovered": False,
+        "code": {"version": "0.1.0", "commit": "0" * 40, "dirty": False,
                  "torch": "2.4.0", "avalanche": "0.6.0"},
         "numerics": {"precision": "fp32", "device": "cpu", "threads": 1, "cpu_bf16": False},
         "data": {"source": "packs", "root": "data/sets-mini", "content": "f" * 64},

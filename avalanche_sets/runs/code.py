@@ -6,10 +6,8 @@ A run's ``result.json`` names
 * ``code`` (:func:`code_info`): the package version, the git commit of the checkout the package
   runs from and whether its tracked files differ from that commit (``dirty``), ``package``: the
   content hash of the package's own files (:func:`package_fingerprint`, recorded with or
-  without git, so two installed versions of different files are told apart), the torch and
-  avalanche-lib versions, and ``recovered`` (``false`` for every record a run writes; ``true``
-  only for records written before this key existed, whose commit was read from the history of
-  the repository that holds them, once, by a migration script);
+  without git, so two installed versions of different files are told apart), and the torch
+  and avalanche-lib versions;
 * ``user_code`` (:func:`user_code`): the content hash of the source of a method of one's own
   and of every plugin added to a run whose class is defined outside this package (absent for a
   run of built-in code only);
@@ -288,7 +286,7 @@ def user_code(method: str, plugins: Iterable[object] = ()) -> dict[str, str]:
 def code_info() -> dict[str, Any]:
     """The ``code`` of a record this process writes (computed once per process)::
 
-        {"version", "commit", "dirty", "package", "recovered": False, "torch", "avalanche"}
+        {"version", "commit", "dirty", "package", "torch", "avalanche"}
 
     ``commit`` and ``dirty`` are ``None`` outside a checkout (:func:`package_checkout`);
     ``package`` (:func:`package_fingerprint`) is recorded in and outside a checkout.
@@ -299,7 +297,6 @@ def code_info() -> dict[str, Any]:
         "commit": None if top is None else git_commit(top),
         "dirty": None if top is None else git_dirty(top),
         "package": package_fingerprint(),
-        "recovered": False,
         "torch": _version("torch"),
         "avalanche": _version("avalanche-lib"),
     }

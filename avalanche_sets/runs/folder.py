@@ -44,7 +44,6 @@ from typing import Any
 
 from .. import __version__
 from ..data.content import data_content, data_root
-from ..defaults import FOLDER_SOURCES
 from ..files import atomic_write
 from ..methods import method_folder_name
 from ..presets import NAMING_PRESETS, PRESETS, RunConfig, preset_settings
@@ -69,7 +68,6 @@ __all__ = [
     "RESULT_FORMAT",
     "RECORD_KEYS",
     "UNREAD_FIELD",
-    "MIGRATION_COMMIT",
     "ResultsVersionError",
     "RunLockedError",
     "RunConflictError",
@@ -87,7 +85,6 @@ __all__ = [
     "check_tag",
     "tag_argument",
     "identity_differences",
-    "NOT_RECORDED",
     "run_data",
     "plugin_description",
     "run_precision",
@@ -200,10 +197,6 @@ RECORD_KEYS = ("method", "seed", "preset", "result", "code")
 """The keys of ``result.json`` that every record of :data:`RESULT_FORMAT` holds and its readers
 read (the identity, the numbers, the code that made them)."""
 
-MIGRATION_COMMIT = "74896ff"
-"""The avalanche-sets commit whose ``scripts/migrate_records.py`` rewrites records of formats 1
-(one ``result.json``, no ``"format"`` key) and 2 in format 3: the fix a refusal names."""
-
 
 class ResultsVersionError(ValueError):
     """A run folder written by a version of avalanche-sets whose format this one cannot read."""
@@ -237,7 +230,8 @@ def read_record(folder: str | Path) -> dict:
     Raises:
         FileNotFoundError: the folder has no ``result.json`` (not finished).
         ResultsVersionError: the folder holds a record of another format than
-            :data:`RESULT_FORMAT` (an older one: the message says how to re-run or migrate it).
+            :data:`RESULT_FORMAT` (the message names the fix: re-run it, or read it with the
+            version that wrote it).
         ValueError: ``result.json`` is not valid JSON, or lacks one of :data:`RECORD_KEYS`
             (names the file).
     """
@@ -274,9 +268,8 @@ def _check_format(folder: Path, rec: dict) -> None:
         raise ResultsVersionError(
             f"{folder} holds a run record of result format {fmt} ({by}), older than the format "
             f"{RESULT_FORMAT} this version ({__version__}) reads; fix: re-run it (delete the "
-            f"folder, or write the run to a new --out folder), or migrate it with the script at "
-            f"commit {MIGRATION_COMMIT}: git show {MIGRATION_COMMIT}:scripts/migrate_records.py "
-            f"> migrate_records.py && python migrate_records.py {folder}"
+            "folder, or write the run to a new --out folder), or read it with the version that "
+            "wrote it"
         )
     raise ResultsVersionError(
         f"{folder} was written by another version of avalanche-sets (result format {fmt!r}, "
@@ -295,10 +288,6 @@ _IN_BASE_NAME = ("source", "order", "n_way", "n_shot", "n_ood", "precision")
 _NOT_IDENTITY = ("seeds", "root")
 _NAMED_APART = ("threads",)
 _MISSING = object()
-
-NOT_RECORDED = "(not recorded)"
-"""The ``data`` of the identity of a record written before records held their data's content
-(:func:`record_identity`): :func:`identity_differences` does not count it as a difference."""
 
 
 def run_precision(preset: RunConfig | Mapping[str, Any]) -> str:
@@ -403,14 +392,13 @@ def record_identity(record: dict) -> dict:
     """:func:`run_identity` of a finished run's record (``result.json``, any readable format).
 
     The preset settings the record names in ``unread_settings`` (those the run did not read)
-    are left out. Its ``data`` is the content the record names. A record of a folder source that names
-    none — written before records named it, or given its code from the history — has :data:`NOT_RECORDED` there; the synthetic source
-    has ``None`` (it reads no files). Reads nothing but the record.
+    are left out. Its ``data`` is the content the record names, ``None`` where it names none
+    (the synthetic source reads no files; a record of a folder source that names none is the
+    run of no known data, which :func:`identity_differences` tells apart from every content).
+    Reads nothing but the record.
     """
     data = record.get("data")
     content = data.get("content") if isinstance(data, dict) else None
-    if content is None and record["preset"].get("source") in FOLDER_SOURCES:
-        content = NOT_RECORDED
     return run_identity(
         record["method"], record["preset"], eval_stream=record.get("eval_stream", "test"),
         strategy_overrides=record.get("strategy_overrides"), plugins=record.get("plugins", ()),
@@ -448,7 +436,7 @@ def _package_difference(
 ) -> list[str]:
     """``["avalanche_sets package: <a> there, <b> now"]`` (short hashes, commits where known)
     when ``have`` names a library package hash other than ``now``'s; nothing when it names
-    none (written before records and checkpoints held it)."""
+    none (there is no hash to compare)."""
     if not have.get("package") or have["package"] == now["package"]:
         return []
     return [
@@ -459,16 +447,17 @@ def _package_difference(
 
 def identity_differences(have: dict, asked: dict) -> list[str]:
     """What differs between two :func:`run_identity` values, one ``"<what>: <a> there, <b>
-    asked"`` per setting (empty: the same run). A ``data`` of :data:`NOT_RECORDED` in ``have``
-    (a record older than data identity) is no difference: nothing it recorded differs; nor is a
-    preset setting ``asked`` lacks (the asked run does not read it, whatever ``have`` says). User
-    code is compared by content hash (``code of <source>: <a> there, <b> now``); code without a
-    source file is never the same."""
+    asked"`` per setting (empty: the same run). A ``data`` of ``None`` in ``have`` where
+    ``asked`` names a content (a record of a folder source that names none) differs: nothing
+    says it read the asked data. A preset setting ``asked`` lacks is no difference (the asked
+    run does not read it, whatever ``have`` says). User code is compared by content hash
+    (``code of <source>: <a> there, <b> now``); code without a source file is never the same."""
     diff = _user_code_differences(have.get("user_code") or {}, asked.get("user_code") or {})
     for part in ("method", "eval_stream", "strategy_overrides", "plugins", "data", "tag"):
         a, b = have.get(part), asked.get(part)
-        if a != b and not (part == "data" and a == NOT_RECORDED):
-            diff.append(f"{'data content' if part == 'data' else part}: {a!r} there, {b!r} asked")
+        if a != b:
+            there = "not recorded" if part == "data" and a is None else repr(a)
+            diff.append(f"{'data content' if part == 'data' else part}: {there} there, {b!r} asked")
     for k in sorted(asked["preset"]):
         a, b = have["preset"].get(k, "(absent)"), asked["preset"][k]
         if a != b:
@@ -620,9 +609,9 @@ def check_finished(folder: str | Path, asked: dict, seed: int) -> dict:
     included, so a run that would compute other numbers is never reported finished. The
     library's code is compared too: a record whose ``code.package`` hash
     (:func:`~.code.package_fingerprint`) differs from this process's was made by other library
-    code. A record written before records held their data's content, or the package's hash,
-    is taken for the asked run when everything it recorded matches
-    (:func:`identity_differences`): nothing it recorded differs.
+    code. A record that names no package hash is taken for the asked run when everything else
+    matches (there is no hash to compare); a record of a folder source that names no data
+    content is not (:func:`identity_differences`: nothing says it read the asked data).
 
     Raises:
         RunConflictError: the folder holds a run with other settings or of other code (each
@@ -652,7 +641,7 @@ def check_checkpoint_code(
     """Refuse to resume from the checkpoint ``path`` written by other code: ``then``, the code
     it stored (``{"package", "user_code"}``: the library's :func:`~.code.package_fingerprint`
     and the run's :func:`~.code.user_code`), must be ``now``, this process's. A checkpoint that
-    stored none (written before checkpoints did) is resumed, as a record without it is reused.
+    stored none is resumed (there is nothing to compare), as a record without it is reused.
 
     Raises:
         RunConflictError: names the checkpoint, what changed (short hashes) and the fix.

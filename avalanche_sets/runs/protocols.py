@@ -62,7 +62,7 @@ def code_key(record: dict) -> tuple:
     """What tells the library code of two records apart: the content hash of the package's
     files (``code.package``: two installs of different files, with or without git, differ;
     two dirty trees of one commit with different changes differ), else ``(commit, dirty)`` (a
-    record made before records held the hash), else the package version (neither)."""
+    record that names no hash), else the package version (neither)."""
     code = record["code"]
     if code.get("package"):
         return ("package", code["package"])
@@ -73,20 +73,15 @@ def code_key(record: dict) -> tuple:
 
 def code_label(record: dict) -> str:
     """The code of a record as a table shows it: ``1a2b3c4`` (short commit), ``1a2b3c4+dirty``
-    (uncommitted changes), ``… (recovered)`` (the commit was recovered from the repository's
-    history), ``0.1.0 (no git)`` (not a git checkout); with the package's content hash where
-    the record has one (:func:`code_key`): ``1a2b3c4+dirty (pkg 3fa2b1c)``, ``0.1.0 (no git,
-    pkg 3fa2b1c)``."""
+    (uncommitted changes), ``0.1.0 (no git)`` (not a git checkout); with the package's content
+    hash where the record has one (:func:`code_key`): ``1a2b3c4+dirty (pkg 3fa2b1c)``, ``0.1.0
+    (no git, pkg 3fa2b1c)``."""
     code = record["code"]
     pkg = code.get("package")
     if not code.get("commit"):
         return f"{code.get('version', '?')} (no git{f', pkg {pkg[:7]}' if pkg else ''})"
     label = code["commit"][:7] + ("+dirty" if code.get("dirty") else "")
-    notes = [
-        *(["recovered"] if code.get("recovered") else []),
-        *([f"pkg {pkg[:7]}"] if pkg else []),
-    ]
-    return label + (f" ({', '.join(notes)})" if notes else "")
+    return label + (f" (pkg {pkg[:7]})" if pkg else "")
 
 
 def _text(value) -> str:

@@ -18,7 +18,6 @@ from avalanche_sets.models.episodic import PrototypicalModel
 from avalanche_sets.presets import PRESET_SCHEMA, resolve_preset
 from avalanche_sets.runs.experiment import run_settings
 from avalanche_sets.runs.folder import (
-    NOT_RECORDED,
     record_identity,
     run_dir_name,
     run_identity,
@@ -137,9 +136,9 @@ def test_precision_is_part_of_a_runs_identity_and_committed_records_name_it(monk
     assert old["preset"]["precision"] == "fp32"  # every record names its precision
     fp32 = resolve_preset("cpu", n_shot=1, precision="fp32", root="elsewhere")
     auto = resolve_preset("cpu", n_shot=1, root="elsewhere")
-    # a record older than data identity names no content; a folder that is not there has none
+    # the committed packs records name no data content; a folder that is not there has none
     asked = run_settings("mskm", fp32)  # as a run asks it: the settings mskm reads
-    assert record_identity(old) == run_identity("mskm", fp32, **asked, data=NOT_RECORDED)
+    assert record_identity(old) == run_identity("mskm", fp32, **asked, data=None)
     assert record_identity(old)["preset"]["precision"] == "fp32"
     assert run_identity("mskm", auto, data=None) != run_identity("mskm", fp32, data=None)
     assert run_identity("mskm", auto, data=None) == run_identity(

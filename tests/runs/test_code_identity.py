@@ -337,14 +337,14 @@ def test_code_keys_and_labels_use_the_package_hash_where_recorded():
     a, b = _rec(package="3fa2b1c" + "0" * 57), _rec(package="9e8d7c6" + "0" * 57)
     assert protocols.code_key(a) != protocols.code_key(b)  # two no-git installs
     assert protocols.code_label(a) == "0.1.0 (no git, pkg 3fa2b1c)"
-    assert protocols.code_key(_rec()) == ("version", "0.1.0")  # older records: as before
+    assert protocols.code_key(_rec()) == ("version", "0.1.0")  # no hash, no git: the version
     assert protocols.code_label(_rec()) == "0.1.0 (no git)"
     one, two = (_rec(commit="a" * 40, dirty=True, package=p) for p in ("1" * 64, "2" * 64))
     assert protocols.code_key(one) != protocols.code_key(two)  # one commit, other changes
     assert protocols.code_label(one) == "aaaaaaa+dirty (pkg 1111111)"
-    old = _rec(commit="a" * 40, dirty=False, recovered=True)
-    assert protocols.code_label(old) == "aaaaaaa (recovered)"
-    assert protocols.code_key(old) == ("a" * 40, False)
+    no_hash = _rec(commit="a" * 40, dirty=False)
+    assert protocols.code_label(no_hash) == "aaaaaaa"
+    assert protocols.code_key(no_hash) == ("a" * 40, False)
 
 
 INSTALLED = """

@@ -20,7 +20,6 @@ from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs import code
 from avalanche_sets.runs.experiment import run_experiment, run_settings
 from avalanche_sets.runs.folder import (
-    NOT_RECORDED,
     RunConflictError,
     check_finished,
     read_record,
@@ -132,7 +131,7 @@ def test_a_real_run_records_its_code_numerics_and_data(tmp_path):
     rec = run_experiment("protonet", preset, seed=0, out_root=tmp_path, loggers=())
     commit, dirty = _expected_code()
     assert rec["code"] == {
-        "version": __version__, "commit": commit, "dirty": dirty, "recovered": False,
+        "version": __version__, "commit": commit, "dirty": dirty,
         "torch": torch.__version__.split("+")[0], "avalanche": code._version("avalanche-lib"),
         "package": code.tree_fingerprint(REPO / "avalanche_sets"),
     }  # fmt: skip
@@ -229,9 +228,10 @@ def test_the_content_hash_is_cached_by_size_and_mtime_and_reads_the_stream_not_t
 
 
 # ---------------------------------------------------------------------------- old records
-def test_a_record_without_its_numerics_and_data_reads_and_matches_what_it_recorded(tmp_path):
-    """The committed packs records name no data content (never recorded): their identity says
-    so, and a run asked with the same settings is that run."""
+def test_a_record_that_names_no_data_content_reads_and_is_not_taken_for_a_run_of_data(tmp_path):
+    """A record of a folder source without ``data`` (or without its content) reads; its identity
+    names no content, and a run asked on data of a known content is not taken for it (nothing
+    says it read that data): refused by name, with the fix. Every other setting still counts."""
     old = REPO / "benchmarks" / "results" / "runs" / "protonet" / "packs-o1-5w5s-R50-seed0"
     if not (old / "result.json").is_file():
         pytest.skip("no committed run")
@@ -240,13 +240,19 @@ def test_a_record_without_its_numerics_and_data_reads_and_matches_what_it_record
     body = json.loads((folder / "result.json").read_text())
     for key in ("numerics", "data"):
         body.pop(key, None)
+    body["code"].pop("package", None)  # the settings are compared here, not the library's code
     (folder / "result.json").write_text(json.dumps(body))
     rec = read_record(folder)
     ident = record_identity(rec)
-    assert ident["data"] == NOT_RECORDED  # a folder source, content unknown: said so
+    assert ident["data"] is None  # a folder source, content unknown: none named
     where = run_settings(rec["method"], rec["preset"])  # as a run asks it (what protonet reads)
     asked = run_identity(rec["method"], rec["preset"], **where, data="sha256:whatever")
-    assert check_finished(folder, asked, rec["seed"])["seed"] == rec["seed"]  # nothing differs
+    with pytest.raises(
+        RunConflictError, match=r"data content: not recorded there, 'sha256:whatever' asked.*--tag"
+    ):
+        check_finished(folder, asked, rec["seed"])
+    same = run_identity(rec["method"], rec["preset"], **where, data=None)
+    assert check_finished(folder, same, rec["seed"])["seed"] == rec["seed"]  # the rest matches
     other = run_identity(
         rec["method"], {**rec["preset"], "threads": 3}, **where, data="sha256:whatever"
     )

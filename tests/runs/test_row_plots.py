@@ -29,7 +29,7 @@ def record(method: str, seed: int, finals: tuple[float, float], *, gamma=None) -
     body = {
         "method": method, "seed": seed, "preset": {**PRESETS["quick"], "precision": "fp32"},
         "eval_stream": "test", "strategy_overrides": {} if gamma is None else {"gamma": gamma},
-        "code": {"version": "0.1.0", "commit": "a" * 40, "dirty": False, "recovered": False,
+        "code": {"version": "0.1.0", "commit": "a" * 40, "dirty": False,
                  "torch": "2.4.0", "avalanche": "0.6.0"},
         "numerics": {"precision": "fp32", "device": "cpu", "threads": 1, "cpu_bf16": False},
         "data": {"source": "synthetic", "root": None, "content": "c0ffee"},
