@@ -429,17 +429,20 @@ def _cmd_run(args) -> int:
     seeds = args.seeds or list(preset.seeds)
     strategy_overrides = _strategy_options(args.strategy_set, [args.method])[args.method]
     from .data.visualize import plot_episodes
-    from .runs.experiment import build_benchmark, check_run, run_experiment, run_settings
-    from .runs.folder import RUN_FILES, is_finished, run_folder
+    from .runs.experiment import build_benchmark, check_run, run_experiment
+    from .runs.folder import RUN_FILES, is_finished
     from .runs.report import run_table
+    from .runs.run import Run
 
     # the one check of the method, its strategy built once, before any data loads or is described
     check_run(args.method, preset, strategy_overrides, seed=seeds[0], given=given,
               eval_stream=args.eval_stream)  # fmt: skip
     tag = args.tag or ""
-    where = run_settings(args.method, preset, eval_stream=args.eval_stream,
-                         strategy_overrides=strategy_overrides)  # fmt: skip
-    folders = {s: run_folder(args.out, args.method, preset, s, **where, tag=tag) for s in seeds}
+    folders = {
+        s: Run.of(args.method, preset, seed=s, eval_stream=args.eval_stream,
+                  strategy_overrides=strategy_overrides, tag=tag).folder(args.out)
+        for s in seeds
+    }  # fmt: skip
     run = dict(
         out_root=args.out, loggers=tuple(args.loggers), verbose=args.verbose,
         eval_stream=args.eval_stream, strategy_overrides=strategy_overrides, tag=tag,

@@ -28,6 +28,7 @@ _LAZY = {
     "run_dir_name": ".folder",
     "run_identity": ".folder",
     "record_identity": ".folder",
+    "record_dir_name": ".folder",
     "provenance": ".code",
     "build_benchmark": ".experiment",
     "method_benchmark": ".experiment",

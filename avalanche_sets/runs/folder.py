@@ -25,10 +25,10 @@ package uses). This module loads with the standard library alone — the command
 :data:`LOGGERS` from it to build its parser — so :func:`run_precision` of ``"auto"``, which
 needs torch, imports it where it uses it.
 
-The naming and identity functions take a run's :class:`~avalanche_sets.presets.RunConfig` or
-the settings a ``result.json`` recorded (any mapping of settings; both read through
-:func:`~avalanche_sets.presets.preset_settings`), and check nothing: a config was checked when
-it was made, and a record holds what a run computed with.
+The naming and identity functions take a run's :class:`~avalanche_sets.presets.RunConfig`
+(a dictionary is refused, naming :meth:`~avalanche_sets.presets.RunConfig.of`);
+:func:`record_identity` reads the settings a ``result.json`` recorded as they are. They check
+nothing: a config was checked when it was made, and a record holds what a run computed with.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from ..data.content import data_content, data_root
 from ..defaults import FOLDER_SOURCES
 from ..files import atomic_write
 from ..methods import method_folder_name
-from ..presets import NAMING_PRESETS, PRESETS, RunConfig, preset_settings
+from ..presets import NAMING_PRESETS, PRESETS, RunConfig
 from .code import NO_SOURCE, code_info
 from .lock import LOCK_FILE, RunLock, RunLockedError
 
@@ -84,6 +84,7 @@ __all__ = [
     "run_folder",
     "run_identity",
     "record_identity",
+    "record_dir_name",
     "check_tag",
     "tag_argument",
     "identity_differences",
@@ -301,31 +302,58 @@ NOT_RECORDED = "(not recorded)"
 (:func:`record_identity`): :func:`identity_differences` does not count it as a difference."""
 
 
-def run_precision(preset: RunConfig | Mapping[str, Any]) -> str:
-    """The precision a run of ``preset`` computes in: ``"fp32"`` or ``"bf16"``.
+def _config(preset: RunConfig, what: str) -> RunConfig:
+    """``preset`` once it is a :class:`~avalanche_sets.presets.RunConfig`.
 
-    The preset's ``precision`` resolved on its device (``"auto"`` means bf16 only where the
-    device runs it natively).
+    Raises:
+        TypeError: anything else, naming the fix.
     """
-    settings = preset_settings(preset)
+    if not isinstance(preset, RunConfig):
+        raise TypeError(
+            f"{what} takes a RunConfig, got {type(preset).__name__}; fix: "
+            "avalanche_sets.presets.RunConfig.of(settings) (a finished run's record: "
+            "record_identity(record))"
+        )
+    return preset
+
+
+def _precision(settings: Mapping[str, Any]) -> str:
+    """``settings``' ``precision`` resolved on its device (``"auto"`` means bf16 only where the
+    device runs it natively); a resolved one as it is, without torch (``table`` reads many)."""
     precision = settings["precision"]
-    if precision in ("fp32", "bf16"):  # resolved already: no torch needed (``table`` reads many)
+    if precision in ("fp32", "bf16"):
         return precision
     from ..models.backbone import resolve_precision  # torch (see the module's docstring)
 
     return resolve_precision(precision, str(settings["device"]).split(":")[0])
 
 
-def _identity_preset(preset: RunConfig | Mapping[str, Any], unread: Iterable[str] = ()) -> dict:
-    """The preset as far as it decides what a run computes (precision resolved), less the
+def run_precision(preset: RunConfig) -> str:
+    """The precision a run of ``preset`` computes in: ``"fp32"`` or ``"bf16"``: its
+    ``precision`` resolved on its device. A run resolves it once
+    (:class:`~avalanche_sets.runs.run.Run`).
+
+    Raises:
+        TypeError: ``preset`` is no RunConfig.
+    """
+    return _precision(_config(preset, "run_precision").as_dict())
+
+
+def _identity_preset(settings: Mapping[str, Any], unread: Iterable[str] = ()) -> dict:
+    """The settings as far as they decide what a run computes (precision resolved), less the
     settings the run does not read."""
     skip = {*_NOT_IDENTITY, *unread}
-    out = {k: v for k, v in preset_settings(preset).items() if k not in skip}
-    out["precision"] = run_precision(preset)
+    out = {k: v for k, v in settings.items() if k not in skip}
+    out["precision"] = _precision(settings)
     return out
 
 
-def run_data(preset: RunConfig | Mapping[str, Any]) -> dict[str, Any]:
+def _portable_root(root: str | os.PathLike) -> str:
+    """A data folder as a record stores it: an absolute path relative to the working folder."""
+    return os.path.relpath(root, Path.cwd()) if Path(root).is_absolute() else root
+
+
+def run_data(preset: RunConfig) -> dict[str, Any]:
     """The ``data`` of a run of ``preset``'s record: ``{"source", "root", "content"}``.
 
     ``root``: the data folder as :func:`portable_preset` stores it (``None`` for the synthetic
@@ -335,19 +363,19 @@ def run_data(preset: RunConfig | Mapping[str, Any]) -> dict[str, Any]:
     Raises:
         ValueError: the preset's data folder does not exist.
     """
-    settings = preset_settings(preset)
-    source = str(settings["source"])
-    root = data_root(source, settings.get("root"))
+    config = _config(preset, "run_data")
+    source = str(config.source)
+    root = data_root(source, config.root)
     return {
         "source": source,
-        "root": None if root is None else portable_preset({"root": str(root)})["root"],
+        "root": None if root is None else _portable_root(str(root)),
         "content": data_content(source, root),
     }
 
 
 def run_identity(
     method: str,
-    preset: RunConfig | Mapping[str, Any],
+    preset: RunConfig,
     *,
     eval_stream: str = "test",
     strategy_overrides: dict | None = None,
@@ -356,6 +384,7 @@ def run_identity(
     data: Any = _MISSING,
     user_code: Mapping[str, str] | None = None,
     tag: str = "",
+    precision: str | None = None,
 ) -> dict:
     """Everything that decides what a run computes, except its seed and the library's code
     (JSON-normalised).
@@ -376,16 +405,45 @@ def run_identity(
     (:func:`~.code.user_code`: a method of one's own, plugins defined outside the package);
     ``tag``: the name a user gave the run to keep it apart (:func:`check_tag`). Each is a key
     of the identity only when non-empty, so the identity of a built-in run without a tag has
-    neither.
+    neither. ``precision``: the preset's precision resolved already (a
+    :class:`~avalanche_sets.runs.run.Run` resolves it once); ``None``: resolved here.
 
     Raises:
         ValueError: the preset's data folder does not exist (when ``data`` is not given).
+        TypeError: ``preset`` is no RunConfig (names the fix).
     """
+    config = _config(preset, "run_identity")
     if data is _MISSING:
-        data = run_data(preset)["content"]
+        data = run_data(config)["content"]
+    where = {"eval_stream": eval_stream, "strategy_overrides": strategy_overrides}
+    where.update(plugins=plugins, unread=unread, data=data, user_code=user_code, tag=tag)
+    return _identity(method, _settings(config, precision), **where)
+
+
+def _settings(config: RunConfig, precision: str | None) -> dict[str, Any]:
+    """``config``'s settings, with ``precision`` when the caller resolved it already."""
+    settings = config.as_dict()
+    if precision is not None:
+        settings["precision"] = precision
+    return settings
+
+
+def _identity(
+    method: str,
+    settings: Mapping[str, Any],
+    *,
+    eval_stream: str,
+    strategy_overrides: Mapping[str, Any] | None,
+    plugins: Sequence[str],
+    unread: Iterable[str],
+    data: Any,
+    user_code: Mapping[str, str] | None,
+    tag: str,
+) -> dict:
+    """:func:`run_identity` of a run's ``settings`` (a config's, or those a record holds)."""
     ident = {
         "method": method,
-        "preset": _identity_preset(preset, unread),
+        "preset": _identity_preset(settings, unread),
         "eval_stream": eval_stream,
         "strategy_overrides": dict(strategy_overrides or {}),
         "data": data,
@@ -411,7 +469,7 @@ def record_identity(record: dict) -> dict:
     content = data.get("content") if isinstance(data, dict) else None
     if content is None and record["preset"].get("source") in FOLDER_SOURCES:
         content = NOT_RECORDED
-    return run_identity(
+    return _identity(
         record["method"], record["preset"], eval_stream=record.get("eval_stream", "test"),
         strategy_overrides=record.get("strategy_overrides"), plugins=record.get("plugins", ()),
         unread=record.get(UNREAD_FIELD, {}), data=content, user_code=record.get("user_code"),
@@ -500,13 +558,14 @@ def _name_part(value) -> str:
 
 def run_dir_name(
     method: str,
-    preset: RunConfig | Mapping[str, Any],
+    preset: RunConfig,
     seed: int,
     *,
     eval_stream: str = "test",
     strategy_overrides: dict | None = None,
     plugins: Sequence[str] = (),
     unread: Iterable[str] = (),
+    precision: str | None = None,
 ) -> str:
     """``<method>/<source>-o<order>-<N>w<K>s-R<R>-seed<s>`` plus what else sets the run apart.
 
@@ -523,9 +582,38 @@ def run_dir_name(
     does not read) and the options left out of ``strategy_overrides`` (equal to their default)
     name nothing: runs that compute the same thing share a folder. The data's content is not in the name:
     a run asked again on changed data finds the folder of the other data's run, and
-    :func:`check_finished` refuses it.
+    :func:`check_finished` refuses it. ``precision``: as :func:`run_identity` takes it.
+
+    Raises:
+        TypeError: ``preset`` is no RunConfig (names the fix).
     """
-    preset = preset_settings(preset)
+    where = {"eval_stream": eval_stream, "strategy_overrides": strategy_overrides}
+    where.update(plugins=plugins, unread=unread)
+    return _dir_name(method, _settings(_config(preset, "run_dir_name"), precision), seed, **where)
+
+
+def record_dir_name(record: Mapping[str, Any]) -> str:
+    """:func:`run_dir_name` of a finished run's record (``result.json``): the folder its run is
+    found in, from the settings it recorded as they are. Reads nothing but the record."""
+    return _dir_name(
+        record["method"], record["preset"], record["seed"],
+        eval_stream=record.get("eval_stream", "test"),
+        strategy_overrides=record.get("strategy_overrides"), plugins=record.get("plugins", ()),
+        unread=record.get(UNREAD_FIELD, {}),
+    )  # fmt: skip
+
+
+def _dir_name(
+    method: str,
+    preset: Mapping[str, Any],
+    seed: int,
+    *,
+    eval_stream: str,
+    strategy_overrides: Mapping[str, Any] | None,
+    plugins: Sequence[str],
+    unread: Iterable[str],
+) -> str:
+    """:func:`run_dir_name` of a run's settings (a config's, or those a record holds)."""
     src = preset["source"]
     order = preset.get("order", 1)
     added = "".join(f"+{p.split('(')[0]}" for p in plugins)
@@ -547,7 +635,7 @@ def run_dir_name(
     default_threads = PRESETS[NAMING_PRESETS[closest]]["threads"]
     if preset.get("threads", default_threads) != default_threads:
         name += f"-t{preset['threads']}"
-    if run_precision(preset) == "bf16":
+    if _precision(preset) == "bf16":
         name += "-bf16"
     if eval_stream != "test":
         name += f"-{eval_stream}"
@@ -589,7 +677,7 @@ def tag_argument(text: str) -> str:
 def run_folder(
     out_root: str | Path,
     method: str,
-    preset: RunConfig | Mapping[str, Any],
+    preset: RunConfig,
     seed: int,
     *,
     eval_stream: str = "test",
@@ -678,13 +766,16 @@ def _commit(code: Mapping[str, Any]) -> str:
     return f" (commit {code['commit'][:7]}{'+dirty' if code.get('dirty') else ''})"
 
 
-def portable_preset(preset: RunConfig | Mapping[str, Any]) -> dict[str, Any]:
+def portable_preset(preset: RunConfig) -> dict[str, Any]:
     """``preset``'s settings as a dictionary, with its data folder as the user gave it, never as
     this machine's absolute path: an absolute ``root`` is stored relative to the working
     directory, so a result file says the same on every machine that runs the same command from
-    the same place."""
-    settings = dict(preset_settings(preset))
-    root = settings.get("root")
-    if root is not None and Path(root).is_absolute():
-        settings["root"] = os.path.relpath(root, Path.cwd())
+    the same place.
+
+    Raises:
+        TypeError: ``preset`` is no RunConfig (names the fix).
+    """
+    settings = _config(preset, "portable_preset").as_dict()
+    if settings.get("root") is not None:
+        settings["root"] = _portable_root(settings["root"])
     return settings
