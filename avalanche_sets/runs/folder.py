@@ -33,7 +33,6 @@ nothing: a config was checked when it was made, and a record holds what a run co
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import os
@@ -65,7 +64,6 @@ __all__ = [
     "check_loggers",
     "check_finished_loggers",
     "LOGGER_FOLDERS",
-    "logger_argument",
     "RESULT_FORMAT",
     "RECORD_KEYS",
     "UNREAD_FIELD",
@@ -86,7 +84,6 @@ __all__ = [
     "record_identity",
     "record_dir_name",
     "check_tag",
-    "tag_argument",
     "identity_differences",
     "NOT_RECORDED",
     "run_data",
@@ -174,15 +171,6 @@ def check_finished_loggers(folder: str | Path, loggers) -> None:
             "these loggers write); fix: run it into another folder with --out DIR, or remove "
             f"{folder} to run it again, or leave {' '.join(missing)} out of --loggers"
         )
-
-
-def logger_argument(name: str) -> str:
-    """The command line's ``--loggers`` type: :func:`check_loggers` of one name, its error as an
-    argparse error."""
-    try:
-        return check_loggers([name])[0]
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 RESULT_FORMAT = 3
@@ -661,17 +649,6 @@ def check_tag(tag: str) -> str:
             "digit and use only letters, digits, '.', '_', '+' and '-' (at most 64 characters)"
         )
     return tag
-
-
-def tag_argument(text: str) -> str:
-    """The command line's ``--tag`` type: :func:`check_tag` of a non-empty name, its error as
-    an argparse error."""
-    try:
-        if not text:
-            raise ValueError("--tag needs a name (an empty tag is no tag: leave --tag out)")
-        return check_tag(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def run_folder(
