@@ -46,6 +46,7 @@ from ..training.loggers import (
     ResumableTensorboardLogger,
     RunTextLogger,
     WandBLogger,
+    check_finished_loggers,
 )
 from ..training.loss_terms import DEFAULT_LOG_EVERY, LossTerms, RunEvaluator, check_log_every
 from ..training.memory_fill import MemoryFill, memory_fills
@@ -58,7 +59,6 @@ from .folder import (
     RunLock,
     check_checkpoint_code,
     check_finished,
-    check_finished_loggers,
     check_loggers,
     check_tag,
     is_finished,
@@ -425,7 +425,7 @@ def run_experiment(
     one bar per domain), and ``verbose=True`` prints the metric values on the terminal too.
     The loss terms are logged as means over ``log_every`` iterations (:func:`evaluator`). A
     finished run is not run again, so file loggers (``csv``, ``tensorboard``, ``wandb``) that
-    its folder has no output of are refused (:func:`~.folder.check_finished_loggers`).
+    its folder has no output of are refused (:func:`~avalanche_sets.training.loggers.check_finished_loggers`).
 
     ``preset``: the run's :class:`~avalanche_sets.presets.RunConfig` (a dictionary of settings
     is checked once, on arrival). ``method``: a built-in method's name or a method of one's own
@@ -537,7 +537,7 @@ def _finished_before(run: Run, out: Path, loggers: Sequence[str]) -> dict:
 
     Raises:
         ValueError: a file logger the finished run did not write
-            (:func:`~.folder.check_finished_loggers`).
+            (:func:`~avalanche_sets.training.loggers.check_finished_loggers`).
         RunConflictError: the folder holds another run (:func:`~.folder.check_finished`).
     """
     check_finished_loggers(out, loggers)

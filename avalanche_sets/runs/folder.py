@@ -62,8 +62,6 @@ __all__ = [
     "LOGGERS",
     "WANDB_INSTALL",
     "check_loggers",
-    "check_finished_loggers",
-    "LOGGER_FOLDERS",
     "RESULT_FORMAT",
     "RECORD_KEYS",
     "UNREAD_FIELD",
@@ -142,35 +140,6 @@ def check_loggers(loggers) -> tuple[str, ...]:
                 f"the wandb logger needs wandb, which is not installed: {WANDB_INSTALL}"
             )
     return loggers
-
-
-#: The file loggers and the folder each writes in a run folder.
-LOGGER_FOLDERS = {"csv": "csv", "tensorboard": "tb", "wandb": "wandb"}
-
-
-def check_finished_loggers(folder: str | Path, loggers) -> None:
-    """Refuse file loggers (:data:`LOGGER_FOLDERS`) for the finished run in ``folder`` when it
-    was run without them: a finished run is not run again, so their folder would stay empty.
-
-    Raises:
-        ValueError: names the loggers and the fix (another ``--out``, or remove the folder).
-    """
-    folder = Path(folder)
-
-    def written(name: str) -> bool:
-        path = folder / LOGGER_FOLDERS[name]
-        return path.is_dir() and any(path.iterdir())
-
-    missing = [name for name in loggers if name in LOGGER_FOLDERS and not written(name)]
-    if missing:
-        made = ", ".join(f"{LOGGER_FOLDERS[n]}/" for n in missing)
-        raise ValueError(
-            f"the run in {folder} finished without the {', '.join(missing)} logger(s): a "
-            f"finished run is not run again, so {made} would stay empty (its result.json holds "
-            "the accuracy matrix and its metrics, not the loss terms or the per-step values "
-            "these loggers write); fix: run it into another folder with --out DIR, or remove "
-            f"{folder} to run it again, or leave {' '.join(missing)} out of --loggers"
-        )
 
 
 RESULT_FORMAT = 3
