@@ -413,6 +413,10 @@ def run_experiment(
 ) -> dict:
     """Run (or resume, or skip if finished) one method/preset/seed; returns its record.
 
+    The protocol, step by step: the arguments are checked and the run settled once
+    (:class:`~.run.Run`); a finished folder is checked and read; else the folder is locked,
+    the run started (log, loggers, strategy, benchmark), trained, and its records written.
+
     The run folder (see :mod:`avalanche_sets.runs.folder`) is locked while the run is in
     progress: when another process holds it, this raises
     :class:`~avalanche_sets.runs.folder.RunLockedError` (``wait=False``) or waits for that
@@ -425,13 +429,13 @@ def run_experiment(
     one bar per domain), and ``verbose=True`` prints the metric values on the terminal too.
     The loss terms are logged as means over ``log_every`` iterations (:func:`evaluator`). A
     finished run is not run again, so file loggers (``csv``, ``tensorboard``, ``wandb``) that
-    its folder has no output of are refused (:func:`~avalanche_sets.training.loggers.check_finished_loggers`).
+    its folder has no output of are refused
+    (:func:`~avalanche_sets.training.loggers.check_finished_loggers`).
 
     ``preset``: the run's :class:`~avalanche_sets.presets.RunConfig` (a dictionary of settings
     is checked once, on arrival). ``method``: a built-in method's name or a method of one's own
     (an installed entry point or ``"package.module:factory"``: :mod:`avalanche_sets.methods`).
-    ``plugins``: plugins added
-    to the method (after its own); they are part of the run's identity
+    ``plugins``: plugins added to the method (after its own); they are part of the run's identity
     (:func:`~.folder.plugin_description`: class and public settings) and of its folder's name
     (``mskm+MyPlugin/...``). Pass new plugin objects to every run: a plugin keeps state.
 
@@ -446,18 +450,16 @@ def run_experiment(
 
     ``benchmark``: the :func:`build_benchmark` of this ``preset`` and ``seed`` when the caller
     has built it already (the command line, which describes it first), so it is not built
-    twice; episodes are generated on access from their seed, so it is the same benchmark.
-    A run that fails before its training begins (a method factory's or a plugin's error — the
-    strategy is built before the benchmark, so these come before any data loads — or data that
-    does not load) leaves no folder behind that this call made; a folder that was there (a
+    twice (its episodes are generated from their seed on access). A run that fails before its
+    training begins (a method factory's or a plugin's error — the strategy is built before the
+    benchmark, so these come before any data loads — or data that does not load) leaves no folder behind that this call made; a folder that was there (a
     checkpoint to resume, another run's files) is never removed. A method with a memory whose
     storage rule cannot matter before the last domain says so once, with the numbers
     (:func:`note_memory`), and the record keeps every memory's filling as ``"memory"``
     (:meth:`~avalanche_sets.training.memory_fill.MemoryFill.to_dict`).
 
-    ``checked=True``: the caller has passed these arguments through
-    :func:`~avalanche_sets.methods.check_method` already (before loading any data), so the
-    method is checked once per command.
+    ``checked=True``: the caller checked these arguments already
+    (:func:`~avalanche_sets.methods.check_method`): the method is checked once per command.
 
     Returns:
         ``result.json`` merged with ``run.json`` (``seconds``, ``date``, ``machine``, ...),
@@ -470,11 +472,7 @@ def run_experiment(
         method, preset, seed=seed, loggers=loggers, log_every=log_every, checked=checked,
         eval_stream=eval_stream, strategy_overrides=strategy_overrides, plugins=plugins, tag=tag,
     )  # fmt: skip
-    if benchmark is not None and benchmark.seed != seed:
-        raise ValueError(
-            f"run_experiment(seed={seed}) was handed the benchmark of seed {benchmark.seed}; "
-            "fix: pass build_benchmark(preset, seed=seed), or no benchmark"
-        )
+    _check_benchmark(benchmark, seed)
     out = run.folder(out_root)
     if is_finished(out):
         return _finished_before(run, out, loggers)
@@ -529,6 +527,15 @@ def _prepare(
     check_device(run.config)  # before a strategy is built on it
     run.identity  # noqa: B018  the data's content hash, once per run (before any data loads)
     return run, bench_config, loggers
+
+
+def _check_benchmark(benchmark: SETSBenchmark | None, seed: int) -> None:
+    """Refuse a benchmark handed to :func:`run_experiment` that another seed built."""
+    if benchmark is not None and benchmark.seed != seed:
+        raise ValueError(
+            f"run_experiment(seed={seed}) was handed the benchmark of seed {benchmark.seed}; "
+            "fix: pass build_benchmark(preset, seed=seed), or no benchmark"
+        )
 
 
 def _finished_before(run: Run, out: Path, loggers: Sequence[str]) -> dict:
