@@ -468,9 +468,10 @@ def run_experiment(
         before taking the lock, or after waiting for the process that held it. Decided under
         the lock, so two sweeps on one folder never both report a run as theirs.
     """
+    config = RunConfig.of(preset) if checked else check_method(method, preset, strategy_overrides)
     run, bench_config, loggers = _prepare(
-        method, preset, seed=seed, loggers=loggers, log_every=log_every, checked=checked,
-        eval_stream=eval_stream, strategy_overrides=strategy_overrides, plugins=plugins, tag=tag,
+        method, config, seed=seed, loggers=loggers, log_every=log_every, eval_stream=eval_stream,
+        strategy_overrides=strategy_overrides, plugins=plugins, tag=tag,
     )  # fmt: skip
     _check_benchmark(benchmark, seed)
     out = run.folder(out_root)
@@ -495,30 +496,28 @@ def run_experiment(
 
 def _prepare(
     method: str,
-    preset: RunConfig | Mapping[str, Any] | str,
+    config: RunConfig,
     *,
     seed: int,
     loggers: Iterable[str],
     log_every: int,
-    checked: bool,
     eval_stream: str,
     strategy_overrides: Mapping[str, Any] | None,
     plugins: Sequence[SupervisedPlugin],
     tag: str,
 ) -> tuple[Run, RunConfig, tuple[str, ...]]:
-    """Check what :func:`run_experiment` was handed, before any data loads or any folder is
-    made, and settle the run once (:class:`~.run.Run`: its options typed, precision resolved,
+    """Check what :func:`run_experiment` was handed besides its checked ``config``, before any
+    data loads or any folder is made, and settle the run once (:class:`~.run.Run`: its options typed, precision resolved,
     folder named, data hashed); returns it, the config its benchmark is built from
     (:func:`method_preset`) and the checked loggers.
 
     Raises:
-        ValueError, TypeError: a logger, ``log_every``, tag, method, option, device or data
-            folder that cannot run, each with the fix.
+        ValueError, TypeError: a logger, ``log_every``, tag, option, device or data folder
+            that cannot run, each with the fix.
     """
     loggers = check_loggers(loggers)
     check_log_every(log_every)
     check_tag(tag)
-    config = RunConfig.of(preset) if checked else check_method(method, preset, strategy_overrides)
     run = Run.of(
         method, config, seed=seed, eval_stream=eval_stream,
         strategy_overrides=strategy_overrides, plugins=plugins, tag=tag,
