@@ -14,7 +14,9 @@ from avalanche_sets.runs.run import Run
 
 def test_a_dictionary_of_settings_is_refused_naming_the_fix():
     settings = resolve_preset("quick").as_dict()
-    with pytest.raises(TypeError, match=r"takes a RunConfig, got dict; fix: .*RunConfig\.of"):
+    with pytest.raises(
+        TypeError, match=r"^Run\(config=...\) takes a RunConfig, got dict; fix: .*RunConfig\.of"
+    ):
         Run(method="protonet", config=settings, seed=0)
     with pytest.raises(TypeError, match="positional argument"):
         Run("protonet", resolve_preset("quick"), 0)  # keyword-only: no silent argument swap
