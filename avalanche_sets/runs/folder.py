@@ -269,7 +269,7 @@ def _config(preset: RunConfig, what: str) -> RunConfig:
         raise TypeError(
             f"{what} takes a RunConfig, got {type(preset).__name__}; fix: "
             "avalanche_sets.presets.RunConfig.of(settings) (a finished run's record: "
-            "record_identity(record))"
+            "record_identity(record), record_dir_name(record))"
         )
     return preset
 
