@@ -27,8 +27,9 @@ overrides applied, every setting checked once, here, where the user hands it ove
 (``config.n_shot``): its attributes are how code reads a setting. ``config.as_dict()`` is the
 dictionary of the settings it was given, as a ``result.json`` records them, and
 ``config.replace(n_shot=5)`` a checked copy with changes. The functions that build and name a
-run take it and check nothing again. A dictionary handed to them instead is checked once, on
-arrival (:meth:`RunConfig.of`).
+run take it and check nothing again; the public entries of a run
+(:func:`~avalanche_sets.runs.experiment.run_experiment`, a sweep's ``RunSpec``) also take a
+dictionary, checked once, on arrival (:meth:`RunConfig.of`).
 """
 
 from __future__ import annotations
@@ -502,8 +503,7 @@ class RunConfig:
 
 def preset_settings(preset: RunConfig | Mapping[str, Any]) -> Mapping[str, Any]:
     """The settings of a run as a mapping: a config's :meth:`~RunConfig.as_dict`, or a
-    dictionary of settings (a ``result.json``'s ``preset``) as it is. The functions that name
-    and identify a run take either and read it through this."""
+    dictionary of settings (a ``result.json``'s ``preset``) as it is."""
     return preset.as_dict() if isinstance(preset, RunConfig) else preset
 
 
