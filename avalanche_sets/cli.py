@@ -577,9 +577,9 @@ def _cmd_prepare(args) -> int:
         from .data.packs import build_pack_from_folder, load_pack
         from .data.splits import parse_split
 
-        path = build_pack_from_folder(
+        path = build_pack_from_folder(  # small classes named for the cpu preset's runs
             args.folder, args.out, image_size=args.size, seed=args.seed,
-            split=parse_split(args.split), n_way=args.n_way, target=run_target(),  # cpu runs: small classes named
+            split=parse_split(args.split), n_way=args.n_way, target=run_target(),
             skip_unreadable=args.skip_unreadable,
         )  # fmt: skip
         dom = load_pack(path)

@@ -449,14 +449,14 @@ def run_experiment(
     ``-tag_<tag>``): run changed code beside the old run's record.
 
     ``benchmark``: the :func:`build_benchmark` of this ``preset`` and ``seed`` when the caller
-    has built it already (the command line, which describes it first), so it is not built
-    twice (its episodes are generated from their seed on access). A run that fails before its
-    training begins (a method factory's or a plugin's error — the strategy is built before the
-    benchmark, so these come before any data loads — or data that does not load) leaves no folder behind that this call made; a folder that was there (a
-    checkpoint to resume, another run's files) is never removed. A method with a memory whose
-    storage rule cannot matter before the last domain says so once, with the numbers
-    (:func:`note_memory`), and the record keeps every memory's filling as ``"memory"``
-    (:meth:`~avalanche_sets.training.memory_fill.MemoryFill.to_dict`).
+    has built it already (the command line, which describes it first), so it is not built twice
+    (its episodes are generated from their seed on access). A run that fails before its training
+    begins (a method factory's or a plugin's error — the strategy is built before the benchmark,
+    so these come before any data loads — or data that does not load) leaves no folder behind
+    that this call made; a folder that was there (a checkpoint to resume, another run's files)
+    is never removed. A method with a memory whose storage rule cannot matter before the last
+    domain says so once, with the numbers (:func:`note_memory`); the record keeps every
+    memory's filling (``"memory"``: :meth:`~avalanche_sets.training.MemoryFill.to_dict`).
 
     ``checked=True``: the caller checked these arguments already
     (:func:`~avalanche_sets.methods.check_method`): the method is checked once per command.
@@ -507,9 +507,9 @@ def _prepare(
     tag: str,
 ) -> tuple[Run, RunConfig, tuple[str, ...]]:
     """Check what :func:`run_experiment` was handed besides its checked ``config``, before any
-    data loads or any folder is made, and settle the run once (:class:`~.run.Run`: its options typed, precision resolved,
-    folder named, data hashed); returns it, the config its benchmark is built from
-    (:func:`method_preset`) and the checked loggers.
+    data loads or any folder is made, and settle the run once (:class:`~.run.Run`: its options
+    typed, precision resolved, folder named, data hashed); returns it, the config its benchmark
+    is built from (:func:`method_preset`) and the checked loggers.
 
     Raises:
         ValueError, TypeError: a logger, ``log_every``, tag, option, device or data folder
