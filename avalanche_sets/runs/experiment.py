@@ -600,7 +600,7 @@ def _start(
             **run.strategy_options,
         )  # fmt: skip
         if benchmark is None or bench_config is not run.config:  # more training tasks: rebuilt
-            benchmark = _benchmark(bench_config, run.seed)
+            benchmark = build_benchmark(bench_config, seed=run.seed)
         bench = method_benchmark(run.method, benchmark, seed=run.seed)
         fills = memory_fills(strategy, bench)
         note_memory(fills, log=None if resuming else log)  # log.txt: once per run
