@@ -37,7 +37,7 @@ from ..baselines.joint import joint_benchmark
 from ..data import SETSBenchmark, sets_benchmark
 from ..data.content import PACKS_ENV, data_root
 from ..data.packs import NO_PACKS_HINT
-from ..methods import build_strategy, check_method, method_spec, normal_options, unread_settings
+from ..methods import build_strategy, check_method, method_spec
 from ..metrics import episode_metrics
 from ..presets import RunConfig
 from ..training.checkpoint import previous_checkpoint_path, resume_note
@@ -111,26 +111,18 @@ def run_settings(
     strategy_overrides: Mapping[str, Any] | None = None,
     plugins: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """What sets a run of ``method`` with ``config`` apart besides its config and seed, as
-    :func:`~.folder.run_folder` and :func:`~.folder.run_identity` take it (``**``):
-    ``eval_stream``, ``plugins`` (their :func:`~.folder.plugin_description`),
-    ``strategy_overrides`` typed and less every option equal to the value the method runs with
-    anyway (:func:`~avalanche_sets.methods.normal_options`: an explicit default is the default)
-    and ``unread``, the preset settings the run does not read with the reason of each
-    (:func:`~avalanche_sets.methods.unread_settings`: they name no folder and are no part of
-    the identity). A run holds them as :attr:`.run.Run.apart`. Imports the method's strategy
-    class (torch).
+    """What sets a run of ``method`` with ``config`` apart besides its config and seed
+    (:attr:`.run.Run.apart`: its options typed, less explicit defaults; the settings it does
+    not read), as :func:`~.folder.run_folder` and :func:`~.folder.run_identity` take it
+    (``**``). ``plugins``: their :func:`~.run.plugin_description`.
 
     Raises:
         MethodOptionError: as :func:`~avalanche_sets.methods.typed_options`.
     """
-    overrides = normal_options(method, config, strategy_overrides)
-    return {
-        "eval_stream": eval_stream,
-        "strategy_overrides": overrides,
-        "plugins": list(plugins),
-        "unread": unread_settings(method, config, overrides, eval_stream=eval_stream),
-    }
+    return Run(
+        method=method, config=config, seed=0, eval_stream=eval_stream,
+        strategy_options=dict(strategy_overrides or {}), plugins=tuple(plugins),
+    ).apart  # fmt: skip
 
 
 def check_device(config: RunConfig) -> None:
@@ -436,7 +428,7 @@ def run_experiment(
     is checked once, on arrival). ``method``: a built-in method's name or a method of one's own
     (an installed entry point or ``"package.module:factory"``: :mod:`avalanche_sets.methods`).
     ``plugins``: plugins added to the method (after its own); they are part of the run's identity
-    (:func:`~.folder.plugin_description`: class and public settings) and of its folder's name
+    (:func:`~.run.plugin_description`: class and public settings) and of its folder's name
     (``mskm+MyPlugin/...``). Pass new plugin objects to every run: a plugin keeps state.
 
     The code of one's own that defines the run — a method of one's own, a plugin whose class
@@ -697,14 +689,9 @@ def _write(run: Run, started: _Started, trained: _Trained) -> None:
         **({"memory": [f.to_dict() for f in started.fills]} if started.fills else {}),
         "result": trained.result.to_dict(),
     }
-    provenance_ = {
-        "seconds": trained.seconds,
-        **provenance(
-            host=platform.node(),  # which node of a cluster ran it (sweep --ray-address)
-            pid=os.getpid(),
-            resumes=trained.resumes,
-        ),
-    }
+    # host: which node of a cluster ran it (sweep --ray-address)
+    how = provenance(host=platform.node(), pid=os.getpid(), resumes=trained.resumes)
+    provenance_ = {"seconds": trained.seconds, **how}
     write_run_report(started.out, computed)
     write_record(started.out, computed, provenance_)
     checkpoint = started.out / CHECKPOINT_FILE

@@ -85,7 +85,6 @@ __all__ = [
     "identity_differences",
     "NOT_RECORDED",
     "run_data",
-    "plugin_description",
     "run_precision",
     "portable_preset",
 ]
@@ -259,19 +258,16 @@ NOT_RECORDED = "(not recorded)"
 (:func:`record_identity`): :func:`identity_differences` does not count it as a difference."""
 
 
-def _config(preset: RunConfig, what: str) -> RunConfig:
-    """``preset`` once it is a :class:`~avalanche_sets.presets.RunConfig`.
-
-    Raises:
-        TypeError: anything else, naming the fix.
-    """
+def _settings(preset: RunConfig, what: str, precision: str | None = None) -> dict[str, Any]:
+    """The settings of ``preset``, a config (anything else is refused: a ``TypeError`` naming
+    the fix), with ``precision`` when the caller resolved it already."""
     if not isinstance(preset, RunConfig):
         raise TypeError(
             f"{what} takes a RunConfig, got {type(preset).__name__}; fix: "
             "avalanche_sets.presets.RunConfig.of(settings) (a finished run's record: "
             "record_identity(record), record_dir_name(record))"
         )
-    return preset
+    return {**preset.as_dict(), **({} if precision is None else {"precision": precision})}
 
 
 def _precision(settings: Mapping[str, Any]) -> str:
@@ -293,7 +289,7 @@ def run_precision(preset: RunConfig) -> str:
     Raises:
         TypeError: ``preset`` is no RunConfig.
     """
-    return _precision(_config(preset, "run_precision").as_dict())
+    return _precision(_settings(preset, "run_precision"))
 
 
 def _identity_preset(settings: Mapping[str, Any], unread: Iterable[str] = ()) -> dict:
@@ -320,9 +316,9 @@ def run_data(preset: RunConfig) -> dict[str, Any]:
     Raises:
         ValueError: the preset's data folder does not exist.
     """
-    config = _config(preset, "run_data")
-    source = str(config.source)
-    root = data_root(source, config.root)
+    settings = _settings(preset, "run_data")
+    source = str(settings["source"])
+    root = data_root(source, settings.get("root"))
     return {
         "source": source,
         "root": None if root is None else _portable_root(str(root)),
@@ -369,20 +365,13 @@ def run_identity(
         ValueError: the preset's data folder does not exist (when ``data`` is not given).
         TypeError: ``preset`` is no RunConfig (names the fix).
     """
-    config = _config(preset, "run_identity")
+    settings = _settings(preset, "run_identity", precision)
     if data is _MISSING:
-        data = run_data(config)["content"]
-    where = {"eval_stream": eval_stream, "strategy_overrides": strategy_overrides}
-    where.update(plugins=plugins, unread=unread, data=data, user_code=user_code, tag=tag)
-    return _identity(method, _settings(config, precision), **where)
-
-
-def _settings(config: RunConfig, precision: str | None) -> dict[str, Any]:
-    """``config``'s settings, with ``precision`` when the caller resolved it already."""
-    settings = config.as_dict()
-    if precision is not None:
-        settings["precision"] = precision
-    return settings
+        data = run_data(preset)["content"]
+    return _identity(
+        method, settings, eval_stream=eval_stream, strategy_overrides=strategy_overrides,
+        plugins=plugins, unread=unread, data=data, user_code=user_code, tag=tag,
+    )  # fmt: skip
 
 
 def _identity(
@@ -491,23 +480,6 @@ def identity_differences(have: dict, asked: dict) -> list[str]:
     return diff
 
 
-def plugin_description(plugin: object) -> str:
-    """A plugin as a run's identity names it: its class and its public settings,
-    ``"PrototypeSpreadPlugin(weight=0.1)"`` (attributes holding numbers, strings, booleans,
-    ``None`` or tuples of them, read when the run starts)."""
-    plain = (int, float, str, bool, type(None))
-    settings = {
-        k: v
-        for k, v in sorted(vars(plugin).items())
-        if not k.startswith("_")
-        and (
-            isinstance(v, plain) or (isinstance(v, tuple) and all(isinstance(x, plain) for x in v))
-        )
-    }
-    inner = ", ".join(f"{k}={v!r}" for k, v in settings.items())
-    return f"{type(plugin).__name__}({inner})"
-
-
 def _name_part(value) -> str:
     text = "+".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
     return "".join(c if c.isalnum() or c in "._+" else "_" for c in text)
@@ -544,9 +516,10 @@ def run_dir_name(
     Raises:
         TypeError: ``preset`` is no RunConfig (names the fix).
     """
-    where = {"eval_stream": eval_stream, "strategy_overrides": strategy_overrides}
-    where.update(plugins=plugins, unread=unread)
-    return _dir_name(method, _settings(_config(preset, "run_dir_name"), precision), seed, **where)
+    return _dir_name(
+        method, _settings(preset, "run_dir_name", precision), seed, eval_stream=eval_stream,
+        strategy_overrides=strategy_overrides, plugins=plugins, unread=unread,
+    )  # fmt: skip
 
 
 def record_dir_name(record: Mapping[str, Any]) -> str:
@@ -721,7 +694,7 @@ def portable_preset(preset: RunConfig) -> dict[str, Any]:
     Raises:
         TypeError: ``preset`` is no RunConfig (names the fix).
     """
-    settings = _config(preset, "portable_preset").as_dict()
+    settings = _settings(preset, "portable_preset")
     if settings.get("root") is not None:
         settings["root"] = _portable_root(settings["root"])
     return settings

@@ -27,7 +27,6 @@ from ..presets import RunConfig
 from .code import user_code
 from .folder import (
     check_tag,
-    plugin_description,
     portable_preset,
     run_data,
     run_dir_name,
@@ -35,7 +34,24 @@ from .folder import (
     run_precision,
 )
 
-__all__ = ["Run"]
+__all__ = ["Run", "plugin_description"]
+
+
+def plugin_description(plugin: object) -> str:
+    """A plugin as a run's identity names it: its class and its public settings,
+    ``"PrototypeSpreadPlugin(weight=0.1)"`` (attributes holding numbers, strings, booleans,
+    ``None`` or tuples of them, read when the run starts)."""
+    plain = (int, float, str, bool, type(None))
+    settings = {
+        k: v
+        for k, v in sorted(vars(plugin).items())
+        if not k.startswith("_")
+        and (
+            isinstance(v, plain) or (isinstance(v, tuple) and all(isinstance(x, plain) for x in v))
+        )
+    }
+    inner = ", ".join(f"{k}={v!r}" for k, v in settings.items())
+    return f"{type(plugin).__name__}({inner})"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,7 +67,7 @@ class Run:
         strategy_options: the strategy options as the run holds them: typed, less every option
             equal to the value the method runs with anyway
             (:func:`~avalanche_sets.methods.normal_options`).
-        plugins: the :func:`~.folder.plugin_description` of every plugin added to the method.
+        plugins: the :func:`plugin_description` of every plugin added to the method.
         tag: the name that keeps the run apart (:func:`~.folder.check_tag`; ``""``: none).
         user_code: the content hash of the code of one's own that defines the run
             (:func:`~.code.user_code`).
