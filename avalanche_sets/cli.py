@@ -16,56 +16,19 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import ast
 import itertools
 import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from .presets import PRESETS, RunConfig, command_config, preset_names, run_target
+from .presets import parse_settings as _parse_sets  # as the benchmarks' scripts import it
 from .runs.figure_formats import add_figure_arguments, figure_formats
+from .runs.folder import check_loggers, check_tag  # the standard library alone
 from .suggest import did_you_mean
 
-if TYPE_CHECKING:
-    from .presets import RunConfig
-
 __all__ = ["main", "build_parser"]
-
-
-def _parse_value(text: str):
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        return text
-
-
-def _parse_sets(items: list[str] | None, *, grid: bool, flag: str = "--set") -> dict:
-    """``key=value`` (or ``key=v1,v2`` for a grid) → dict of values (lists for a grid).
-
-    Raises:
-        ValueError: an item without ``=``, or a key given twice (the later would win unseen).
-    """
-    out = {}
-    for item in items or []:
-        if "=" not in item:
-            raise ValueError(f"{flag} expects key=value, got {item!r}")
-        key, value = item.split("=", 1)
-        if key in out:
-            raise ValueError(
-                f"{flag} {key}=... is given twice; fix: give it once (a sweep takes a grid as "
-                f"{flag} {key}=v1,v2)"
-            )
-        parsed = _parse_value(value)
-        if not grid:
-            out[key] = parsed
-        elif isinstance(parsed, tuple):  # n_shot=1,5 -> a grid over (1, 5)
-            out[key] = list(parsed)
-        elif isinstance(parsed, str) and "," in parsed:  # names=a,b
-            out[key] = [_parse_value(v) for v in parsed.split(",")]
-        else:  # one value (a list literal stays one value)
-            out[key] = [parsed]
-    return out
 
 
 def _strategy_options(items: list[str] | None, methods: list[str]) -> dict[str, dict]:
@@ -132,83 +95,110 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _tag(text: str) -> str:
+    """``--tag``: a non-empty name :func:`~avalanche_sets.runs.folder.check_tag` takes."""
+    try:
+        if not text:
+            raise ValueError("--tag needs a name (an empty tag is no tag: leave --tag out)")
+        return check_tag(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _logger(name: str) -> str:
+    """``--loggers``: one name :func:`~avalanche_sets.runs.folder.check_loggers` takes."""
+    try:
+        return check_loggers([name])[0]
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def build_parser(*, list_methods: bool = True) -> argparse.ArgumentParser:
-    """The command line's parser. ``list_methods=False`` leaves the installed methods out of
-    the ``run``/``sweep`` help (finding them reads every package's entry points: ``table``
-    does not need them)."""
-    # torch-free modules: the parser (and --help) must not wait for torch and Avalanche
-    from .defaults import LOG_EVERY, SOURCES
-    from .presets import preset_names
-    from .runs.folder import logger_argument, tag_argument
-
-    if list_methods:
-        from .methods import method_names
-
-        listed = f"{', '.join(method_names())}; or a method of your own"
-    else:
-        listed = "a built-in method, or one of your own"
-
+    """The command line's parser, one sub-parser per command. ``list_methods=False`` leaves the
+    installed methods out of the ``run``/``sweep`` help (finding them reads every package's
+    entry points: ``table`` does not need them). Loads no torch: ``--help`` answers at once."""
     p = argparse.ArgumentParser(
         prog="avalanche-sets",
         description="Semi-supervised meta-learning on evolving task distributions (SETS) and "
         "ORDER for Avalanche.",
     )
     sub = p.add_subparsers(dest="command", required=True)
+    methods_help = _methods_help(list_methods)
+    _run_parser(sub, methods_help)
+    _sweep_parser(sub, methods_help)
+    _table_parser(sub)
+    _heatmap_parser(sub)
+    _prepare_parser(sub)
+    _presets_parser(sub)
+    return p
 
-    methods_help = f"{listed}: package.module:factory (see docs/guide/custom-method.md)"
 
-    def add_run_args(sp, many_methods: bool):
-        if many_methods:
-            sp.add_argument(
-                "--methods", nargs="+", default=["order"], metavar="METHOD", help=methods_help
-            )
-        else:
-            sp.add_argument("--method", default="order", help=methods_help)
-        sp.add_argument("--preset", default="quick", choices=preset_names())
-        sp.add_argument("--source", choices=list(SOURCES))
-        sp.add_argument(
-            "--root", help="folder of domain packs or of the paper's datasets (a folder of "
-            "packs given to a preset that generates its data, quick, is read as --source packs)",
-        )  # fmt: skip
-        sp.add_argument("--order", type=int, choices=[1, 2, 3], help="the paper's domain order")
-        sp.add_argument("--seeds", type=int, nargs="+", help="seeds (default: the preset's)")
-        sp.add_argument("--out", default="runs", help="output folder (default: runs/)")
-        sp.add_argument(
-            "--set",
-            action="append",
-            metavar="KEY=VALUE",
-            help="override a preset setting, e.g. --set n_shot=5 (sweep: --set n_ood=50,100)",
-        )
-        sp.add_argument(
-            "--strategy-set",
-            action="append",
-            metavar="KEY=VALUE",
-            help="strategy option, typed by the method's signature, e.g. --strategy-set "
-            "lam=1e-4 or use_ot=false (bools: true/false, yes/no, 1/0); METHOD:KEY=VALUE "
-            "gives it to one method of a sweep only",
-        )
-        sp.add_argument("--eval-stream", default="test", choices=["test", "valid"])
-        sp.add_argument(
-            "--tag", type=tag_argument, metavar="NAME",
-            help="keep these runs apart from the same runs untagged or otherwise tagged (part "
-            "of their identity, a table column, folder suffix -tag_NAME), e.g. to run changed "
-            "code beside the old runs",
-        )  # fmt: skip
-        sp.add_argument(
-            "--checkpoint-every", type=_positive_int, default=50, metavar="N",
-            help="checkpoint every N iterations and at every domain end (default 50); a "
-            "killed run started again with the same command resumes from the newest good one",
-        )  # fmt: skip
-        sp.add_argument(
-            "-v", "--verbose", action="store_true",
-            help="also print every metric value on the terminal (they always go to the run "
-            "folder's log.txt)",
-        )  # fmt: skip
+def _methods_help(list_methods: bool) -> str:
+    """The help of ``--method``/``--methods``: the installed methods when ``list_methods``."""
+    if list_methods:
+        from .methods import method_names
+
+        listed = f"{', '.join(method_names())}; or a method of your own"
+    else:
+        listed = "a built-in method, or one of your own"
+    return f"{listed}: package.module:factory (see docs/guide/custom-method.md)"
+
+
+def _add_run_arguments(sp: argparse.ArgumentParser, methods_help: str, *, many: bool) -> None:
+    """The arguments ``run`` and ``sweep`` share: the method(s), the preset and its settings,
+    the strategy options, the output folder, tag, checkpoints and verbosity."""
+    from .defaults import SOURCES
+
+    if many:
+        sp.add_argument("--methods", nargs="+", default=["order"], metavar="METHOD",
+                        help=methods_help)  # fmt: skip
+    else:
+        sp.add_argument("--method", default="order", help=methods_help)
+    sp.add_argument("--preset", default="quick", choices=preset_names())
+    sp.add_argument("--source", choices=list(SOURCES))
+    sp.add_argument(
+        "--root", help="folder of domain packs or of the paper's datasets (a folder of "
+        "packs given to a preset that generates its data, quick, is read as --source packs)",
+    )  # fmt: skip
+    sp.add_argument("--order", type=int, choices=[1, 2, 3], help="the paper's domain order")
+    sp.add_argument("--seeds", type=int, nargs="+", help="seeds (default: the preset's)")
+    sp.add_argument("--out", default="runs", help="output folder (default: runs/)")
+    sp.add_argument(
+        "--set", action="append", metavar="KEY=VALUE",
+        help="override a preset setting, e.g. --set n_shot=5 (sweep: --set n_ood=50,100)",
+    )  # fmt: skip
+    sp.add_argument(
+        "--strategy-set", action="append", metavar="KEY=VALUE",
+        help="strategy option, typed by the method's signature, e.g. --strategy-set "
+        "lam=1e-4 or use_ot=false (bools: true/false, yes/no, 1/0); METHOD:KEY=VALUE "
+        "gives it to one method of a sweep only",
+    )  # fmt: skip
+    sp.add_argument("--eval-stream", default="test", choices=["test", "valid"])
+    sp.add_argument(
+        "--tag", type=_tag, metavar="NAME",
+        help="keep these runs apart from the same runs untagged or otherwise tagged (part "
+        "of their identity, a table column, folder suffix -tag_NAME), e.g. to run changed "
+        "code beside the old runs",
+    )  # fmt: skip
+    sp.add_argument(
+        "--checkpoint-every", type=_positive_int, default=50, metavar="N",
+        help="checkpoint every N iterations and at every domain end (default 50); a "
+        "killed run started again with the same command resumes from the newest good one",
+    )  # fmt: skip
+    sp.add_argument(
+        "-v", "--verbose", action="store_true",
+        help="also print every metric value on the terminal (they always go to the run "
+        "folder's log.txt)",
+    )  # fmt: skip
+
+
+def _run_parser(sub, methods_help: str) -> None:
+    from .defaults import LOG_EVERY
 
     run = sub.add_parser("run", help="run one method on one benchmark")
-    add_run_args(run, many_methods=False)
+    _add_run_arguments(run, methods_help, many=False)
     run.add_argument(
-        "--loggers", nargs="*", default=["progress"], type=logger_argument, metavar="LOGGER",
+        "--loggers", nargs="*", default=["progress"], type=_logger, metavar="LOGGER",
         help="loggers besides the run folder's log.txt: progress (default: one bar per "
         "domain), interactive (Avalanche's bars and metric values), csv, tensorboard, wandb "
         "(offline unless WANDB_MODE says otherwise; pip install \"avalanche-sets[wandb]\")",
@@ -219,8 +209,10 @@ def build_parser(*, list_methods: bool = True) -> argparse.ArgumentParser:
         f"training iterations, and at every domain end (default {LOG_EVERY})",
     )  # fmt: skip
 
+
+def _sweep_parser(sub, methods_help: str) -> None:
     sweep = sub.add_parser("sweep", help="run a grid of methods x seeds x settings")
-    add_run_args(sweep, many_methods=True)
+    _add_run_arguments(sweep, methods_help, many=True)
     sweep.add_argument("--jobs", type=int, default=1, help="parallel runs (local processes)")
     sweep.add_argument(
         "--ray-address",
@@ -228,6 +220,12 @@ def build_parser(*, list_methods: bool = True) -> argparse.ArgumentParser:
         "cluster `ray start` joined) or ray://host:10001",
     )
 
+
+def _folders_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("folders", nargs="+", help="folders searched for result.json files")
+
+
+def _table_parser(sub) -> None:
     table = sub.add_parser(
         "table",
         help="one row per protocol of the run folders: mean over seeds with 95%% CIs, a "
@@ -238,7 +236,7 @@ def build_parser(*, list_methods: bool = True) -> argparse.ArgumentParser:
         "settings that differ between rows shown as columns; a seed twice in one row is "
         "refused. A footer says what every ± is.",
     )
-    table.add_argument("folders", nargs="+", help="folders searched for result.json files")
+    _folders_argument(table)
     add_figure_arguments(table)  # --out, --formats
     table.add_argument(
         "--by", default="method", metavar="KEYS",
@@ -256,16 +254,31 @@ def build_parser(*, list_methods: bool = True) -> argparse.ArgumentParser:
         "changes) share a row; the row and the footer name the code versions",
     )  # fmt: skip
 
+
+def _heatmap_parser(sub) -> None:
     heat = sub.add_parser(
         "heatmap",
         help="draw the accuracy-matrix heatmap of finished runs from their result.json",
         description="Write accuracy_matrix.png into every run folder under FOLDERS, from its "
         "result.json (the committed benchmark runs keep their records, not their pictures).",
     )
-    heat.add_argument("folders", nargs="+", help="folders searched for result.json files")
+    _folders_argument(heat)
 
+
+def _prepare_parser(sub) -> None:
     prep = sub.add_parser("prepare", help="build domain packs or cache the paper's datasets")
     psub = prep.add_subparsers(dest="what", required=True)
+    _pack_parser(psub)
+    _stream_parser(psub)
+    _paper_parser(psub)
+    _torchvision_parser(psub)
+
+
+def _size_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--size", type=_positive_int, default=32, help="image side (default 32)")
+
+
+def _pack_parser(psub) -> None:
     pack = psub.add_parser(
         "pack",
         help="build a .npz domain pack from an image folder",
@@ -282,7 +295,7 @@ def build_parser(*, list_methods: bool = True) -> argparse.ArgumentParser:
         "them, every one named in one pass)",
     )  # fmt: skip
     pack.add_argument("--out", required=True, help="output .npz file")
-    pack.add_argument("--size", type=_positive_int, default=32, help="image side (default 32)")
+    _size_argument(pack)
     pack.add_argument("--seed", type=int, default=0, help="seed of the class split")
     pack.add_argument(
         "--split", default="0.6,0.2,0.2", metavar="TRAIN,VAL,TEST",
@@ -294,6 +307,9 @@ def build_parser(*, list_methods: bool = True) -> argparse.ArgumentParser:
         help="episode width the pack must support: at least N classes in each of train, val "
         "and test, 3N in all (default 5: 15 classes); 1 for a pack used only as an OOD source",
     )  # fmt: skip
+
+
+def _stream_parser(psub) -> None:
     st = psub.add_parser(
         "stream",
         help="build a stream folder from your image folders and packs, the synthetic domains "
@@ -316,7 +332,7 @@ def build_parser(*, list_methods: bool = True) -> argparse.ArgumentParser:
         help="OOD sources (default: synthetic:rings synthetic:lattices synthetic:spirals; "
         "none: --ood alone, then run with --set n_ood=0)",
     )  # fmt: skip
-    st.add_argument("--size", type=_positive_int, default=32, help="image side (default 32)")
+    _size_argument(st)
     st.add_argument(
         "--seed", type=int, metavar="S",
         help="seed of the image folders' class split and of the synthetic domains (default 0)",
@@ -336,10 +352,16 @@ def build_parser(*, list_methods: bool = True) -> argparse.ArgumentParser:
         help="leave out image files that cannot be decoded, listing them in the manifest "
         "(default: refuse them, every one named in one pass)",
     )  # fmt: skip
+
+
+def _paper_parser(psub) -> None:
     paper = psub.add_parser("paper", help="resize and cache the paper's datasets")
     paper.add_argument("--root", required=True)
     paper.add_argument("--size", type=int, default=84)
     paper.add_argument("--names", nargs="*", help="datasets (default: all nine)")
+
+
+def _torchvision_parser(psub) -> None:
     tv = psub.add_parser(
         "torchvision",
         help="build a stream of packs (6 domains + OOD) from torchvision datasets you have",
@@ -357,27 +379,24 @@ def build_parser(*, list_methods: bool = True) -> argparse.ArgumentParser:
     tv.add_argument(
         "--ood", nargs="*", metavar="NAME", help="OOD sources (default: svhn; none: --ood)"
     )
-    tv.add_argument("--size", type=_positive_int, default=32, help="image side (default 32)")
+    _size_argument(tv)
     tv.add_argument("--seed", type=int, default=0, help="class split / image draw seed")
     tv.add_argument("--min-per-class", type=_positive_int, default=20, metavar="N")
     tv.add_argument("--max-per-class", type=_positive_int, default=100, metavar="N")
     tv.add_argument(
-        "--n-way",
-        type=_positive_int,
-        default=5,
-        metavar="N",
+        "--n-way", type=_positive_int, default=5, metavar="N",
         help="episode width every stream domain must support in train/val/test",
-    )
+    )  # fmt: skip
     tv.add_argument("--download", action="store_true", help="download=True (needs internet)")
     tv.add_argument(
-        "--skip-md5",
-        action="store_true",
+        "--skip-md5", action="store_true",
         help="read files whose md5 differs from torchvision's (no integrity check)",
-    )
+    )  # fmt: skip
 
+
+def _presets_parser(sub) -> None:
     pr = sub.add_parser("presets", help="print a preset as JSON (copy and edit it)")
     pr.add_argument("name", nargs="?", choices=preset_names())
-    return p
 
 
 #: Preset settings with a flag of their own besides ``--set KEY=VALUE`` (``--seeds`` too picks
@@ -407,20 +426,12 @@ def _given(args) -> set[str]:
 
 
 def _preset_from_args(args, extra: dict | None = None) -> RunConfig:
-    """The run's config: the preset, its ``--set`` values (or ``extra``: one grid point) and
-    setting flags, checked once here; ``--root`` of a synthetic preset without a source reads
-    the folder's packs (:func:`~avalanche_sets.presets.root_source`)."""
-    from .presets import resolve_preset, root_source
-
+    """The run's config (:func:`~avalanche_sets.presets.command_config`): the preset, its
+    ``--set`` values (or ``extra``: one grid point) and setting flags, checked once here."""
     overrides = dict(_parse_sets(args.set, grid=False) if extra is None else extra)
-    for key in _PRESET_FLAGS:
-        value = getattr(args, key, None)
-        if value is not None:
-            overrides[key] = value
-    if overrides.get("root") is not None and "source" not in overrides:  # --root of packs
-        implied = root_source(args.preset, overrides["root"])
-        overrides.update({"source": implied} if implied else {})
-    return resolve_preset(args.preset, **overrides)
+    given = {k: getattr(args, k, None) for k in _PRESET_FLAGS}
+    overrides.update({k: v for k, v in given.items() if v is not None})
+    return command_config(args.preset, overrides)
 
 
 def _cmd_run(args) -> int:
@@ -429,17 +440,20 @@ def _cmd_run(args) -> int:
     seeds = args.seeds or list(preset.seeds)
     strategy_overrides = _strategy_options(args.strategy_set, [args.method])[args.method]
     from .data.visualize import plot_episodes
-    from .runs.experiment import build_benchmark, check_run, run_experiment, run_settings
-    from .runs.folder import RUN_FILES, is_finished, run_folder
+    from .runs.experiment import build_benchmark, check_run, run_experiment
+    from .runs.folder import RUN_FILES, is_finished
     from .runs.report import run_table
+    from .runs.run import Run
 
     # the one check of the method, its strategy built once, before any data loads or is described
     check_run(args.method, preset, strategy_overrides, seed=seeds[0], given=given,
               eval_stream=args.eval_stream)  # fmt: skip
     tag = args.tag or ""
-    where = run_settings(args.method, preset, eval_stream=args.eval_stream,
-                         strategy_overrides=strategy_overrides)  # fmt: skip
-    folders = {s: run_folder(args.out, args.method, preset, s, **where, tag=tag) for s in seeds}
+    folders = {
+        s: Run.of(args.method, preset, seed=s, eval_stream=args.eval_stream,
+                  strategy_overrides=strategy_overrides, tag=tag).folder(args.out)
+        for s in seeds
+    }  # fmt: skip
     run = dict(
         out_root=args.out, loggers=tuple(args.loggers), verbose=args.verbose,
         eval_stream=args.eval_stream, strategy_overrides=strategy_overrides, tag=tag,
@@ -460,9 +474,8 @@ def _cmd_run(args) -> int:
         )  # fmt: skip
         table = run_table(record).rstrip("\n")
         folder = folders[seed]
-        print(
-            f"\n{args.method}, seed {seed} ({record['seconds']:.0f} s, {record['status']}):\n{table}"
-        )
+        print(f"\n{args.method}, seed {seed} ({record['seconds']:.0f} s, {record['status']}):"
+              f"\n{table}")  # fmt: skip
         print(f"\n{'wrote' if record['status'] == 'ran' else 'finished before, in'} {folder}/")
         for name, what in RUN_FILES:
             print(f"  {name:<20} {what}")
@@ -493,11 +506,8 @@ def _cmd_sweep(args) -> int:
         try:
             import ray  # noqa: F401
         except ImportError:
-            print(
-                "error: --ray-address needs Ray: pip install 'avalanche-sets[ray]' (or "
-                "scripts/install.sh, which installs it)",
-                file=sys.stderr,
-            )
+            print("error: --ray-address needs Ray: pip install 'avalanche-sets[ray]' (or "
+                  "scripts/install.sh, which installs it)", file=sys.stderr)  # fmt: skip
             return 2
     strategy_overrides = _strategy_options(args.strategy_set, args.methods)
     grid = _grid(args)
@@ -566,9 +576,8 @@ def _cmd_prepare(args) -> int:
     if args.what == "pack":
         from .data.packs import build_pack_from_folder, load_pack
         from .data.splits import parse_split
-        from .presets import run_target  # the cpu preset's runs: small classes named for them
 
-        path = build_pack_from_folder(
+        path = build_pack_from_folder(  # small classes named for the cpu preset's runs
             args.folder, args.out, image_size=args.size, seed=args.seed,
             split=parse_split(args.split), n_way=args.n_way, target=run_target(),
             skip_unreadable=args.skip_unreadable,
@@ -619,7 +628,6 @@ def _cmd_prepare(args) -> int:
 def _prepare_stream(args) -> int:
     from .data import stream_folder as sf
     from .data.splits import parse_split
-    from .presets import run_target
 
     domains = [sf.parse_stream_item(t) for t in args.domains]
     ood = [
@@ -641,8 +649,6 @@ def _prepare_stream(args) -> int:
 
 
 def _cmd_presets(args) -> int:
-    from .presets import PRESETS
-
     print(json.dumps(PRESETS if args.name is None else PRESETS[args.name], indent=2))
     return 0
 

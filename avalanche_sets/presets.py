@@ -27,12 +27,14 @@ overrides applied, every setting checked once, here, where the user hands it ove
 (``config.n_shot``): its attributes are how code reads a setting. ``config.as_dict()`` is the
 dictionary of the settings it was given, as a ``result.json`` records them, and
 ``config.replace(n_shot=5)`` a checked copy with changes. The functions that build and name a
-run take it and check nothing again. A dictionary handed to them instead is checked once, on
-arrival (:meth:`RunConfig.of`).
+run take it and check nothing again; the public entries of a run
+(:func:`~avalanche_sets.runs.experiment.run_experiment`, a sweep's ``RunSpec``) also take a
+dictionary, checked once, on arrival (:meth:`RunConfig.of`).
 """
 
 from __future__ import annotations
 
+import ast
 import copy
 import dataclasses
 import numbers
@@ -51,12 +53,13 @@ __all__ = [
     "PRESETS",
     "PRESET_SCHEMA",
     "RunConfig",
-    "preset_settings",
     "resolve_preset",
     "check_preset",
     "preset_names",
     "run_target",
     "root_source",
+    "parse_settings",
+    "command_config",
 ]
 
 _EPISODE = dict(n_way=5, n_shot=1, n_unlabeled=10, n_ood=N_OOD)
@@ -168,6 +171,21 @@ def root_source(name: str, root: str | os.PathLike) -> str | None:
     )
 
 
+def command_config(name: str, overrides: Mapping[str, Any]) -> RunConfig:
+    """The config a command line asks for: preset ``name`` with ``overrides``
+    (:func:`resolve_preset`), where a ``root`` given to a preset that generates its data, without
+    a ``source``, reads that folder's packs (:func:`root_source`).
+
+    Raises:
+        ValueError: as :func:`resolve_preset` and :func:`root_source`.
+    """
+    overrides = dict(overrides)
+    if overrides.get("root") is not None and "source" not in overrides:  # --root of packs
+        implied = root_source(name, overrides["root"])
+        overrides.update({"source": implied} if implied else {})
+    return resolve_preset(name, **overrides)
+
+
 def run_target(name: str = "cpu") -> RunTarget:
     """The runs of preset ``name`` as the data functions that prepare packs and stream folders
     take them (:class:`~avalanche_sets.data.splits.RunTarget`): the presets sit above the data
@@ -183,6 +201,43 @@ def run_target(name: str = "cpu") -> RunTarget:
             f"unknown preset {name!r}{did_you_mean(name, PRESETS)}; choose one of {preset_names()}"
         )
     return RunTarget.of(name, PRESETS[name])
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def parse_settings(items: list[str] | None, *, grid: bool, flag: str = "--set") -> dict:
+    """Settings as the command line gives them, ``key=value`` (or ``key=v1,v2`` for a grid of
+    values), as a dictionary of values (lists for a grid); each value a Python literal, or the
+    text itself.
+
+    Raises:
+        ValueError: an item without ``=``, or a key given twice (the later would win unseen).
+    """
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            raise ValueError(f"{flag} expects key=value, got {item!r}")
+        key, value = item.split("=", 1)
+        if key in out:
+            raise ValueError(
+                f"{flag} {key}=... is given twice; fix: give it once (a sweep takes a grid as "
+                f"{flag} {key}=v1,v2)"
+            )
+        parsed = _parse_value(value)
+        if not grid:
+            out[key] = parsed
+        elif isinstance(parsed, tuple):  # n_shot=1,5 -> a grid over (1, 5)
+            out[key] = list(parsed)
+        elif isinstance(parsed, str) and "," in parsed:  # names=a,b
+            out[key] = [_parse_value(v) for v in parsed.split(",")]
+        else:  # one value (a list literal stays one value)
+            out[key] = [parsed]
+    return out
 
 
 # ----------------------------------------------------------------------------- checks
@@ -443,13 +498,6 @@ class RunConfig:
 
     def __repr__(self) -> str:
         return f"RunConfig({self.as_dict()!r})"
-
-
-def preset_settings(preset: RunConfig | Mapping[str, Any]) -> Mapping[str, Any]:
-    """The settings of a run as a mapping: a config's :meth:`~RunConfig.as_dict`, or a
-    dictionary of settings (a ``result.json``'s ``preset``) as it is. The functions that name
-    and identify a run take either and read it through this."""
-    return preset.as_dict() if isinstance(preset, RunConfig) else preset
 
 
 _SETTING_FIELDS = tuple(f for f in dataclasses.fields(RunConfig) if f.name != "_given")

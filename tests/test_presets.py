@@ -100,11 +100,21 @@ def test_every_setting_is_checked_once_where_it_is_handed_over(monkeypatch):
     assert len(calls) == 3
 
 
-def test_a_config_names_and_identifies_its_run_as_its_dictionary_does():
+def test_the_naming_functions_take_a_config_and_refuse_a_dictionary_naming_the_fix():
+    """A run is named and identified from its checked config; a dictionary of settings is
+    refused at once, with the way to make a config of it."""
     config = resolve_preset("cpu", n_shot=5, mem_size=50, precision="fp32", domains=["a", "b"])
     over = {"strategy_overrides": {"lam": 1e-4}, "eval_stream": "valid"}
-    assert run_dir_name("order", config, 0, **over) == run_dir_name(
-        "order", config.as_dict(), 0, **over
+    assert run_dir_name("order", RunConfig.of(config.as_dict()), 0, **over) == run_dir_name(
+        "order", config, 0, **over
     )
-    assert run_identity("order", config, **over) == run_identity("order", config.as_dict(), **over)
+    for name, call in {
+        "run_dir_name": lambda p: run_dir_name("order", p, 0, **over),
+        "run_identity": lambda p: run_identity("order", p, **over),
+        "portable_preset": portable_preset,
+    }.items():
+        with pytest.raises(
+            TypeError, match=rf"{name} takes a RunConfig, got dict; fix: .*RunConfig\.of"
+        ):
+            call(config.as_dict())
     assert type(portable_preset(config)) is dict

@@ -4,6 +4,8 @@
   ``result.json``/``run.json`` records, atomic writes;
 * :mod:`~avalanche_sets.runs.code` — which code and arithmetic made a run, and provenance;
 * :mod:`~avalanche_sets.runs.lock` — the lock of a run in progress;
+* :mod:`~avalanche_sets.runs.run` — a run settled once (:class:`Run`): its identity, folder,
+  precision and record settings, derived when it is made;
 * :mod:`~avalanche_sets.runs.experiment` — one run (:func:`run_experiment`): build the
   benchmark and the method, train with checkpoints, write the folder;
 * :mod:`~avalanche_sets.runs.sweep` — many runs (:func:`run_sweep`): in this process, a local
@@ -28,10 +30,12 @@ _LAZY = {
     "run_dir_name": ".folder",
     "run_identity": ".folder",
     "record_identity": ".folder",
+    "record_dir_name": ".folder",
     "provenance": ".code",
     "build_benchmark": ".experiment",
     "method_benchmark": ".experiment",
     "run_experiment": ".experiment",
+    "Run": ".run",
     "check_run": ".experiment",
     "RunSpec": ".sweep",
     "RunOutcome": ".sweep",

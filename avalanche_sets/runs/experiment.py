@@ -15,6 +15,7 @@ import shutil
 import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -37,25 +38,23 @@ from ..data.packs import NO_PACKS_HINT
 from ..methods import (
     build_strategy,
     check_method,
-    normal_options,
     training_benchmark,
     training_config,
-    tuned_options,
-    unread_settings,
 )
 from ..metrics import episode_metrics
-from ..presets import RunConfig, preset_settings
+from ..presets import RunConfig
 from ..training.checkpoint import previous_checkpoint_path, resume_note
 from ..training.loggers import (
     ResumableCSVLogger,
     ResumableTensorboardLogger,
     RunTextLogger,
     WandBLogger,
+    check_finished_loggers,
 )
 from ..training.loss_terms import DEFAULT_LOG_EVERY, LossTerms, RunEvaluator, check_log_every
 from ..training.memory_fill import MemoryFill, memory_fills
 from ..training.progress import DomainProgressLogger
-from .code import code_info, command_line, numerics_info, provenance, user_code, utc_now
+from .code import code_info, command_line, numerics_info, provenance, utc_now
 from .folder import (
     CHECKPOINT_FILE,
     LOG_FILE,
@@ -63,20 +62,14 @@ from .folder import (
     RunLock,
     check_checkpoint_code,
     check_finished,
-    check_finished_loggers,
     check_loggers,
     check_tag,
     is_finished,
-    plugin_description,
-    portable_preset,
     read_record,
-    run_data,
-    run_folder,
-    run_identity,
-    run_precision,
     write_record,
 )
 from .report import write_run_report
+from .run import Run
 
 __all__ = [
     "run_experiment",
@@ -84,102 +77,56 @@ __all__ = [
     "method_benchmark",
     "method_preset",
     "evaluator",
-    "resolved_preset",
     "run_settings",
-    "wandb_config",
     "note_memory",
     "check_run",
     "check_device",
 ]
 
 
-def method_preset(method: str, preset: RunConfig | Mapping[str, Any] | str) -> RunConfig:
+def method_preset(method: str, config: RunConfig) -> RunConfig:
     """The config ``method``'s benchmark is built from: ``preset`` itself, except for a method
     that trains on more tasks (the compute-matched joint run needs ``(B + R) / B`` times the
     training tasks per domain: :func:`~avalanche_sets.methods.training_config`). The run
-    folder and its identity keep ``preset``: the method's name says the rest.
+    folder and its identity keep ``config``: the method's name says the rest.
 
     Raises:
         ValueError: ``tasks_per_domain`` that the compute-matched run cannot scale.
     """
-    return training_config(method, RunConfig.of(preset))
-
-
-def resolved_preset(preset: RunConfig | Mapping[str, Any]) -> dict[str, Any]:
-    """A run's settings as it computed with them: its seeds left out (a run has one seed) and
-    ``precision`` resolved on this machine (:func:`~.folder.run_precision`: what ``"auto"``
-    meant here), with the data folder portable (:func:`~.folder.portable_preset`)."""
-    settings = {k: v for k, v in preset_settings(preset).items() if k != "seeds"}
-    return portable_preset({**settings, "precision": run_precision(preset)})
+    return training_config(method, config)
 
 
 def run_settings(
     method: str,
-    preset: RunConfig | Mapping[str, Any],
+    config: RunConfig,
     *,
     eval_stream: str = "test",
     strategy_overrides: Mapping[str, Any] | None = None,
     plugins: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """What sets a run of ``method`` with ``preset`` apart besides its preset and seed, as
-    :func:`~.folder.run_folder` and :func:`~.folder.run_identity` take it (``**``):
-    ``eval_stream``, ``plugins`` (their :func:`~.folder.plugin_description`),
-    ``strategy_overrides`` typed and less every option equal to the value the method runs with
-    anyway (:func:`~avalanche_sets.methods.normal_options`: an explicit default is the default)
-    and ``unread``, the preset settings the run does not read with the reason of each
-    (:func:`~avalanche_sets.methods.unread_settings`: they name no folder and are no part of
-    the identity). Imports the method's strategy class (torch).
+    """What sets a run of ``method`` with ``config`` apart besides its config and seed
+    (:attr:`.run.Run.apart`: its options typed, less explicit defaults; the settings it does
+    not read), as :func:`~.folder.run_folder` and :func:`~.folder.run_identity` take it
+    (``**``). ``plugins``: their :func:`~.run.plugin_description`.
 
     Raises:
         MethodOptionError: as :func:`~avalanche_sets.methods.typed_options`.
     """
-    overrides = normal_options(method, preset, strategy_overrides)
-    return {
-        "eval_stream": eval_stream,
-        "strategy_overrides": overrides,
-        "plugins": list(plugins),
-        "unread": unread_settings(method, preset, overrides, eval_stream=eval_stream),
-    }
+    return Run(
+        method=method, config=config, seed=0, eval_stream=eval_stream,
+        strategy_options=dict(strategy_overrides or {}), plugins=tuple(plugins),
+    ).apart  # fmt: skip
 
 
-def wandb_config(
-    method: str,
-    preset: RunConfig | Mapping[str, Any],
-    *,
-    seed: int,
-    eval_stream: str = "test",
-    strategy_overrides: Mapping[str, Any] | None = None,
-    plugins: Sequence[str] = (),
-) -> dict[str, Any]:
-    """The W&B run's config: what the run computes with, resolved.
-
-    The method, the run's own ``seed``, every setting of :func:`resolved_preset` (the precision
-    that runs, not ``"auto"``), the evaluation stream, ``strategy_options`` (the options the
-    strategy is built with beyond its class defaults: a baseline's tuned defaults,
-    :func:`~avalanche_sets.methods.tuned_options`, then ``strategy_overrides``) and
-    the added ``plugins`` (:func:`~.folder.plugin_description`).
-    """
-    config = {
-        "method": method,
-        "seed": seed,
-        **resolved_preset(preset),
-        "eval_stream": eval_stream,
-        "strategy_options": {**tuned_options(method), **(strategy_overrides or {})},
-    }
-    if plugins:
-        config["plugins"] = list(plugins)
-    return config
-
-
-def check_device(preset: RunConfig | Mapping[str, Any]) -> None:
-    """Refuse a preset whose ``device`` this machine does not have, before a strategy is built on
+def check_device(config: RunConfig) -> None:
+    """Refuse a config whose ``device`` this machine does not have, before a strategy is built on
     it (torch's own error would come from inside the strategy's constructor, without the fix).
 
     Raises:
         ValueError: a name that is no torch device; a CUDA device without CUDA, or with fewer
             GPUs than its index needs.
     """
-    name = str(RunConfig.of(preset).device)
+    name = str(config.device)
     try:
         device = torch.device(name)
     except RuntimeError:
@@ -197,10 +144,10 @@ def check_device(preset: RunConfig | Mapping[str, Any]) -> None:
         )
 
 
-def data_device(preset: RunConfig | Mapping[str, Any]) -> str | None:
-    """Where a preset's episodes are gathered: on its GPU when it trains on one (each domain's
+def data_device(config: RunConfig) -> str | None:
+    """Where a config's episodes are gathered: on its GPU when it trains on one (each domain's
     images copied there once), in host memory otherwise (``None``)."""
-    device = str(RunConfig.of(preset).device)
+    device = str(config.device)
     return None if device == "cpu" else device
 
 
@@ -216,10 +163,14 @@ def build_benchmark(
     run of it — the preset's stream, except for the methods of the ``joint`` family, which
     train on the stationary mixture of its domains (:func:`method_benchmark`).
     """
+    config = RunConfig.of(preset)  # the one public entry: a name or a dictionary checked here
     if method is not None:
-        config = method_preset(method, preset)
-        return method_benchmark(method, build_benchmark(config, seed=seed), seed=seed)
-    config = RunConfig.of(preset)
+        return method_benchmark(method, _benchmark(method_preset(method, config), seed), seed=seed)
+    return _benchmark(config, seed)
+
+
+def _benchmark(config: RunConfig, seed: int) -> SETSBenchmark:
+    """:func:`build_benchmark` of a config."""
     source = config.source
     root = config.root if source == "synthetic" else data_root(source, config.root)
     if source == "packs" and root is None:
@@ -340,7 +291,7 @@ _CLOSED_LOGGERS = (
 
 def check_run(
     method: str,
-    preset: RunConfig | Mapping[str, Any] | str,
+    preset: RunConfig,
     strategy_overrides: Mapping[str, Any] | None = None,
     *,
     seed: int = 0,
@@ -445,6 +396,10 @@ def run_experiment(
 ) -> dict:
     """Run (or resume, or skip if finished) one method/preset/seed; returns its record.
 
+    The protocol, step by step: the arguments are checked and the run settled once
+    (:class:`~.run.Run`); a finished folder is checked and read; else the folder is locked,
+    the run started (log, loggers, strategy, benchmark), trained, and its records written.
+
     The run folder (see :mod:`avalanche_sets.runs.folder`) is locked while the run is in
     progress: when another process holds it, this raises
     :class:`~avalanche_sets.runs.folder.RunLockedError` (``wait=False``) or waits for that
@@ -457,14 +412,14 @@ def run_experiment(
     one bar per domain), and ``verbose=True`` prints the metric values on the terminal too.
     The loss terms are logged as means over ``log_every`` iterations (:func:`evaluator`). A
     finished run is not run again, so file loggers (``csv``, ``tensorboard``, ``wandb``) that
-    its folder has no output of are refused (:func:`~.folder.check_finished_loggers`).
+    its folder has no output of are refused
+    (:func:`~avalanche_sets.training.loggers.check_finished_loggers`).
 
     ``preset``: the run's :class:`~avalanche_sets.presets.RunConfig` (a dictionary of settings
     is checked once, on arrival). ``method``: a built-in method's name or a method of one's own
     (an installed entry point or ``"package.module:factory"``: :mod:`avalanche_sets.methods`).
-    ``plugins``: plugins added
-    to the method (after its own); they are part of the run's identity
-    (:func:`~.folder.plugin_description`: class and public settings) and of its folder's name
+    ``plugins``: plugins added to the method (after its own); they are part of the run's identity
+    (:func:`~.run.plugin_description`: class and public settings) and of its folder's name
     (``mskm+MyPlugin/...``). Pass new plugin objects to every run: a plugin keeps state.
 
     The code of one's own that defines the run — a method of one's own, a plugin whose class
@@ -477,19 +432,17 @@ def run_experiment(
     ``-tag_<tag>``): run changed code beside the old run's record.
 
     ``benchmark``: the :func:`build_benchmark` of this ``preset`` and ``seed`` when the caller
-    has built it already (the command line, which describes it first), so it is not built
-    twice; episodes are generated on access from their seed, so it is the same benchmark.
-    A run that fails before its training begins (a method factory's or a plugin's error — the
-    strategy is built before the benchmark, so these come before any data loads — or data that
-    does not load) leaves no folder behind that this call made; a folder that was there (a
-    checkpoint to resume, another run's files) is never removed. A method with a memory whose
-    storage rule cannot matter before the last domain says so once, with the numbers
-    (:func:`note_memory`), and the record keeps every memory's filling as ``"memory"``
-    (:meth:`~avalanche_sets.training.memory_fill.MemoryFill.to_dict`).
+    has built it already (the command line, which describes it first), so it is not built twice
+    (its episodes are generated from their seed on access). A run that fails before its training
+    begins (a method factory's or a plugin's error — the strategy is built before the benchmark,
+    so these come before any data loads — or data that does not load) leaves no folder behind
+    that this call made; a folder that was there (a checkpoint to resume, another run's files)
+    is never removed. A method with a memory whose storage rule cannot matter before the last
+    domain says so once, with the numbers (:func:`note_memory`); the record keeps every
+    memory's filling (``"memory"``: :meth:`~avalanche_sets.training.MemoryFill.to_dict`).
 
-    ``checked=True``: the caller has passed these arguments through
-    :func:`~avalanche_sets.methods.check_method` already (before loading any data), so the
-    method is checked once per command.
+    ``checked=True``: the caller checked these arguments already
+    (:func:`~avalanche_sets.methods.check_method`): the method is checked once per command.
 
     Returns:
         ``result.json`` merged with ``run.json`` (``seconds``, ``date``, ``machine``, ...),
@@ -498,156 +451,240 @@ def run_experiment(
         before taking the lock, or after waiting for the process that held it. Decided under
         the lock, so two sweeps on one folder never both report a run as theirs.
     """
-    loggers = check_loggers(loggers)  # before any data is loaded
+    config = RunConfig.of(preset) if checked else check_method(method, preset, strategy_overrides)
+    run, bench_config, loggers = _prepare(
+        method, config, seed=seed, loggers=loggers, log_every=log_every, eval_stream=eval_stream,
+        strategy_overrides=strategy_overrides, plugins=plugins, tag=tag,
+    )  # fmt: skip
+    _check_benchmark(benchmark, seed)
+    out = run.folder(out_root)
+    if is_finished(out):
+        return _finished_before(run, out, loggers)
+    made = _first_missing(out)  # the folder this call creates (None: it was there)
+    out.mkdir(parents=True, exist_ok=True)
+    with RunLock(out, wait=wait) as lock:
+        if is_finished(out):  # finished by the process that held the lock
+            lock.remove()
+            return _finished_before(run, out, loggers)
+        started = _start(
+            run, out, made=made, loggers=loggers, verbose=verbose, log_every=log_every,
+            plugins=plugins, benchmark=benchmark, bench_config=bench_config,
+        )  # fmt: skip
+        trained = _train(run, started, checkpoint_every=checkpoint_every)
+        _write(run, started, trained)
+        # Safe to remove while held: a process waiting on it re-checks result.json first.
+        lock.remove()
+        return {**read_record(out), "status": "ran"}
+
+
+def _prepare(
+    method: str,
+    config: RunConfig,
+    *,
+    seed: int,
+    loggers: Iterable[str],
+    log_every: int,
+    eval_stream: str,
+    strategy_overrides: Mapping[str, Any] | None,
+    plugins: Sequence[SupervisedPlugin],
+    tag: str,
+) -> tuple[Run, RunConfig, tuple[str, ...]]:
+    """Check what :func:`run_experiment` was handed besides its checked ``config``, before any
+    data loads or any folder is made, and settle the run once (:class:`~.run.Run`: its options
+    typed, precision resolved, folder named, data hashed); returns it, the config its benchmark
+    is built from (:func:`method_preset`) and the checked loggers.
+
+    Raises:
+        ValueError, TypeError: a logger, ``log_every``, tag, option, device or data folder
+            that cannot run, each with the fix.
+    """
+    loggers = check_loggers(loggers)
     check_log_every(log_every)
     check_tag(tag)
-    if checked:
-        preset = RunConfig.of(preset)
-    else:  # before any data is loaded
-        preset = check_method(method, preset, strategy_overrides)
-    bench_preset = method_preset(method, preset)  # raises before any data is loaded, too
-    check_device(preset)  # before a strategy is built on it
-    added = [plugin_description(p) for p in plugins]
-    # typed as the option keeps it (beta=0 is beta=0.0), an explicit default dropped, the
-    # settings the run does not read named: one run, one folder and identity
-    where = run_settings(method, preset, eval_stream=eval_stream,
-                         strategy_overrides=strategy_overrides, plugins=added)  # fmt: skip
-    strategy_overrides, unread = where["strategy_overrides"], where["unread"]
-    logged = {k: where[k] for k in ("eval_stream", "strategy_overrides", "plugins")}
+    run = Run.of(
+        method, config, seed=seed, eval_stream=eval_stream,
+        strategy_overrides=strategy_overrides, plugins=plugins, tag=tag,
+    )  # fmt: skip
+    bench_config = method_preset(method, run.config)  # its refusals come before any data loads
+    check_device(run.config)  # before a strategy is built on it
+    run.identity  # noqa: B018  the data's content hash, once per run (before any data loads)
+    return run, bench_config, loggers
+
+
+def _check_benchmark(benchmark: SETSBenchmark | None, seed: int) -> None:
+    """Refuse a benchmark handed to :func:`run_experiment` that another seed built."""
     if benchmark is not None and benchmark.seed != seed:
         raise ValueError(
             f"run_experiment(seed={seed}) was handed the benchmark of seed {benchmark.seed}; "
             "fix: pass build_benchmark(preset, seed=seed), or no benchmark"
         )
-    out = run_folder(out_root, method, preset, seed, tag=tag, **where)
-    data = run_data(preset)  # the data's content hash, once per run (before any data loads)
-    own = user_code(method, plugins)  # the code of one's own, as its files are now
-    asked = run_identity(method, preset, **where, data=data["content"], user_code=own, tag=tag)
-    code_now = {"package": code_info()["package"], "user_code": own}
 
-    def finished_before() -> dict:
-        check_finished_loggers(out, loggers)  # names what the asked loggers would miss, first
-        record = check_finished(out, asked, seed)
-        return {**record, "status": "finished before"}
 
-    if is_finished(out):
-        return finished_before()
-    made = _first_missing(out)  # the folder this call creates (None: it was there)
-    out.mkdir(parents=True, exist_ok=True)
+def _finished_before(run: Run, out: Path, loggers: Sequence[str]) -> dict:
+    """The record of the run finished in ``out``, once it is the asked run and has the output
+    of every asked file logger (named first: what the loggers would miss).
+
+    Raises:
+        ValueError: a file logger the finished run did not write
+            (:func:`~avalanche_sets.training.loggers.check_finished_loggers`).
+        RunConflictError: the folder holds another run (:func:`~.folder.check_finished`).
+    """
+    check_finished_loggers(out, loggers)
+    record = check_finished(out, run.identity, run.seed)
+    return {**record, "status": "finished before"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Started:
+    """A run ready to train: its folder, log, strategy (with its evaluator's loggers), what it
+    trains on, its memories' filling, whether it resumes, and the code that runs it."""
+
+    out: Path
+    log: IO[str]
+    strategy: Any
+    bench: SETSBenchmark
+    fills: list[MemoryFill]
+    resuming: bool
+    code: dict[str, Any]
+
+
+def _start(
+    run: Run,
+    out: Path,
+    *,
+    made: Path | None,
+    loggers: tuple[str, ...],
+    verbose: bool,
+    log_every: int,
+    plugins: Sequence[SupervisedPlugin],
+    benchmark: SETSBenchmark | None,
+    bench_config: RunConfig,
+) -> _Started:
+    """Open the run's log and loggers, build its strategy, then what it trains on (the strategy
+    first: a factory's or a plugin's errors come before any data loads), and say what its
+    memory does (:func:`note_memory`). A failure here closes what was opened and leaves no
+    folder this call ``made`` (:func:`_remove_unstarted`) unless the run resumes."""
     checkpoint = out / CHECKPOINT_FILE
-    with RunLock(out, wait=wait) as lock:
-        if is_finished(out):  # finished by the process that held the lock
-            lock.remove()
-            return finished_before()
-        resuming = checkpoint.exists() or previous_checkpoint_path(checkpoint).exists()
-        torch.set_num_threads(int(preset.threads))
-        # The run log: every metric value (and resumes); closed with the loggers below.
-        log = open(out / LOG_FILE, "a", buffering=1)  # noqa: SIM115
-        made_loggers: list = []
-        try:  # until training begins: a failure leaves no folder this call made
-            print(f"# {utc_now()}: {command_line()}", file=log)
-            # the strategy before the benchmark: its (a factory's, a plugin's) errors come
-            # before any data loads
-            run_evaluator = evaluator(
-                loggers,
-                out,
-                verbose=verbose,
-                log_file=log,
-                config=wandb_config(method, preset, seed=seed, **logged),
-                log_every=log_every,
-            )
-            made_loggers = run_evaluator.loggers
-            strategy = build_strategy(
-                method,
-                preset,
-                seed=seed,
-                evaluator=run_evaluator,
-                plugins=list(plugins),
-                check=False,  # checked above (or by the caller)
-                **(strategy_overrides or {}),
-            )
-            if benchmark is None or bench_preset is not preset:  # more training tasks: rebuilt
-                benchmark = build_benchmark(bench_preset, seed=seed)
-            bench = method_benchmark(method, benchmark, seed=seed)
-            fills = memory_fills(strategy, bench)
-            note_memory(fills, log=None if resuming else log)  # log.txt: once per run
-        except BaseException:
-            _close(made_loggers, log)
-            if made is not None and not resuming:
-                _remove_unstarted(out, made)
-            raise
-        clock = {"before": 0.0, "start": time.perf_counter()}
-        resumes: list[dict] = []
+    resuming = checkpoint.exists() or previous_checkpoint_path(checkpoint).exists()
+    torch.set_num_threads(int(run.config.threads))
+    # The run log: every metric value (and resumes); closed with the loggers after training.
+    log = open(out / LOG_FILE, "a", buffering=1)  # noqa: SIM115
+    made_loggers: list = []
+    try:  # until training begins: a failure leaves no folder this call made
+        print(f"# {utc_now()}: {command_line()}", file=log)
+        run_evaluator = evaluator(
+            loggers, out, verbose=verbose, log_file=log, config=run.wandb_config,
+            log_every=log_every,
+        )  # fmt: skip
+        made_loggers = run_evaluator.loggers
+        strategy = build_strategy(
+            run.method, run.config, seed=run.seed, evaluator=run_evaluator,
+            plugins=list(plugins), check=False,  # checked before (or by the caller)
+            **run.strategy_options,
+        )  # fmt: skip
+        if benchmark is None or bench_config is not run.config:  # more training tasks: rebuilt
+            benchmark = build_benchmark(bench_config, seed=run.seed)
+        bench = method_benchmark(run.method, benchmark, seed=run.seed)
+        fills = memory_fills(strategy, bench)
+        note_memory(fills, log=None if resuming else log)  # log.txt: once per run
+    except BaseException:
+        _close(made_loggers, log)
+        if made is not None and not resuming:
+            _remove_unstarted(out, made)
+        raise
+    code = {"package": code_info()["package"], "user_code": dict(run.user_code)}
+    return _Started(
+        out=out, log=log, strategy=strategy, bench=bench, fills=fills, resuming=resuming,
+        code=code,
+    )  # fmt: skip
 
-        def elapsed() -> float:
-            return clock["before"] + time.perf_counter() - clock["start"]
 
-        def on_resume(restored: dict) -> None:
-            check_checkpoint_code(restored["path"], restored["extra"].get("code"), code_now)
-            clock["before"] = float(restored["extra"].get("seconds", 0.0))
-            pos = restored["position"]
-            resumes.append(
-                {
-                    "from": restored["path"],
-                    "position": pos,
-                    "skipped_damaged": restored["skipped"],
-                    "date": utc_now(),
-                }
-            )
-            message = (
-                f"resuming {out} from {restored['path']} at domain {pos['experience']}, "
-                f"iteration {pos['iteration']}"
-            )
-            print(message, file=sys.stderr, flush=True)
-            print(message, file=log, flush=True)
-            note = resume_note(restored)  # epoch metrics over the iterations after it only
-            if note:
-                print(note, file=log, flush=True)
+@dataclass(frozen=True, kw_only=True)
+class _Trained:
+    """What training gave: the result, the seconds it took over every resume, the resumes."""
 
-        try:
-            # looked up on the module when called, so a test can replace the training loop
-            result = training.run_sets(
-                strategy,
-                bench,
-                checkpoint_path=checkpoint,
-                checkpoint_every=checkpoint_every,
-                eval_stream=eval_stream,
-                interim_episodes=preset.interim_test_episodes,
-                checkpoint_extra=lambda: {"seconds": elapsed(), "code": code_now},
-                on_resume=on_resume,
-            )
-        finally:  # also when the run stops early: bars, files and the W&B run are closed
-            _close(strategy.evaluator.loggers, log)
-        computed = {
-            "avalanche_sets": __version__,
-            "method": method,
-            "seed": seed,
-            # the precision as resolved here: what "auto" meant on this machine
-            "preset": resolved_preset(preset),
-            "eval_stream": eval_stream,
-            "strategy_overrides": strategy_overrides,
-            UNREAD_FIELD: unread,
-            **({"plugins": added} if added else {}),
-            **({"user_code": own} if own else {}),
-            **({"tag": tag} if tag else {}),
-            "code": code_info(),
-            "numerics": numerics_info(device=preset.device, precision=run_precision(preset)),
-            "data": data,
-            **({"memory": [f.to_dict() for f in fills]} if fills else {}),
-            "result": result.to_dict(),
-        }
-        run = {
-            "seconds": elapsed(),
-            **provenance(
-                host=platform.node(),  # which node of a cluster ran it (sweep --ray-address)
-                pid=os.getpid(),
-                resumes=resumes,
-            ),
-        }
-        write_run_report(out, computed)
-        write_record(out, computed, run)
-        for ckpt in (checkpoint, previous_checkpoint_path(checkpoint)):
-            ckpt.unlink(missing_ok=True)
-        # Safe to remove while held: a process waiting on it re-checks result.json first.
-        lock.remove()
-        return {**read_record(out), "status": "ran"}
+    result: Any
+    seconds: float
+    resumes: list[dict]
+
+
+def _train(run: Run, started: _Started, *, checkpoint_every: int | None) -> _Trained:
+    """Train the started run from its newest good checkpoint (or the start), checkpointing
+    every ``checkpoint_every`` iterations; a checkpoint of other code is refused
+    (:func:`~.folder.check_checkpoint_code`). Its loggers and log are closed at the end, also
+    when training stops early."""
+    out, log = started.out, started.log
+    checkpoint = out / CHECKPOINT_FILE
+    clock = {"before": 0.0, "start": time.perf_counter()}
+    resumes: list[dict] = []
+
+    def elapsed() -> float:
+        return clock["before"] + time.perf_counter() - clock["start"]
+
+    def on_resume(restored: dict) -> None:
+        check_checkpoint_code(restored["path"], restored["extra"].get("code"), started.code)
+        clock["before"] = float(restored["extra"].get("seconds", 0.0))
+        pos = restored["position"]
+        resumes.append(
+            {
+                "from": restored["path"],
+                "position": pos,
+                "skipped_damaged": restored["skipped"],
+                "date": utc_now(),
+            }
+        )
+        message = (
+            f"resuming {out} from {restored['path']} at domain {pos['experience']}, "
+            f"iteration {pos['iteration']}"
+        )
+        print(message, file=sys.stderr, flush=True)
+        print(message, file=log, flush=True)
+        note = resume_note(restored)  # epoch metrics over the iterations after it only
+        if note:
+            print(note, file=log, flush=True)
+
+    try:
+        # looked up on the module when called, so a test can replace the training loop
+        result = training.run_sets(
+            started.strategy,
+            started.bench,
+            checkpoint_path=checkpoint,
+            checkpoint_every=checkpoint_every,
+            eval_stream=run.eval_stream,
+            interim_episodes=run.config.interim_test_episodes,
+            checkpoint_extra=lambda: {"seconds": elapsed(), "code": started.code},
+            on_resume=on_resume,
+        )
+    finally:  # also when the run stops early: bars, files and the W&B run are closed
+        _close(started.strategy.evaluator.loggers, log)
+    return _Trained(result=result, seconds=elapsed(), resumes=resumes)
+
+
+def _write(run: Run, started: _Started, trained: _Trained) -> None:
+    """Write the run's report and its records (``result.json`` last, atomically: it marks the
+    run finished), then remove its checkpoints."""
+    computed = {
+        "avalanche_sets": __version__,
+        "method": run.method,
+        "seed": run.seed,
+        "preset": run.settings,  # the precision as resolved here: what "auto" meant
+        "eval_stream": run.eval_stream,
+        "strategy_overrides": dict(run.strategy_options),
+        UNREAD_FIELD: run.unread,
+        **({"plugins": list(run.plugins)} if run.plugins else {}),
+        **({"user_code": dict(run.user_code)} if run.user_code else {}),
+        **({"tag": run.tag} if run.tag else {}),
+        "code": code_info(),
+        "numerics": numerics_info(device=run.config.device, precision=run.precision),
+        "data": run.data,
+        **({"memory": [f.to_dict() for f in started.fills]} if started.fills else {}),
+        "result": trained.result.to_dict(),
+    }
+    # host: which node of a cluster ran it (sweep --ray-address)
+    how = provenance(host=platform.node(), pid=os.getpid(), resumes=trained.resumes)
+    provenance_ = {"seconds": trained.seconds, **how}
+    write_run_report(started.out, computed)
+    write_record(started.out, computed, provenance_)
+    checkpoint = started.out / CHECKPOINT_FILE
+    for ckpt in (checkpoint, previous_checkpoint_path(checkpoint)):
+        ckpt.unlink(missing_ok=True)

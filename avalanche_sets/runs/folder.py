@@ -25,15 +25,14 @@ package uses). This module loads with the standard library alone — the command
 :data:`LOGGERS` from it to build its parser — so :func:`run_precision` of ``"auto"``, which
 needs torch, imports it where it uses it.
 
-The naming and identity functions take a run's :class:`~avalanche_sets.presets.RunConfig` or
-the settings a ``result.json`` recorded (any mapping of settings; both read through
-:func:`~avalanche_sets.presets.preset_settings`), and check nothing: a config was checked when
-it was made, and a record holds what a run computed with.
+The naming and identity functions take a run's :class:`~avalanche_sets.presets.RunConfig`
+(a dictionary is refused, naming :meth:`~avalanche_sets.presets.RunConfig.of`);
+:func:`record_identity` reads the settings a ``result.json`` recorded as they are. They check
+nothing: a config was checked when it was made, and a record holds what a run computed with.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import os
@@ -46,7 +45,7 @@ from .. import __version__
 from ..data.content import data_content, data_root
 from ..files import atomic_write
 from ..methods import method_folder_name
-from ..presets import NAMING_PRESETS, PRESETS, RunConfig, preset_settings
+from ..presets import NAMING_PRESETS, PRESETS, RunConfig
 from .code import NO_SOURCE, code_info
 from .lock import LOCK_FILE, RunLock, RunLockedError
 
@@ -62,9 +61,6 @@ __all__ = [
     "LOGGERS",
     "WANDB_INSTALL",
     "check_loggers",
-    "check_finished_loggers",
-    "LOGGER_FOLDERS",
-    "logger_argument",
     "RESULT_FORMAT",
     "RECORD_KEYS",
     "UNREAD_FIELD",
@@ -82,11 +78,10 @@ __all__ = [
     "run_folder",
     "run_identity",
     "record_identity",
+    "record_dir_name",
     "check_tag",
-    "tag_argument",
     "identity_differences",
     "run_data",
-    "plugin_description",
     "run_precision",
     "portable_preset",
 ]
@@ -141,44 +136,6 @@ def check_loggers(loggers) -> tuple[str, ...]:
                 f"the wandb logger needs wandb, which is not installed: {WANDB_INSTALL}"
             )
     return loggers
-
-
-#: The file loggers and the folder each writes in a run folder.
-LOGGER_FOLDERS = {"csv": "csv", "tensorboard": "tb", "wandb": "wandb"}
-
-
-def check_finished_loggers(folder: str | Path, loggers) -> None:
-    """Refuse file loggers (:data:`LOGGER_FOLDERS`) for the finished run in ``folder`` when it
-    was run without them: a finished run is not run again, so their folder would stay empty.
-
-    Raises:
-        ValueError: names the loggers and the fix (another ``--out``, or remove the folder).
-    """
-    folder = Path(folder)
-
-    def written(name: str) -> bool:
-        path = folder / LOGGER_FOLDERS[name]
-        return path.is_dir() and any(path.iterdir())
-
-    missing = [name for name in loggers if name in LOGGER_FOLDERS and not written(name)]
-    if missing:
-        made = ", ".join(f"{LOGGER_FOLDERS[n]}/" for n in missing)
-        raise ValueError(
-            f"the run in {folder} finished without the {', '.join(missing)} logger(s): a "
-            f"finished run is not run again, so {made} would stay empty (its result.json holds "
-            "the accuracy matrix and its metrics, not the loss terms or the per-step values "
-            "these loggers write); fix: run it into another folder with --out DIR, or remove "
-            f"{folder} to run it again, or leave {' '.join(missing)} out of --loggers"
-        )
-
-
-def logger_argument(name: str) -> str:
-    """The command line's ``--loggers`` type: :func:`check_loggers` of one name, its error as an
-    argparse error."""
-    try:
-        return check_loggers([name])[0]
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 RESULT_FORMAT = 3
@@ -290,31 +247,55 @@ _NAMED_APART = ("threads",)
 _MISSING = object()
 
 
-def run_precision(preset: RunConfig | Mapping[str, Any]) -> str:
-    """The precision a run of ``preset`` computes in: ``"fp32"`` or ``"bf16"``.
+def _settings(preset: RunConfig, what: str, precision: str | None = None) -> dict[str, Any]:
+    """The settings of ``preset``, a config (anything else is refused: a ``TypeError`` naming
+    the fix), with ``precision`` when the caller resolved it already."""
+    if not isinstance(preset, RunConfig):
+        raise TypeError(
+            f"{what} takes a RunConfig, got {type(preset).__name__}; fix: "
+            "avalanche_sets.presets.RunConfig.of(settings) (a finished run's record: "
+            "record_identity(record), record_dir_name(record))"
+        )
+    return {**preset.as_dict(), **({} if precision is None else {"precision": precision})}
 
-    The preset's ``precision`` resolved on its device (``"auto"`` means bf16 only where the
-    device runs it natively).
-    """
-    settings = preset_settings(preset)
+
+def _precision(settings: Mapping[str, Any]) -> str:
+    """``settings``' ``precision`` resolved on its device (``"auto"`` means bf16 only where the
+    device runs it natively); a resolved one as it is, without torch (``table`` reads many)."""
     precision = settings["precision"]
-    if precision in ("fp32", "bf16"):  # resolved already: no torch needed (``table`` reads many)
+    if precision in ("fp32", "bf16"):
         return precision
     from ..models.backbone import resolve_precision  # torch (see the module's docstring)
 
     return resolve_precision(precision, str(settings["device"]).split(":")[0])
 
 
-def _identity_preset(preset: RunConfig | Mapping[str, Any], unread: Iterable[str] = ()) -> dict:
-    """The preset as far as it decides what a run computes (precision resolved), less the
+def run_precision(preset: RunConfig) -> str:
+    """The precision a run of ``preset`` computes in: ``"fp32"`` or ``"bf16"``: its
+    ``precision`` resolved on its device. A run resolves it once
+    (:class:`~avalanche_sets.runs.run.Run`).
+
+    Raises:
+        TypeError: ``preset`` is no RunConfig.
+    """
+    return _precision(_settings(preset, "run_precision"))
+
+
+def _identity_preset(settings: Mapping[str, Any], unread: Iterable[str] = ()) -> dict:
+    """The settings as far as they decide what a run computes (precision resolved), less the
     settings the run does not read."""
     skip = {*_NOT_IDENTITY, *unread}
-    out = {k: v for k, v in preset_settings(preset).items() if k not in skip}
-    out["precision"] = run_precision(preset)
+    out = {k: v for k, v in settings.items() if k not in skip}
+    out["precision"] = _precision(settings)
     return out
 
 
-def run_data(preset: RunConfig | Mapping[str, Any]) -> dict[str, Any]:
+def _portable_root(root: str | os.PathLike) -> str:
+    """A data folder as a record stores it: an absolute path relative to the working folder."""
+    return os.path.relpath(root, Path.cwd()) if Path(root).is_absolute() else root
+
+
+def run_data(preset: RunConfig) -> dict[str, Any]:
     """The ``data`` of a run of ``preset``'s record: ``{"source", "root", "content"}``.
 
     ``root``: the data folder as :func:`portable_preset` stores it (``None`` for the synthetic
@@ -324,19 +305,19 @@ def run_data(preset: RunConfig | Mapping[str, Any]) -> dict[str, Any]:
     Raises:
         ValueError: the preset's data folder does not exist.
     """
-    settings = preset_settings(preset)
+    settings = _settings(preset, "run_data")
     source = str(settings["source"])
     root = data_root(source, settings.get("root"))
     return {
         "source": source,
-        "root": None if root is None else portable_preset({"root": str(root)})["root"],
+        "root": None if root is None else _portable_root(str(root)),
         "content": data_content(source, root),
     }
 
 
 def run_identity(
     method: str,
-    preset: RunConfig | Mapping[str, Any],
+    preset: RunConfig,
     *,
     eval_stream: str = "test",
     strategy_overrides: dict | None = None,
@@ -345,6 +326,7 @@ def run_identity(
     data: Any = _MISSING,
     user_code: Mapping[str, str] | None = None,
     tag: str = "",
+    precision: str | None = None,
 ) -> dict:
     """Everything that decides what a run computes, except its seed and the library's code
     (JSON-normalised).
@@ -365,16 +347,38 @@ def run_identity(
     (:func:`~.code.user_code`: a method of one's own, plugins defined outside the package);
     ``tag``: the name a user gave the run to keep it apart (:func:`check_tag`). Each is a key
     of the identity only when non-empty, so the identity of a built-in run without a tag has
-    neither.
+    neither. ``precision``: the preset's precision resolved already (a
+    :class:`~avalanche_sets.runs.run.Run` resolves it once); ``None``: resolved here.
 
     Raises:
         ValueError: the preset's data folder does not exist (when ``data`` is not given).
+        TypeError: ``preset`` is no RunConfig (names the fix).
     """
+    settings = _settings(preset, "run_identity", precision)
     if data is _MISSING:
         data = run_data(preset)["content"]
+    return _identity(
+        method, settings, eval_stream=eval_stream, strategy_overrides=strategy_overrides,
+        plugins=plugins, unread=unread, data=data, user_code=user_code, tag=tag,
+    )  # fmt: skip
+
+
+def _identity(
+    method: str,
+    settings: Mapping[str, Any],
+    *,
+    eval_stream: str,
+    strategy_overrides: Mapping[str, Any] | None,
+    plugins: Sequence[str],
+    unread: Iterable[str],
+    data: Any,
+    user_code: Mapping[str, str] | None,
+    tag: str,
+) -> dict:
+    """:func:`run_identity` of a run's ``settings`` (a config's, or those a record holds)."""
     ident = {
         "method": method,
-        "preset": _identity_preset(preset, unread),
+        "preset": _identity_preset(settings, unread),
         "eval_stream": eval_stream,
         "strategy_overrides": dict(strategy_overrides or {}),
         "data": data,
@@ -399,7 +403,7 @@ def record_identity(record: dict) -> dict:
     """
     data = record.get("data")
     content = data.get("content") if isinstance(data, dict) else None
-    return run_identity(
+    return _identity(
         record["method"], record["preset"], eval_stream=record.get("eval_stream", "test"),
         strategy_overrides=record.get("strategy_overrides"), plugins=record.get("plugins", ()),
         unread=record.get(UNREAD_FIELD, {}), data=content, user_code=record.get("user_code"),
@@ -465,23 +469,6 @@ def identity_differences(have: dict, asked: dict) -> list[str]:
     return diff
 
 
-def plugin_description(plugin: object) -> str:
-    """A plugin as a run's identity names it: its class and its public settings,
-    ``"PrototypeSpreadPlugin(weight=0.1)"`` (attributes holding numbers, strings, booleans,
-    ``None`` or tuples of them, read when the run starts)."""
-    plain = (int, float, str, bool, type(None))
-    settings = {
-        k: v
-        for k, v in sorted(vars(plugin).items())
-        if not k.startswith("_")
-        and (
-            isinstance(v, plain) or (isinstance(v, tuple) and all(isinstance(x, plain) for x in v))
-        )
-    }
-    inner = ", ".join(f"{k}={v!r}" for k, v in settings.items())
-    return f"{type(plugin).__name__}({inner})"
-
-
 def _name_part(value) -> str:
     text = "+".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
     return "".join(c if c.isalnum() or c in "._+" else "_" for c in text)
@@ -489,13 +476,14 @@ def _name_part(value) -> str:
 
 def run_dir_name(
     method: str,
-    preset: RunConfig | Mapping[str, Any],
+    preset: RunConfig,
     seed: int,
     *,
     eval_stream: str = "test",
     strategy_overrides: dict | None = None,
     plugins: Sequence[str] = (),
     unread: Iterable[str] = (),
+    precision: str | None = None,
 ) -> str:
     """``<method>/<source>-o<order>-<N>w<K>s-R<R>-seed<s>`` plus what else sets the run apart.
 
@@ -512,9 +500,39 @@ def run_dir_name(
     does not read) and the options left out of ``strategy_overrides`` (equal to their default)
     name nothing: runs that compute the same thing share a folder. The data's content is not in the name:
     a run asked again on changed data finds the folder of the other data's run, and
-    :func:`check_finished` refuses it.
+    :func:`check_finished` refuses it. ``precision``: as :func:`run_identity` takes it.
+
+    Raises:
+        TypeError: ``preset`` is no RunConfig (names the fix).
     """
-    preset = preset_settings(preset)
+    return _dir_name(
+        method, _settings(preset, "run_dir_name", precision), seed, eval_stream=eval_stream,
+        strategy_overrides=strategy_overrides, plugins=plugins, unread=unread,
+    )  # fmt: skip
+
+
+def record_dir_name(record: Mapping[str, Any]) -> str:
+    """:func:`run_dir_name` of a finished run's record (``result.json``): the folder its run is
+    found in, from the settings it recorded as they are. Reads nothing but the record."""
+    return _dir_name(
+        record["method"], record["preset"], record["seed"],
+        eval_stream=record.get("eval_stream", "test"),
+        strategy_overrides=record.get("strategy_overrides"), plugins=record.get("plugins", ()),
+        unread=record.get(UNREAD_FIELD, {}),
+    )  # fmt: skip
+
+
+def _dir_name(
+    method: str,
+    preset: Mapping[str, Any],
+    seed: int,
+    *,
+    eval_stream: str,
+    strategy_overrides: Mapping[str, Any] | None,
+    plugins: Sequence[str],
+    unread: Iterable[str],
+) -> str:
+    """:func:`run_dir_name` of a run's settings (a config's, or those a record holds)."""
     src = preset["source"]
     order = preset.get("order", 1)
     added = "".join(f"+{p.split('(')[0]}" for p in plugins)
@@ -536,7 +554,7 @@ def run_dir_name(
     default_threads = PRESETS[NAMING_PRESETS[closest]]["threads"]
     if preset.get("threads", default_threads) != default_threads:
         name += f"-t{preset['threads']}"
-    if run_precision(preset) == "bf16":
+    if _precision(preset) == "bf16":
         name += "-bf16"
     if eval_stream != "test":
         name += f"-{eval_stream}"
@@ -564,21 +582,10 @@ def check_tag(tag: str) -> str:
     return tag
 
 
-def tag_argument(text: str) -> str:
-    """The command line's ``--tag`` type: :func:`check_tag` of a non-empty name, its error as
-    an argparse error."""
-    try:
-        if not text:
-            raise ValueError("--tag needs a name (an empty tag is no tag: leave --tag out)")
-        return check_tag(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-
-
 def run_folder(
     out_root: str | Path,
     method: str,
-    preset: RunConfig | Mapping[str, Any],
+    preset: RunConfig,
     seed: int,
     *,
     eval_stream: str = "test",
@@ -667,13 +674,16 @@ def _commit(code: Mapping[str, Any]) -> str:
     return f" (commit {code['commit'][:7]}{'+dirty' if code.get('dirty') else ''})"
 
 
-def portable_preset(preset: RunConfig | Mapping[str, Any]) -> dict[str, Any]:
+def portable_preset(preset: RunConfig) -> dict[str, Any]:
     """``preset``'s settings as a dictionary, with its data folder as the user gave it, never as
     this machine's absolute path: an absolute ``root`` is stored relative to the working
     directory, so a result file says the same on every machine that runs the same command from
-    the same place."""
-    settings = dict(preset_settings(preset))
-    root = settings.get("root")
-    if root is not None and Path(root).is_absolute():
-        settings["root"] = os.path.relpath(root, Path.cwd())
+    the same place.
+
+    Raises:
+        TypeError: ``preset`` is no RunConfig (names the fix).
+    """
+    settings = _settings(preset, "portable_preset")
+    if settings.get("root") is not None:
+        settings["root"] = _portable_root(settings["root"])
     return settings

@@ -24,8 +24,9 @@ from tqdm import tqdm
 
 from ..methods import unread_settings
 from ..presets import RunConfig
-from .experiment import check_run, run_experiment, run_settings
-from .folder import RunLockedError, check_tag, is_finished, run_folder
+from .experiment import check_run, run_experiment
+from .folder import RunLockedError, check_tag, is_finished
+from .run import Run
 
 __all__ = ["RunSpec", "RunOutcome", "check_specs", "run_one", "run_sweep"]
 
@@ -56,13 +57,12 @@ class RunSpec:
 
     @property
     def folder(self) -> Path:
-        """The run's folder (:func:`~.folder.run_folder` of its
-        :func:`~.experiment.run_settings`)."""
-        where = run_settings(
-            self.method, self.preset, eval_stream=self.eval_stream,
-            strategy_overrides=self.strategy_overrides,
+        """The run's folder (its :class:`~.run.Run`'s, under ``out_root``)."""
+        run = Run.of(
+            self.method, self.preset, seed=self.seed, eval_stream=self.eval_stream,
+            strategy_overrides=self.strategy_overrides, tag=self.tag,
         )  # fmt: skip
-        return run_folder(self.out_root, self.method, self.preset, self.seed, **where, tag=self.tag)
+        return run.folder(self.out_root)
 
     @property
     def label(self) -> str:

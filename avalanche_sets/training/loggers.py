@@ -41,9 +41,45 @@ from torch import Tensor
 
 from .loss_terms import LOSS_TERM_PREFIX
 
-__all__ = ["ResumableCSVLogger", "ResumableTensorboardLogger", "WandBLogger", "RunTextLogger"]
+__all__ = [
+    "ResumableCSVLogger",
+    "ResumableTensorboardLogger",
+    "WandBLogger",
+    "RunTextLogger",
+    "LOGGER_FOLDERS",
+    "check_finished_loggers",
+]
 
 _WANDB_INSTALL = 'pip install "avalanche-sets[wandb]"'  # as runs.folder.WANDB_INSTALL
+
+
+#: The file loggers and the folder each writes in a run folder.
+LOGGER_FOLDERS = {"csv": "csv", "tensorboard": "tb", "wandb": "wandb"}
+
+
+def check_finished_loggers(folder: str | Path, loggers) -> None:
+    """Refuse file loggers (:data:`LOGGER_FOLDERS`) for the finished run in ``folder`` when it
+    was run without them: a finished run is not run again, so their folder would stay empty.
+
+    Raises:
+        ValueError: names the loggers and the fix (another ``--out``, or remove the folder).
+    """
+    folder = Path(folder)
+
+    def written(name: str) -> bool:
+        path = folder / LOGGER_FOLDERS[name]
+        return path.is_dir() and any(path.iterdir())
+
+    missing = [name for name in loggers if name in LOGGER_FOLDERS and not written(name)]
+    if missing:
+        made = ", ".join(f"{LOGGER_FOLDERS[n]}/" for n in missing)
+        raise ValueError(
+            f"the run in {folder} finished without the {', '.join(missing)} logger(s): a "
+            f"finished run is not run again, so {made} would stay empty (its result.json holds "
+            "the accuracy matrix and its metrics, not the loss terms or the per-step values "
+            "these loggers write); fix: run it into another folder with --out DIR, or remove "
+            f"{folder} to run it again, or leave {' '.join(missing)} out of --loggers"
+        )
 
 
 def loss_terms_of(metric_values) -> dict[int, dict[str, float]]:

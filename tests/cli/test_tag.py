@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+import avalanche_sets.runs.run as run_module
 from avalanche_sets.cli import main
 from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs import experiment
@@ -55,7 +56,7 @@ def test_a_tag_that_is_no_name_is_refused_before_any_data_loads(tag, tmp_path, c
         raise AssertionError("data loaded before the tag was checked")
 
     monkeypatch.setattr(experiment, "build_benchmark", no_data)
-    monkeypatch.setattr(experiment, "run_data", no_data)
+    monkeypatch.setattr(run_module, "run_data", no_data)  # a Run reads its data's identity
     out = tmp_path / "runs"
     with pytest.raises(SystemExit) as exit_:
         main(["run", "--method", "protonet", "--out", str(out), f"--tag={tag}", *SETS])

@@ -28,7 +28,7 @@ import torch
 
 import avalanche_sets.training as training
 from avalanche_sets.metrics import AccuracyMatrix
-from avalanche_sets.presets import resolve_preset
+from avalanche_sets.presets import RunConfig, resolve_preset
 from avalanche_sets.runs.experiment import run_experiment
 from avalanche_sets.runs.folder import ResultsVersionError, read_record, run_dir_name
 from avalanche_sets.runs.report import aggregate_results, find_results, write_table
@@ -84,7 +84,7 @@ def run_folder(tmp_path_factory) -> tuple[Path, dict]:
 
 def test_result_json_and_table_md_of_run_experiment(run_folder):
     root, got = run_folder
-    folder = root / "runs" / run_dir_name("semi-seq", got["preset"], 0)
+    folder = root / "runs" / run_dir_name("semi-seq", RunConfig.of(got["preset"]), 0)
     body = json.loads((folder / "result.json").read_text())
     assert body["format"] == 3
     res = body["result"]
@@ -128,7 +128,7 @@ def test_reporting_tables(run_folder, tmp_path):
 
 def test_benchmark_aggregation(run_folder, monkeypatch):
     root, got = run_folder
-    folder = root / "runs" / run_dir_name("semi-seq", got["preset"], 0)
+    folder = root / "runs" / run_dir_name("semi-seq", RunConfig.of(got["preset"]), 0)
     (folder / "table.md").write_text("stale\n")  # reproduce.py rewrites it from result.json
     from benchmarks import reproduce
 

@@ -16,7 +16,7 @@ from avalanche_sets.data import content
 from avalanche_sets.data.packs import save_pack
 from avalanche_sets.data.synthetic import make_synthetic_domain
 from avalanche_sets.models.backbone import bf16_supported
-from avalanche_sets.presets import resolve_preset
+from avalanche_sets.presets import RunConfig, resolve_preset
 from avalanche_sets.runs import code
 from avalanche_sets.runs.experiment import run_experiment, run_settings
 from avalanche_sets.runs.folder import (
@@ -245,17 +245,16 @@ def test_a_record_that_names_no_data_content_reads_and_is_not_taken_for_a_run_of
     rec = read_record(folder)
     ident = record_identity(rec)
     assert ident["data"] is None  # a folder source, content unknown: none named
-    where = run_settings(rec["method"], rec["preset"])  # as a run asks it (what protonet reads)
-    asked = run_identity(rec["method"], rec["preset"], **where, data="sha256:whatever")
+    config = RunConfig.of(rec["preset"])
+    where = run_settings(rec["method"], config)  # as a run asks it (what protonet reads)
+    asked = run_identity(rec["method"], config, **where, data="sha256:whatever")
     with pytest.raises(
         RunConflictError, match=r"data content: not recorded there, 'sha256:whatever' asked.*--tag"
     ):
         check_finished(folder, asked, rec["seed"])
-    same = run_identity(rec["method"], rec["preset"], **where, data=None)
+    same = run_identity(rec["method"], config, **where, data=None)
     assert check_finished(folder, same, rec["seed"])["seed"] == rec["seed"]  # the rest matches
-    other = run_identity(
-        rec["method"], {**rec["preset"], "threads": 3}, **where, data="sha256:whatever"
-    )
+    other = run_identity(rec["method"], config.replace(threads=3), **where, data="sha256:whatever")
     with pytest.raises(RunConflictError, match=r"threads: 1 there, 3 asked"):
         check_finished(folder, other, rec["seed"])
     synthetic = {**rec, "preset": {**rec["preset"], "source": "synthetic"}}

@@ -14,7 +14,7 @@ import pytest
 
 from avalanche_sets.cli import main
 from avalanche_sets.methods import default_options, normal_options, unread_settings
-from avalanche_sets.presets import resolve_preset
+from avalanche_sets.presets import RunConfig, resolve_preset
 from avalanche_sets.runs.folder import read_record, record_identity, run_dir_name
 from avalanche_sets.runs.protocols import protocol_settings
 
@@ -158,8 +158,8 @@ def test_a_sweep_runs_a_method_once_for_the_values_of_a_setting_it_ignores(tmp_p
     (mskm_folder,) = [f for f, r in records.items() if r["method"] == "mskm"]
     assert "mem_size" not in mskm_folder
     assert mskm_folder == run_dir_name(
-        "mskm", mskm["preset"], 0, unread=mskm["unread_settings"]
-    ) == run_dir_name("mskm", {**mskm["preset"], "mem_size": 200}, 0,
+        "mskm", RunConfig.of(mskm["preset"]), 0, unread=mskm["unread_settings"]
+    ) == run_dir_name("mskm", RunConfig.of({**mskm["preset"], "mem_size": 200}), 0,
                       unread=mskm["unread_settings"])  # fmt: skip
     order = [r for r in records.values() if r["method"] == "order"]
     assert sorted(r["preset"]["mem_size"] for r in order) == [20, 200]
