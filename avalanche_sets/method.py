@@ -11,10 +11,11 @@ a strategy class that inherits :class:`Method` (through the strategy it builds o
 * :attr:`~Method.own_lr`: why it trains with a learning rate of its own, if it does.
 
 Its options, their types and defaults, are its constructor's keyword parameters (read by
-:func:`~avalanche_sets.methods.options.signature_options`). How a run builds it is
-:meth:`Method.build`, with the hooks :meth:`~Method.model_arguments` / :meth:`~Method.make_model`
-(its learner on the preset's backbone); what it trains on is :meth:`~Method.training_config` and
-:meth:`~Method.training_benchmark` (the joint methods' stationary mixture).
+:func:`~avalanche_sets.methods.options.signature_options`). How a run builds it are the hooks
+:meth:`~Method.model_arguments` / :meth:`~Method.make_model` (its learner on the preset's
+backbone; :func:`~avalanche_sets.methods.build_strategy` hands it the rest); what it trains on is
+:meth:`~Method.training_config` and :meth:`~Method.training_benchmark` (the joint methods'
+stationary mixture).
 
 This module loads no torch: the command line lists and checks methods without it.
 """
@@ -85,38 +86,3 @@ class Method:
         """What it trains on, from the benchmark of :meth:`training_config`: the benchmark
         itself (joint training mixes its domains here)."""
         return benchmark
-
-    @classmethod
-    def build(
-        cls,
-        config: RunConfig,
-        *,
-        seed: int,
-        evaluator: Any,
-        plugins: list,
-        **options: Any,
-    ) -> Method:
-        """The strategy a run of it trains: the preset's backbone from ``torch.manual_seed(seed)``,
-        its learner on it (:meth:`model_arguments`), the preset's batch sizes, device and
-        ``lr`` (not with :attr:`own_lr`), :attr:`fixed`, the preset's ``mem_size`` and
-        ``replay_batch`` where the constructor takes them, :attr:`tuned`, the seed, then
-        ``options`` (typed and checked already: :func:`~avalanche_sets.methods.check_method`);
-        ``plugins`` after its own."""
-        import torch  # the command line checks methods without torch
-
-        from .methods.build import make_backbone
-        from .methods.reads import _accepted_options, _model_option_names, preset_options
-
-        accepted = _accepted_options(cls)
-        torch.manual_seed(seed)
-        backbone = make_backbone(config)
-        kwargs: dict[str, Any] = {"evaluator": evaluator, "plugins": plugins or None}
-        kwargs.update(cls.model_arguments(config, backbone, options))
-        kwargs.update(preset_options(cls, config))
-        if "seed" in accepted:
-            kwargs["seed"] = seed
-        model_options = _model_option_names(cls)
-        for key, value in options.items():  # a meta-learner's model options go to its model
-            target = kwargs.setdefault("model_options", {}) if key in model_options else kwargs
-            target[key] = value
-        return cls(**kwargs)

@@ -1,8 +1,8 @@
 """A method built for a run: its strategy on the preset's backbone, and what it trains on.
 
 ``build_strategy(name, preset, seed=..., evaluator=...)`` checks the method and its options
-(:func:`~avalanche_sets.methods.check_method`) and calls its class's
-:meth:`~avalanche_sets.method.Method.build`; the command line, the examples and the benchmark
+(:func:`~avalanche_sets.methods.check_method`) and builds its class on the preset's backbone
+through the class's hooks (:func:`_build`); the command line, the examples and the benchmark
 scripts all go through it, so a method means the same thing everywhere.
 :func:`training_config` and :func:`training_benchmark` say what a run of the method trains on
 (its class's hooks).
@@ -10,10 +10,13 @@ scripts all go through it, so a method means the same thing everywhere.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..method import Method
 from ..presets import RunConfig
 from .check import check_method, run_config, typed_options
+from .reads import _accepted_options, _model_option_names, preset_options
 from .resolve import method_class
 
 if TYPE_CHECKING:  # torch loads only when a strategy is built (the CLI parses without it)
@@ -77,7 +80,7 @@ def build_strategy(
     (Avalanche's default metrics, which ``eval`` returns, and no logger). ``plugins`` are added
     after the method's own plugins, so their callbacks run after them in every event. The
     model is initialised from ``torch.manual_seed(seed)``; the rest is the class's
-    :meth:`~avalanche_sets.method.Method.build` (its tuned and fixed options, which
+    :func:`_build` (its tuned and fixed options, which
     ``overrides`` override: an override that contradicts a fixed option is refused by
     :func:`check_method`). ``check=False`` skips :func:`check_method` when the caller has run
     it on these arguments already (a run checks its method once, before loading any data).
@@ -93,10 +96,43 @@ def build_strategy(
     from ..training.template import quiet_evaluator
 
     evaluator = evaluator if evaluator is not None else quiet_evaluator()
-    strategy = method_class(name).build(
-        config, seed=seed, evaluator=evaluator, plugins=list(plugins or []), **overrides
-    )
+    strategy = _build(
+        method_class(name), config, seed=seed, evaluator=evaluator, plugins=list(plugins or []),
+        options=overrides,
+    )  # fmt: skip
     if isinstance(strategy.model, PrototypicalModel) and strategy.model.n_way is None:
         strategy.model.n_way = config.n_way  # labels checked on the device, N never read
     strategy.run_config = config
     return strategy
+
+
+def _build(
+    cls: type[Method],
+    config: RunConfig,
+    *,
+    seed: int,
+    evaluator: Any,
+    plugins: list,
+    options: Mapping[str, Any],
+) -> Method:
+    """The strategy a run of method class ``cls`` trains: the preset's backbone from
+    ``torch.manual_seed(seed)``, its learner on it (:meth:`Method.model_arguments`), the preset's
+    batch sizes, device and ``lr`` (not with :attr:`Method.own_lr`), its fixed options, the
+    preset's ``mem_size`` and ``replay_batch`` where the constructor takes them, its tuned
+    options, the seed, then ``options`` (typed and checked already: :func:`check_method`);
+    ``plugins`` after its own."""
+    import torch  # the command line checks methods without torch
+
+    accepted = _accepted_options(cls)
+    torch.manual_seed(seed)
+    backbone = make_backbone(config)
+    kwargs: dict[str, Any] = {"evaluator": evaluator, "plugins": plugins or None}
+    kwargs.update(cls.model_arguments(config, backbone, options))
+    kwargs.update(preset_options(cls, config))
+    if "seed" in accepted:
+        kwargs["seed"] = seed
+    model_options = _model_option_names(cls)
+    for key, value in options.items():  # a meta-learner's model options go to its model
+        target = kwargs.setdefault("model_options", {}) if key in model_options else kwargs
+        target[key] = value
+    return cls(**kwargs)

@@ -99,7 +99,7 @@ def _settings(cls: type, fixed: Mapping[str, Any]) -> dict[str, Any]:
 
 def preset_options(cls: type[Method], config: RunConfig) -> dict[str, Any]:
     """The strategy options method class ``cls`` takes from the preset and its own attributes,
-    as :meth:`Method.build` hands them to it (before the run's seed and options): the batch
+    as :func:`~avalanche_sets.methods.build_strategy` hands them to it (before the run's seed and options): the batch
     sizes and the device, the preset's ``lr`` (not for a method with a rate of its own:
     :attr:`Method.own_lr`), its fixed options, the preset's ``mem_size`` and ``replay_batch``
     where ``cls`` takes them, then its tuned options."""
