@@ -59,3 +59,13 @@ def test_every_command_runs_it(in_examples, tmp_path, capsys):
     assert main(["table", str(out), "--out", str(tmp_path / "t")]) == 0
     text = capsys.readouterr().out
     assert METHOD in text and "semi-seq" in text
+
+
+def test_the_readme_shows_the_example_class_as_it_is():
+    """The README's method class is the example's, line for line and in order (less its
+    docstring): the example is what the tests above run."""
+    readme = (EXAMPLES.parent / "README.md").read_text()
+    block = readme.split("```python\nclass SemiL2(SemiSeq):", 1)[1].split("```", 1)[0]
+    shown = [line for line in ("class SemiL2(SemiSeq):" + block).splitlines() if line.strip()]
+    lines = iter((EXAMPLES / "my_method.py").read_text().splitlines())
+    assert all(any(line == have for have in lines) for line in shown), shown
