@@ -11,7 +11,8 @@ same test episodes:
   (``after − before``, same episodes) with its 95% interval
   (:func:`~avalanche_sets.metrics.stats.paired_difference`), and whether it excludes 0;
 * per method, the paired difference over seeds (:func:`~avalanche_sets.metrics.stats.paired_over_seeds`);
-* whether each method's ``result.json`` is bit-identical (its ``result`` block).
+* whether each method's ``result.json`` is bit-identical: its ``result`` block, and the whole
+  file less its ``code`` (the commit and package hash, which differ by design).
 
     avalanche-sets run --method order --preset quick --seeds 0 1 2 --set precision=fp32 \\
         --set threads=1 --out BEFORE            # on the code before, likewise AFTER
@@ -19,7 +20,8 @@ same test episodes:
         --before-commit e00148e --after-commit 5fc3f5a
 
 Writes ``benchmarks/results/batched_step_ab/``: ``ab.json``, ``ab.md`` and ``ab.png``
-(``--stem``). ``--differing threads`` compares two runs of one code that differ in a setting
+(``--out``, ``--stem``; ``--title`` says what the two code versions differ in, for any other
+pair of versions). ``--differing threads`` compares two runs of one code that differ in a setting
 only: how far a last-bit change of the same maths moves a trained model.
 """
 
@@ -44,6 +46,11 @@ def _runs(root: Path) -> dict[tuple[str, int], dict]:
     return out
 
 
+def _but_code(record: dict) -> dict:
+    """A ``result.json`` less its ``code`` (the commit and package hash that differ by design)."""
+    return {k: v for k, v in record.items() if k != "code"}
+
+
 def compare(before: Path, after: Path, *, differing: tuple[str, ...] = ()) -> dict:
     """The paired comparison of the runs both folders hold (see the module docstring);
     ``differing``: preset settings the two sides may differ in (a control pair of runs of one
@@ -64,6 +71,7 @@ def compare(before: Path, after: Path, *, differing: tuple[str, ...] = ()) -> di
             "before": old["result"]["mean_accuracy"], "after": new["result"]["mean_accuracy"],
             "delta": delta, "ci95": ci, "excludes_0": abs(delta) > ci,
             "bit_identical": old["result"] == new["result"],
+            "identical_but_code": _but_code(old) == _but_code(new),
         })  # fmt: skip
         methods.setdefault(method, ({}, {}))
         methods[method][0][seed] = new["result"]["mean_accuracy"]
@@ -77,16 +85,20 @@ def compare(before: Path, after: Path, *, differing: tuple[str, ...] = ()) -> di
     return {"rows": rows, "over_seeds": over_seeds}
 
 
-def _markdown(summary: dict, prov: dict, commits: tuple[str, str]) -> str:
-    md = header_md("The batched step against the per-episode step (quick preset)", prov)
+TITLE = "The batched step against the per-episode step (quick preset)"
+
+
+def _markdown(summary: dict, prov: dict, commits: tuple[str, str], title: str = TITLE) -> str:
+    md = header_md(title, prov)
     md += f"\nBefore: code `{commits[0]}`; after: code `{commits[1]}`.\n\n"
-    md += "| method | seed | before | after | Δ (after − before, same episodes) | 95% CI | excludes 0 | result.json bit-identical |\n"
-    md += "|---|---:|---:|---:|---:|---:|---|---|\n"
+    md += "| method | seed | before | after | Δ (after − before, same episodes) | 95% CI | excludes 0 | result bit-identical | result.json identical but `code` |\n"
+    md += "|---|---:|---:|---:|---:|---:|---|---|---|\n"
     for r in summary["rows"]:
         md += (
             f"| {r['method']} | {r['seed']} | {100 * r['before']:.2f} | {100 * r['after']:.2f} "
             f"| {100 * r['delta']:+.2f} | ± {100 * r['ci95']:.2f} | "
-            f"{'**yes**' if r['excludes_0'] else 'no'} | {'yes' if r['bit_identical'] else 'no'} |\n"
+            f"{'**yes**' if r['excludes_0'] else 'no'} | {'yes' if r['bit_identical'] else 'no'} "
+            f"| {'yes' if r.get('identical_but_code') else 'no'} |\n"
         )
     md += (
         "\nOver seeds (paired by seed, Student-t):\n\n| method | Δ | 95% CI | seeds | resolved |\n"
@@ -98,7 +110,7 @@ def _markdown(summary: dict, prov: dict, commits: tuple[str, str]) -> str:
     return md
 
 
-def _plot(summary: dict, path: Path) -> None:
+def _plot(summary: dict, path: Path, title: str = TITLE) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -113,7 +125,7 @@ def _plot(summary: dict, path: Path) -> None:
     ax.set_yticks(range(len(rows)), [f"{r['method']} seed {r['seed']}" for r in rows])
     ax.invert_yaxis()
     ax.set_xlabel("accuracy after − before (points), same test episodes, 95% CI")
-    ax.set_title("Batched step vs per-episode step, quick preset")
+    ax.set_title(title, fontsize=10)
     save_figure(fig, path, dpi=120)
 
 
@@ -125,6 +137,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--after-commit", required=True)
     ap.add_argument("--out", type=Path, default=RESULTS / "batched_step_ab")
     ap.add_argument("--stem", default="ab", help="file names: STEM.json, STEM.md, STEM.png")
+    ap.add_argument("--title", default=TITLE, help="what the two code versions differ in")
     ap.add_argument(
         "--differing", nargs="*", default=[], metavar="SETTING",
         help="preset settings the two sides may differ in (a control pair of one code)",
@@ -137,11 +150,11 @@ def main(argv: list[str] | None = None) -> dict:
     record = {"provenance": prov, "commits": [args.before_commit, args.after_commit],
               "differing": args.differing, **summary}  # fmt: skip
     write_json(args.out / f"{args.stem}.json", record)
-    md = _markdown(summary, prov, (args.before_commit, args.after_commit))
+    md = _markdown(summary, prov, (args.before_commit, args.after_commit), args.title)
     if args.differing:
         md += f"\nThe two sides differ in {args.differing} only.\n"
     (args.out / f"{args.stem}.md").write_text(md)
-    _plot(summary, args.out / f"{args.stem}.png")
+    _plot(summary, args.out / f"{args.stem}.png", args.title)
     print(md)
     return summary
 

@@ -51,3 +51,20 @@ def test_runs_of_other_settings_are_refused_unless_named(tmp_path):
         compare(tmp_path / "a", tmp_path / "b")
     row = compare(tmp_path / "a", tmp_path / "b", differing=("threads",))["rows"][0]
     assert row["delta"] == pytest.approx(0.05)
+
+
+def test_a_record_is_identical_but_its_code_only_when_nothing_else_differs(tmp_path):
+    acc = np.linspace(0.5, 1.0, 50)
+    for side, package in (("a", "p1"), ("b", "p2")):
+        _write(tmp_path / side, "protonet", 0, acc)
+        _write(tmp_path / side, "mskm", 0, acc)
+        for method in ("protonet", "mskm"):
+            path = tmp_path / side / method / "run-seed0" / "result.json"
+            record = json.loads(path.read_text())
+            record["code"] = {"package": package}  # differs by design
+            if side == "b" and method == "mskm":
+                record["unread_settings"] = {"mem_size": "keeps no memory"}  # differs for real
+            path.write_text(json.dumps(record))
+    rows = {r["method"]: r for r in compare(tmp_path / "a", tmp_path / "b")["rows"]}
+    assert rows["protonet"]["identical_but_code"] and rows["protonet"]["bit_identical"]
+    assert rows["mskm"]["bit_identical"] and not rows["mskm"]["identical_but_code"]
