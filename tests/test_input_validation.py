@@ -483,7 +483,7 @@ CASES = [
          r"mean 'order'\?\); fix: name one of \['order', 'mskm'\], or give key=value to every "
          r"method"),
     Case("method-preset-not-a-config", lambda t: build_strategy("mskm", {"lr": 1e-3}),
-         TypeError, r"a method is built for a RunConfig or a preset's name, got a dict; fix: "
+         TypeError, r"a run is made of a RunConfig or a preset's name, got a dict; fix: "
          r"avalanche_sets\.presets\.resolve_preset"),
     Case("method-option-contradicts-ablation",
          lambda t: build_strategy("order-no-ot", _quick(), use_ot=True), ValueError,

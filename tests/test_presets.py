@@ -5,13 +5,14 @@ dictionary it was made from."""
 import dataclasses
 import pickle
 from collections.abc import Mapping
+from functools import partial
 
 import pytest
 
 from avalanche_sets import presets
 from avalanche_sets.methods import build_strategy, check_method
 from avalanche_sets.presets import PRESET_SCHEMA, PRESETS, RunConfig, resolve_preset
-from avalanche_sets.runs.experiment import build_benchmark, method_preset
+from avalanche_sets.runs.experiment import build_benchmark, method_preset, run_experiment
 from avalanche_sets.runs.folder import portable_preset, run_dir_name, run_identity
 from avalanche_sets.runs.sweep import RunSpec
 
@@ -69,16 +70,18 @@ def test_a_dictionary_handed_over_is_checked_once_with_the_presets_messages():
     settings = resolve_preset("quick", width=4).as_dict()
     with pytest.raises(ValueError, match="setting 'n_shot' must be a positive integer, got '5'"):
         RunConfig.of({**settings, "n_shot": "5"})
-    with pytest.raises(TypeError, match="built for a RunConfig or a preset's name, got a dict"):
+    with pytest.raises(TypeError, match="RunConfig or a preset's name, got a dict"):
         build_strategy("mskm", settings)  # a method takes a checked config, never a dict
     with pytest.raises(ValueError, match=r"unknown setting\(s\) \['n_wya'\] \(did you mean"):
-        build_benchmark({**settings, "n_wya": 3}, seed=0)
+        RunConfig.of({**settings, "n_wya": 3})
     with pytest.raises(ValueError, match=r"lacks setting\(s\) \['source'\] that every run"):
-        build_benchmark({k: v for k, v in settings.items() if k != "source"}, seed=0)
-    with pytest.raises(
-        TypeError, match="must be a preset's name, a RunConfig or a dict of settings"
-    ):
-        RunSpec("mskm", [("n_shot", 1)], 0, "runs")  # type: ignore[arg-type]
+        RunConfig.of({k: v for k, v in settings.items() if k != "source"})
+    for entry in (build_benchmark, partial(run_experiment, "mskm", out_root="runs")):
+        with pytest.raises(TypeError, match="RunConfig or a preset's name, got a dict"):
+            entry(settings, seed=0)  # refused before anything is made
+    for wrong in ([("n_shot", 1)], settings):
+        with pytest.raises(TypeError, match="RunConfig or a preset's name, got a"):
+            RunSpec("mskm", wrong, 0, "runs")  # type: ignore[arg-type]
 
 
 def test_every_setting_is_checked_once_where_it_is_handed_over(monkeypatch):

@@ -203,7 +203,7 @@ def run_config(preset: RunConfig | str) -> RunConfig:
     """
     if not isinstance(preset, (RunConfig, str)):
         raise TypeError(
-            f"a method is built for a RunConfig or a preset's name, got a "
+            f"a run is made of a RunConfig or a preset's name, got a "
             f"{type(preset).__name__}; fix: avalanche_sets.presets.resolve_preset(<name>, "
             "**overrides), or RunConfig.of(settings) for a whole dictionary of settings"
         )

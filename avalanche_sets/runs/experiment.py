@@ -38,6 +38,7 @@ from ..data.packs import NO_PACKS_HINT
 from ..methods import (
     build_strategy,
     check_method,
+    run_config,
     training_benchmark,
     training_config,
 )
@@ -152,18 +153,18 @@ def data_device(config: RunConfig) -> str | None:
 
 
 def build_benchmark(
-    preset: RunConfig | Mapping[str, Any] | str, *, seed: int, method: str | None = None
+    preset: RunConfig | str, *, seed: int, method: str | None = None
 ) -> SETSBenchmark:
     """The SETS benchmark a preset describes (episode streams seeded by ``seed``; on a GPU
     preset, gathered on the GPU: :func:`data_device`).
 
     ``preset``: the run's :class:`~avalanche_sets.presets.RunConfig`, or a preset's name as the
-    command line's ``--preset`` (``build_benchmark("quick", seed=0)``; a dictionary is checked
-    once, on arrival). ``method``: the benchmark that method trains on in the command line's
+    command line's ``--preset`` (``build_benchmark("quick", seed=0)``; a dictionary of settings
+    is refused: ``RunConfig.of(settings)`` checks it). ``method``: the benchmark that method trains on in the command line's
     run of it — the preset's stream, except for the methods of the ``joint`` family, which
     train on the stationary mixture of its domains (:func:`method_benchmark`).
     """
-    config = RunConfig.of(preset)  # the one public entry: a name or a dictionary checked here
+    config = run_config(preset)  # a name resolved here; a dictionary refused with the fix
     if method is not None:
         return method_benchmark(method, _benchmark(method_preset(method, config), seed), seed=seed)
     return _benchmark(config, seed)
@@ -378,7 +379,7 @@ def note_memory(fills: Sequence[MemoryFill], *, log: IO[str] | None = None) -> l
 
 def run_experiment(
     method: str,
-    preset: RunConfig | Mapping[str, Any] | str,
+    preset: RunConfig | str,
     *,
     seed: int,
     out_root: str | Path,
@@ -415,9 +416,10 @@ def run_experiment(
     its folder has no output of are refused
     (:func:`~avalanche_sets.training.loggers.check_finished_loggers`).
 
-    ``preset``: the run's :class:`~avalanche_sets.presets.RunConfig` (a dictionary of settings
-    is checked once, on arrival). ``method``: a built-in method's name or a method of one's own
-    (an installed entry point or ``"package.module:factory"``: :mod:`avalanche_sets.methods`).
+    ``preset``: the run's :class:`~avalanche_sets.presets.RunConfig`, or a preset's name (a
+    dictionary of settings is refused: ``RunConfig.of(settings)`` checks it). ``method``: a
+    built-in method's name or a method class of one's own (an installed entry point or
+    ``"package.module:Class"``: :mod:`avalanche_sets.methods`).
     ``plugins``: plugins added to the method (after its own); they are part of the run's identity
     (:func:`~.run.plugin_description`: class and public settings) and of its folder's name
     (``mskm+MyPlugin/...``). Pass new plugin objects to every run: a plugin keeps state.
@@ -451,7 +453,7 @@ def run_experiment(
         before taking the lock, or after waiting for the process that held it. Decided under
         the lock, so two sweeps on one folder never both report a run as theirs.
     """
-    config = RunConfig.of(preset) if checked else check_method(method, preset, strategy_overrides)
+    config = run_config(preset) if checked else check_method(method, preset, strategy_overrides)
     run, bench_config, loggers = _prepare(
         method, config, seed=seed, loggers=loggers, log_every=log_every, eval_stream=eval_stream,
         strategy_overrides=strategy_overrides, plugins=plugins, tag=tag,

@@ -15,14 +15,14 @@ import multiprocessing as mp
 import os
 import sys
 import traceback
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
-from ..methods import unread_settings
+from ..methods import run_config, unread_settings
 from ..presets import RunConfig
 from .experiment import check_run, run_experiment
 from .folder import RunLockedError, check_tag, is_finished
@@ -35,8 +35,8 @@ __all__ = ["RunSpec", "RunOutcome", "check_specs", "run_one", "run_sweep"]
 class RunSpec:
     """One run of a sweep: the arguments of :func:`~.experiment.run_experiment`.
 
-    ``preset``: the run's :class:`~avalanche_sets.presets.RunConfig`; a dictionary of settings
-    is checked once, when the spec is made, and held as its config. ``tag``: the run's tag
+    ``preset``: the run's :class:`~avalanche_sets.presets.RunConfig`, or a preset's name
+    (resolved when the spec is made; a dictionary of settings is refused with the fix). ``tag``: the run's tag
     (:func:`~.folder.check_tag`, checked when the spec is made; ``""``: none).
     """
 
@@ -51,8 +51,7 @@ class RunSpec:
     tag: str = ""
 
     def __post_init__(self) -> None:
-        preset: RunConfig | Mapping[str, Any] = self.preset
-        object.__setattr__(self, "preset", RunConfig.of(preset))
+        object.__setattr__(self, "preset", run_config(self.preset))  # a name resolved here
         check_tag(self.tag)
 
     @property
