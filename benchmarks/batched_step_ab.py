@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import textwrap
 from pathlib import Path
 
 from avalanche_sets.metrics.stats import paired_difference, paired_over_seeds
@@ -125,7 +126,8 @@ def _plot(summary: dict, path: Path, title: str = TITLE) -> None:
     ax.set_yticks(range(len(rows)), [f"{r['method']} seed {r['seed']}" for r in rows])
     ax.invert_yaxis()
     ax.set_xlabel("accuracy after − before (points), same test episodes, 95% CI")
-    ax.set_title(title, fontsize=10)
+    ax.set_title(textwrap.fill(title, 60), fontsize=10)
+    fig.tight_layout()
     save_figure(fig, path, dpi=120)
 
 
