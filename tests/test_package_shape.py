@@ -24,6 +24,8 @@ TORCH_FREE = {
     "cli.py",
     "presets.py",
     "methods/__init__.py",
+    "methods/build.py",
+    "methods/check.py",
     "runs/folder.py",
     "runs/code.py",
     "runs/lock.py",

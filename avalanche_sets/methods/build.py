@@ -26,12 +26,13 @@ if TYPE_CHECKING:  # torch loads only when a strategy is built (the CLI parses w
 __all__ = ["build_strategy", "make_backbone", "training_benchmark", "training_config"]
 
 
-def make_backbone(config: RunConfig) -> ConvBackbone:
+def make_backbone(config: RunConfig | str) -> ConvBackbone:
     """The backbone a preset asks for: channels-last (the fast CPU layout; ``channels_last=False``
     in the preset makes it NCHW-contiguous, the same network with another float summation
     order) in the preset's ``precision`` (``"auto"``: bf16 where the device runs it natively)."""
     from ..models.backbone import ConvBackbone  # torch: the CLI parses without it
 
+    config = run_config(config)  # a dictionary refused with the fix
     return ConvBackbone(
         n_blocks=config.n_blocks,
         width=config.width,

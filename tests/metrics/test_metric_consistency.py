@@ -104,7 +104,10 @@ def test_a_format_2_record_with_the_old_forgetting_is_refused_not_misread(tmp_pa
     del old["average_forgetting"], old["bwt"]
     assert np.mean(old["forgetting"]) == pytest.approx(OLD_AVG_FORGETTING)
     (tmp_path / "result.json").write_text(json.dumps({"format": 2, "result": old}))
-    with pytest.raises(ResultsVersionError, match="result format 2.*migrate"):
+    with pytest.raises(
+        ResultsVersionError,
+        match="result format 2.*re-run it.*read it with the version that wrote it",
+    ):
         read_record(tmp_path)
 
 

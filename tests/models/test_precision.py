@@ -15,7 +15,7 @@ from avalanche_sets.methods import build_strategy, make_backbone
 from avalanche_sets.models import PRECISIONS, ConvBackbone, resolve_precision
 from avalanche_sets.models import backbone as backbone_mod
 from avalanche_sets.models.episodic import PrototypicalModel
-from avalanche_sets.presets import PRESET_SCHEMA, resolve_preset
+from avalanche_sets.presets import PRESET_SCHEMA, RunConfig, resolve_preset
 from avalanche_sets.runs.experiment import run_settings
 from avalanche_sets.runs.folder import (
     record_identity,
@@ -174,6 +174,8 @@ def test_a_preset_without_the_setting_builds_no_backbone():
     preset = resolve_preset("quick").as_dict()
     del preset["precision"]
     with pytest.raises(ValueError, match=r"lacks setting\(s\) \['precision'\]"):
+        RunConfig.of(preset)
+    with pytest.raises(TypeError, match="RunConfig or a preset's name, got a dict"):
         make_backbone(preset)
 
 
