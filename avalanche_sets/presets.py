@@ -53,6 +53,7 @@ __all__ = [
     "PRESETS",
     "PRESET_SCHEMA",
     "RunConfig",
+    "require_config",
     "resolve_preset",
     "check_preset",
     "preset_names",
@@ -502,6 +503,18 @@ class RunConfig:
 
 _SETTING_FIELDS = tuple(f for f in dataclasses.fields(RunConfig) if f.name != "_given")
 _REQUIRED_FIELDS = tuple(f for f in _SETTING_FIELDS if f.default is dataclasses.MISSING)
+
+
+def require_config(value: object, what: str, *, also: str = "") -> RunConfig:
+    """``value`` when it is a :class:`RunConfig`; anything else (a dictionary of settings among
+    them) is refused with a ``TypeError`` that names ``what`` took it and the fix
+    (``RunConfig.of(settings)``; ``also``: where else the caller's fix may come from)."""
+    if not isinstance(value, RunConfig):
+        raise TypeError(
+            f"{what} takes a RunConfig, got {type(value).__name__}; fix: "
+            f"avalanche_sets.presets.RunConfig.of(settings){also}"
+        )
+    return value
 
 
 def resolve_preset(name: str, **overrides: Any) -> RunConfig:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..presets import RunConfig
+from ..presets import RunConfig, require_config
 from .options import OptionSpec, OptionValueError, close_names, describe_options
 from .reads import _class_options, _normal, _same, _settings, _unread_of, declared_defaults
 from .resolve import BUILTIN_METHODS, method_class
@@ -110,7 +110,7 @@ def parse_options(name: str, texts: Mapping[str, str]) -> dict[str, Any]:
 def default_options(name: str, config: RunConfig) -> dict[str, Any]:
     """The value of each strategy option a run of method ``name`` with ``config`` runs with
     when no override names it (:func:`~avalanche_sets.methods.reads.declared_defaults`)."""
-    return declared_defaults(method_class(name), _the_config(config))
+    return declared_defaults(method_class(name), require_config(config, "default_options"))
 
 
 def normal_options(
@@ -124,7 +124,7 @@ def normal_options(
         MethodOptionError: as :func:`typed_options`.
     """
     typed = typed_options(name, overrides or {})
-    defaults = default_options(name, _the_config(config)) if typed else {}
+    defaults = default_options(name, require_config(config, "normal_options")) if typed else {}
     return {k: v for k, v in typed.items() if not (k in defaults and _same(v, defaults[k]))}
 
 
@@ -139,18 +139,8 @@ def unread_settings(
     ``eval_stream``) does not read, each with the reason (``{"mem_size": "mskm keeps no memory
     of tasks"}``; which ones: :mod:`avalanche_sets.methods.reads`). :func:`check_method`
     refuses those a user set; a run records them (its identity and table row leave them out)."""
-    config = _the_config(config)
+    config = require_config(config, "unread_settings")
     return _unread_of(name, method_class(name), config, overrides, eval_stream=eval_stream)
-
-
-def _the_config(config: RunConfig) -> RunConfig:
-    """``config``, refused with the fix when it is no :class:`RunConfig` (a record's dict)."""
-    if not isinstance(config, RunConfig):
-        raise TypeError(
-            f"expected the run's RunConfig, got a {type(config).__name__}; fix: "
-            "RunConfig.of(settings) (a record's 'preset' among them)"
-        )
-    return config
 
 
 def _refuse_contradiction(name: str, cls: type, key: str, value: Any) -> None:

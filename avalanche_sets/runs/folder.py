@@ -45,7 +45,7 @@ from .. import __version__
 from ..data.content import data_content, data_root
 from ..files import atomic_write
 from ..methods import method_folder_name
-from ..presets import NAMING_PRESETS, PRESETS, RunConfig
+from ..presets import NAMING_PRESETS, PRESETS, RunConfig, require_config
 from .code import NO_SOURCE, code_info
 from .lock import LOCK_FILE, RunLock, RunLockedError
 
@@ -250,12 +250,10 @@ _MISSING = object()
 def _settings(preset: RunConfig, what: str, precision: str | None = None) -> dict[str, Any]:
     """The settings of ``preset``, a config (anything else is refused: a ``TypeError`` naming
     the fix), with ``precision`` when the caller resolved it already."""
-    if not isinstance(preset, RunConfig):
-        raise TypeError(
-            f"{what} takes a RunConfig, got {type(preset).__name__}; fix: "
-            "avalanche_sets.presets.RunConfig.of(settings) (a finished run's record: "
-            "record_identity(record), record_dir_name(record))"
-        )
+    preset = require_config(
+        preset, what, also=" (a finished run's record: record_identity(record), "
+        "record_dir_name(record))",
+    )  # fmt: skip
     return {**preset.as_dict(), **({} if precision is None else {"precision": precision})}
 
 

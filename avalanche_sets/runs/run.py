@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..methods import normal_options, tuned_options, unread_settings
-from ..presets import RunConfig
+from ..presets import RunConfig, require_config
 from .code import user_code
 from .folder import (
     check_tag,
@@ -97,12 +97,10 @@ class Run:
     name: str = field(init=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.config, RunConfig):
-            raise TypeError(
-                f"Run(config=...) takes a RunConfig, got {type(self.config).__name__}; fix: "
-                "config=avalanche_sets.presets.RunConfig.of(settings) (or resolve_preset(name, "
-                "**overrides)), or hand the settings to run_experiment, which checks them once"
-            )
+        require_config(
+            self.config, "Run(config=...)", also=" (or resolve_preset(name, **overrides)), or "
+            "hand the settings to run_experiment, which checks them once",
+        )  # fmt: skip
         check_tag(self.tag)
         options = normal_options(self.method, self.config, self.strategy_options)
         precision = run_precision(self.config)  # "auto" resolved: once per run
