@@ -21,8 +21,8 @@ def _lazy_names(
     """The ``__getattr__`` and ``__dir__`` of ``package`` for ``names`` (name → submodule).
 
     A name is imported from its submodule (relative to ``package``) when first read, then
-    cached in the package's namespace (PEP 562). This package, :mod:`.data` and :mod:`.runs`
-    load their names so, to keep importing them cheap.
+    cached in the package's namespace (PEP 562). This package, :mod:`.data`, :mod:`.runs`
+    and :mod:`.training` load their names so, to keep importing them cheap.
     """
     namespace = vars(_importlib.import_module(package))
 

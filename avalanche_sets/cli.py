@@ -25,8 +25,9 @@ from pathlib import Path
 from .presets import PRESETS, RunConfig, command_config, preset_names, run_target
 from .presets import parse_settings as _parse_sets  # as the benchmarks' scripts import it
 from .runs.figure_formats import add_figure_arguments, figure_formats
-from .runs.folder import check_loggers, check_tag  # the standard library alone
+from .runs.folder import check_tag  # the standard library alone
 from .suggest import did_you_mean
+from .training.loggers import check_loggers  # the standard library alone
 
 __all__ = ["main", "build_parser"]
 
@@ -106,7 +107,7 @@ def _tag(text: str) -> str:
 
 
 def _logger(name: str) -> str:
-    """``--loggers``: one name :func:`~avalanche_sets.runs.folder.check_loggers` takes."""
+    """``--loggers``: one name :func:`~avalanche_sets.training.loggers.check_loggers` takes."""
     try:
         return check_loggers([name])[0]
     except ValueError as err:

@@ -45,16 +45,16 @@ from ..methods import (
 from ..metrics import episode_metrics
 from ..presets import RunConfig
 from ..training.checkpoint import previous_checkpoint_path, resume_note
-from ..training.loggers import (
+from ..training.loggers import check_finished_loggers, check_loggers
+from ..training.loss_terms import DEFAULT_LOG_EVERY, LossTerms, RunEvaluator, check_log_every
+from ..training.memory_fill import MemoryFill, memory_fills
+from ..training.progress import DomainProgressLogger
+from ..training.run_loggers import (
     ResumableCSVLogger,
     ResumableTensorboardLogger,
     RunTextLogger,
     WandBLogger,
-    check_finished_loggers,
 )
-from ..training.loss_terms import DEFAULT_LOG_EVERY, LossTerms, RunEvaluator, check_log_every
-from ..training.memory_fill import MemoryFill, memory_fills
-from ..training.progress import DomainProgressLogger
 from .code import code_info, command_line, numerics_info, provenance, utc_now
 from .folder import (
     CHECKPOINT_FILE,
@@ -63,7 +63,6 @@ from .folder import (
     RunLock,
     check_checkpoint_code,
     check_finished,
-    check_loggers,
     check_tag,
     is_finished,
     read_record,
@@ -222,9 +221,9 @@ def evaluator(
 
     Every metric value goes to ``log_file`` (default: ``out/log.txt``, appended to) whatever
     ``loggers`` says, so the evaluator always has a logger and nothing is lost; ``loggers``
-    adds terminal and file loggers (:data:`~.folder.LOGGERS`), ``verbose`` also prints the
+    adds terminal and file loggers (:data:`~avalanche_sets.training.loggers.LOGGERS`), ``verbose`` also prints the
     metric values on the terminal. The file loggers (``csv/``, ``tb/``, ``wandb/`` in ``out``)
-    are the resumable ones of :mod:`avalanche_sets.training.loggers`: a resumed run continues
+    are the resumable ones of :mod:`avalanche_sets.training.run_loggers`: a resumed run continues
     them at its checkpoint's steps. The W&B run is named after ``out`` and gets ``config``
     (the run's settings); it is offline unless ``WANDB_MODE`` says otherwise, so a run never
     needs the network: ``wandb sync out/wandb/offline-run-*`` uploads it.
@@ -242,7 +241,7 @@ def evaluator(
 
     Raises:
         ValueError: an unknown logger, or ``wandb`` without wandb installed
-            (:func:`~.folder.check_loggers`), or ``log_every`` < 1.
+            (:func:`~avalanche_sets.training.loggers.check_loggers`), or ``log_every`` < 1.
     """
     loggers = check_loggers(loggers)
     if log_file is None:  # the run folder's log, owned by the logger from here on
@@ -409,7 +408,7 @@ def run_experiment(
     a killed run resumes from the newest good one and ends with the same ``result.json``.
 
     Every metric value goes to the run folder's ``log.txt`` (appended to on resume);
-    ``loggers`` adds terminal or file loggers (:data:`~.folder.LOGGERS`; ``progress`` draws
+    ``loggers`` adds terminal or file loggers (:data:`~avalanche_sets.training.loggers.LOGGERS`; ``progress`` draws
     one bar per domain), and ``verbose=True`` prints the metric values on the terminal too.
     The loss terms are logged as means over ``log_every`` iterations (:func:`evaluator`). A
     finished run is not run again, so file loggers (``csv``, ``tensorboard``, ``wandb``) that

@@ -21,9 +21,9 @@ While a run is in progress the folder holds its checkpoint and ``.lock``
 lock and does not run it again.
 
 Every file is written atomically (:func:`atomic_write`, the one implementation the whole
-package uses). This module loads with the standard library alone — the command line reads
-:data:`LOGGERS` from it to build its parser — so :func:`run_precision` of ``"auto"``, which
-needs torch, imports it where it uses it.
+package uses). This module loads with the standard library alone — the command line names
+run folders before torch loads — so :func:`run_precision` of ``"auto"``, which needs torch,
+imports it where it uses it.
 
 The naming and identity functions take a run's :class:`~avalanche_sets.presets.RunConfig`
 (a dictionary is refused, naming :meth:`~avalanche_sets.presets.RunConfig.of`);
@@ -33,7 +33,6 @@ nothing: a config was checked when it was made, and a record holds what a run co
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -58,9 +57,6 @@ __all__ = [
     "LOG_FILE",
     "CHECKPOINT_FILE",
     "RUN_FILES",
-    "LOGGERS",
-    "WANDB_INSTALL",
-    "check_loggers",
     "RESULT_FORMAT",
     "RECORD_KEYS",
     "UNREAD_FIELD",
@@ -103,40 +99,6 @@ RUN_FILES: tuple[tuple[str, str], ...] = (
     (LOG_FILE, "every metric value of the run (--verbose prints them)"),
 )
 """What a finished run folder holds, as the command line lists it."""
-
-LOGGERS = ("progress", "interactive", "csv", "tensorboard", "wandb")
-"""Loggers a run can add: ``progress`` (one bar per domain on stderr), ``interactive``
-(Avalanche's bars and metric values on stdout), ``csv`` (``csv/``), ``tensorboard``
-(``tb/``), ``wandb`` (Weights & Biases, ``wandb/``; offline unless ``WANDB_MODE`` says
-otherwise; needs the ``wandb`` extra). The run folder's ``log.txt`` (every metric value) is
-always written and is no logger to choose. ``csv``, ``tensorboard`` and ``wandb`` continue
-where a resumed run's checkpoint left them (:mod:`avalanche_sets.training.loggers`)."""
-
-WANDB_INSTALL = 'pip install "avalanche-sets[wandb]"'
-"""How to install the wandb release the ``wandb`` logger is tested with."""
-
-
-def check_loggers(loggers) -> tuple[str, ...]:
-    """``loggers`` as a tuple, once every name is one of :data:`LOGGERS` that this environment
-    can run (``wandb`` needs wandb installed), checked without importing any of them.
-
-    Raises:
-        ValueError: an unknown logger, or ``wandb`` without wandb (names the extra).
-    """
-    loggers = tuple(loggers)
-    unknown = sorted(set(loggers) - set(LOGGERS))
-    if unknown:
-        raise ValueError(
-            f"unknown logger(s) {unknown}; choose from {', '.join(LOGGERS)} (the run folder's "
-            "log.txt of every metric value is always written)"
-        )
-    if "wandb" in loggers:
-        if importlib.util.find_spec("wandb") is None:
-            raise ValueError(
-                f"the wandb logger needs wandb, which is not installed: {WANDB_INSTALL}"
-            )
-    return loggers
-
 
 RESULT_FORMAT = 3
 """The run record format this version writes and reads: ``result.json`` (what was computed,

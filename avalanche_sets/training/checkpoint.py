@@ -8,7 +8,7 @@ variational networks and generators; episode metrics) and the first accuracy of 
 experience that Avalanche's forgetting and BWT metrics hold, the global RNG states, and the stream
 position (experience, iteration) plus any results so far. It also saves Avalanche's
 ``strategy.clock`` (the steps every logged value is plotted at) and the state of every evaluator
-logger that has a ``state_dict()`` (:mod:`avalanche_sets.training.loggers`: how far their files
+logger that has a ``state_dict()`` (:mod:`avalanche_sets.training.run_loggers`: how far their files
 are written), so that a resumed run's TensorBoard, CSV and W&B logs continue at the steps where
 the checkpoint left them, as an uninterrupted run's. And it saves the running state of every
 evaluator metric that accumulates over the training iterations (Avalanche's epoch accuracy and

@@ -18,7 +18,7 @@ from typing import IO
 from avalanche.logging import BaseLogger
 from tqdm import tqdm
 
-from .loggers import format_loss_terms, loss_terms_of
+from .run_loggers import format_loss_terms, loss_terms_of
 
 __all__ = ["DomainProgressLogger"]
 

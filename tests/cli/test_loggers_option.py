@@ -8,7 +8,7 @@ import re
 import pytest
 
 from avalanche_sets.cli import build_parser, main
-from avalanche_sets.runs.folder import LOGGERS
+from avalanche_sets.training.loggers import LOGGERS
 
 
 def _loggers_option():

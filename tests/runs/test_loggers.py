@@ -18,7 +18,8 @@ from avalanche.core import SupervisedPlugin
 from avalanche_sets import training
 from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs.experiment import run_experiment
-from avalanche_sets.runs.folder import CHECKPOINT_FILE, check_loggers, run_precision
+from avalanche_sets.runs.folder import CHECKPOINT_FILE, run_precision
+from avalanche_sets.training.loggers import check_loggers
 from avalanche_sets.training.loss_terms import LOSS_TERM_PREFIX
 
 sys.path.insert(0, str(Path(__file__).parent))
