@@ -15,14 +15,14 @@ import multiprocessing as mp
 import os
 import sys
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
-from ..methods import run_config, unread_settings
+from ..methods import run_config, typed_options, unread_settings
 from ..presets import RunConfig
 from .experiment import check_run, run_experiment
 from .folder import RunLockedError, check_tag, is_finished
@@ -38,6 +38,8 @@ class RunSpec:
     ``preset``: the run's :class:`~avalanche_sets.presets.RunConfig`, or a preset's name
     (resolved when the spec is made; a dictionary of settings is refused with the fix). ``tag``: the run's tag
     (:func:`~.folder.check_tag`, checked when the spec is made; ``""``: none).
+    ``strategy_overrides``: typed when the spec is made
+    (:func:`~avalanche_sets.methods.typed_options`; options typed already are kept as they are).
     """
 
     method: str
@@ -45,13 +47,15 @@ class RunSpec:
     seed: int
     out_root: str | Path
     eval_stream: str = "test"
-    strategy_overrides: dict = field(default_factory=dict)
+    strategy_overrides: Mapping[str, Any] = field(default_factory=dict)
     checkpoint_every: int | None = 50
     verbose: bool = False
     tag: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "preset", run_config(self.preset))  # a name resolved here
+        options = typed_options(self.method, self.strategy_overrides)  # typed once, here
+        object.__setattr__(self, "strategy_overrides", options)
         check_tag(self.tag)
 
     @property
@@ -65,7 +69,7 @@ class RunSpec:
 
     @property
     def label(self) -> str:
-        over = f" {self.strategy_overrides}" if self.strategy_overrides else ""
+        over = f" {dict(self.strategy_overrides)}" if self.strategy_overrides else ""
         return f"{self.method} seed {self.seed}{over}" + (f" tag {self.tag}" if self.tag else "")
 
 
