@@ -22,7 +22,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from ..methods import run_config, typed_options, unread_settings
+from ..methods import run_config, unread_settings
 from ..presets import RunConfig
 from .experiment import check_run, run_experiment
 from .folder import RunLockedError, check_tag, is_finished
@@ -38,8 +38,8 @@ class RunSpec:
     ``preset``: the run's :class:`~avalanche_sets.presets.RunConfig`, or a preset's name
     (resolved when the spec is made; a dictionary of settings is refused with the fix). ``tag``: the run's tag
     (:func:`~.folder.check_tag`, checked when the spec is made; ``""``: none).
-    ``strategy_overrides``: typed when the spec is made
-    (:func:`~avalanche_sets.methods.typed_options`; options typed already are kept as they are).
+    ``strategy_overrides``: Python values, or options typed already (the command line's:
+    :class:`~avalanche_sets.methods.MethodOptions`, taken as they are by every later step).
     """
 
     method: str
@@ -54,8 +54,6 @@ class RunSpec:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "preset", run_config(self.preset))  # a name resolved here
-        options = typed_options(self.method, self.strategy_overrides)  # typed once, here
-        object.__setattr__(self, "strategy_overrides", options)
         check_tag(self.tag)
 
     @property
