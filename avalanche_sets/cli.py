@@ -21,6 +21,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .presets import PRESETS, RunConfig, command_config, preset_names, run_target
 from .presets import parse_settings as _parse_sets  # as the benchmarks' scripts import it
@@ -29,15 +30,20 @@ from .runs.folder import check_tag  # the standard library alone
 from .suggest import did_you_mean
 from .training.loggers import check_loggers  # the standard library alone
 
+if TYPE_CHECKING:  # the command line parses without torch
+    from .methods import MethodOptions
+
 __all__ = ["main", "build_parser"]
 
 
-def _strategy_options(items: list[str] | None, methods: list[str]) -> dict[str, dict]:
+def _strategy_options(items: list[str] | None, methods: list[str]) -> dict[str, MethodOptions]:
     """``--strategy-set [METHOD:]KEY=VALUE`` → each method's typed options.
 
     A plain ``KEY=VALUE`` goes to every method; ``METHOD:KEY=VALUE`` to that method only (the
     ``:`` before the key is the last one, so ``pkg.module:factory:weight=0.5`` names a factory).
-    The text is typed by the option's type (:func:`~avalanche_sets.methods.parse_options`).
+    The text is typed by the option's type (:func:`~avalanche_sets.methods.parse_options`),
+    once: the run takes the typed options it gives
+    (:class:`~avalanche_sets.methods.MethodOptions`) as they are.
 
     Raises:
         ValueError: an item without ``=``; a method not in the command; an option given twice

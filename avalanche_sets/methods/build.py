@@ -3,7 +3,9 @@
 ``build_strategy(name, preset, seed=..., evaluator=...)`` checks the method and its options
 (:func:`~avalanche_sets.methods.check_method`) and builds its class on the preset's backbone
 through the class's hooks (:func:`_build`); the command line, the examples and the benchmark
-scripts all go through it, so a method means the same thing everywhere.
+scripts all go through it, so a method means the same thing everywhere. A run, which checked
+its method and typed its options once when it was handed over, builds its strategy from them
+with :func:`build_checked_strategy`, the same construction without the checks.
 :func:`training_config` and :func:`training_benchmark` say what a run of the method trains on
 (its class's hooks).
 """
@@ -14,16 +16,23 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..method import Method
-from ..presets import RunConfig
-from .check import check_method, run_config, typed_options
+from ..presets import RunConfig, require_config
+from .check import checked_method, run_config, typed_options
 from .reads import _accepted_options, _model_option_names, preset_options
 from .resolve import method_class
+from .typed import MethodOptions
 
 if TYPE_CHECKING:  # torch loads only when a strategy is built (the CLI parses without it)
     from ..data.benchmark import SETSBenchmark
     from ..models.backbone import ConvBackbone
 
-__all__ = ["build_strategy", "make_backbone", "training_benchmark", "training_config"]
+__all__ = [
+    "build_checked_strategy",
+    "build_strategy",
+    "make_backbone",
+    "training_benchmark",
+    "training_config",
+]
 
 
 def make_backbone(config: RunConfig | str) -> ConvBackbone:
@@ -83,14 +92,49 @@ def build_strategy(
     model is initialised from ``torch.manual_seed(seed)``; the rest is the class's
     :func:`_build` (its tuned and fixed options, which
     ``overrides`` override: an override that contradicts a fixed option is refused by
-    :func:`check_method`). ``check=False`` skips :func:`check_method` when the caller has run
-    it on these arguments already (a run checks its method once, before loading any data).
+    :func:`check_method`). ``overrides`` are typed once (:func:`typed_options`), as the run's
+    identity holds them. ``check=False`` skips :func:`check_method` when the caller has run it
+    on these arguments already (a run checks its method once, before loading any data, and
+    builds with :func:`build_checked_strategy`).
 
     Raises:
         ValueError, TypeError: as :func:`check_method`.
     """
-    config = check_method(name, preset, overrides) if check else run_config(preset)
-    overrides = typed_options(name, overrides)  # as the run's identity holds them
+    if check:
+        config, options = checked_method(name, preset, overrides)
+    else:
+        config, options = run_config(preset), typed_options(name, overrides)
+    return build_checked_strategy(
+        name, config, options, seed=seed, evaluator=evaluator, plugins=plugins
+    )
+
+
+def build_checked_strategy(
+    name: str,
+    config: RunConfig,
+    options: MethodOptions,
+    *,
+    seed: int = 0,
+    evaluator=None,
+    plugins=None,
+):
+    """:func:`build_strategy` of a config and options that were checked already
+    (:func:`~avalanche_sets.methods.checked_method`, or typed by
+    :func:`~avalanche_sets.methods.normal_options`): what a run builds its strategy with, its
+    options typed once, where the run was handed over, and not again here.
+
+    Raises:
+        TypeError: ``config`` is no :class:`~avalanche_sets.presets.RunConfig`, or ``options``
+            are not typed (a plain dictionary: :func:`build_strategy` types it).
+        MethodOptionError: ``options`` typed for another method.
+    """
+    config = require_config(config, "build_checked_strategy")
+    if not isinstance(options, MethodOptions):
+        raise TypeError(
+            f"build_checked_strategy takes typed options, got a {type(options).__name__}; "
+            f"fix: build_strategy({name!r}, config, **options), which types and checks them"
+        )
+    options = typed_options(name, options)  # refuses options typed for another method
     # torch, Avalanche and the strategies load here, when a strategy is built: the command
     # line imports this module to parse its arguments without them
     from ..models.episodic import PrototypicalModel
@@ -99,7 +143,7 @@ def build_strategy(
     evaluator = evaluator if evaluator is not None else quiet_evaluator()
     strategy = _build(
         method_class(name), config, seed=seed, evaluator=evaluator, plugins=list(plugins or []),
-        options=overrides,
+        options=options,
     )  # fmt: skip
     if isinstance(strategy.model, PrototypicalModel) and strategy.model.n_way is None:
         strategy.model.n_way = config.n_way  # labels checked on the device, N never read

@@ -3,7 +3,9 @@
 A strategy option's type and default have one home: the annotated constructor of the method's
 class (and of those it inherits from; a baseline's model class for its model options), read by
 :func:`~avalanche_sets.methods.options.signature_options`. :func:`parse_options` types the
-command line's text by it, :func:`typed_options` checks Python values by it, and
+command line's text by it, :func:`typed_options` checks Python values by it; both return
+:class:`~avalanche_sets.methods.typed.MethodOptions`, which every later step (and these
+functions, handed one) takes as it is: an option is typed once, where it is handed over.
 :func:`check_method` refuses, before any data loads, an option the method does not take, one
 that contradicts an option it fixes (an ORDER ablation's switch), and a preset setting the user
 set that the run would not read (:func:`unread_settings`).
@@ -18,10 +20,12 @@ from ..presets import RunConfig, require_config
 from .options import OptionSpec, OptionValueError, close_names, describe_options
 from .reads import _class_options, _normal, _same, _settings, _unread_of, declared_defaults
 from .resolve import BUILTIN_METHODS, method_class
+from .typed import MethodOptions, _typed
 
 __all__ = [
     "MethodOptionError",
     "check_method",
+    "checked_method",
     "default_options",
     "method_options",
     "normal_options",
@@ -70,27 +74,39 @@ def _option_specs(name: str, keys: Iterable[str]) -> dict[str, OptionSpec]:
     return {k: options[k] for k in keys}
 
 
-def typed_options(name: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
+def typed_options(name: str, overrides: Mapping[str, Any]) -> MethodOptions:
     """``overrides`` checked against the types of method ``name``'s options and kept as the
     option keeps them (an int given for a float option is that float, a list for a sequence a
-    tuple): the values a run's folder name and identity hold.
+    tuple): the values a run's folder name and identity hold. ``overrides`` typed already (a
+    :class:`~avalanche_sets.methods.typed.MethodOptions` of ``name``) are returned as they are.
 
     Raises:
         MethodOptionError: an option ``name`` does not take (with its typed option list and the
-            closest name), or a value of another type (``use_ot="false"``: a string is no bool).
+            closest name), a value of another type (``use_ot="false"``: a string is no bool),
+            or options typed for another method.
     """
+    if isinstance(overrides, MethodOptions):
+        if overrides.method != name:
+            raise MethodOptionError(
+                f"options typed for method {overrides.method!r} were handed to method "
+                f"{name!r}; fix: type them for it: typed_options({name!r}, dict(options))"
+            )
+        return overrides
     specs = _option_specs(name, overrides)
     where = f"method {name!r}: "
     try:
-        return {k: specs[k].check(v, where=where) for k, v in overrides.items()}
+        return _typed(name, {k: specs[k].check(v, where=where) for k, v in overrides.items()})
     except OptionValueError as err:
         raise MethodOptionError(str(err)) from None
 
 
-def parse_options(name: str, texts: Mapping[str, str]) -> dict[str, Any]:
+def parse_options(name: str, texts: Mapping[str, str]) -> MethodOptions:
     """Command-line text (``--strategy-set KEY=VALUE``) as method ``name``'s typed options:
     ``use_ot=false`` is ``False``, ``lr=1e-3x`` is refused (spellings:
-    :mod:`avalanche_sets.methods.options`).
+    :mod:`avalanche_sets.methods.options`). Each text is typed once, by
+    :meth:`~avalanche_sets.methods.options.OptionSpec.parse`, which gives the value
+    :meth:`~avalanche_sets.methods.options.OptionSpec.check` keeps (a float for a float option,
+    a tuple for a sequence): nothing checks it again.
 
     Raises:
         MethodOptionError: an option ``name`` does not take, or text that is no value of the
@@ -104,7 +120,7 @@ def parse_options(name: str, texts: Mapping[str, str]) -> dict[str, Any]:
         options, _ = method_options(name)
         settable = {k: o for k, o in options.items() if o.from_text}
         raise MethodOptionError(f"{err}; its options: {describe_options(settable)}") from None
-    return typed_options(name, values)
+    return _typed(name, values)
 
 
 def default_options(name: str, config: RunConfig) -> dict[str, Any]:
@@ -115,17 +131,19 @@ def default_options(name: str, config: RunConfig) -> dict[str, Any]:
 
 def normal_options(
     name: str, config: RunConfig, overrides: Mapping[str, Any] | None
-) -> dict[str, Any]:
-    """``overrides`` typed (:func:`typed_options`), less every option whose value is the one a
-    run of ``name`` with ``config`` has anyway (:func:`default_options`): an explicit default is
-    no override. The strategy options a run's folder name and identity hold.
+) -> MethodOptions:
+    """``overrides`` typed (:func:`typed_options`: options typed already are taken as they
+    are), less every option whose value is the one a run of ``name`` with ``config`` has anyway
+    (:func:`default_options`): an explicit default is no override. The strategy options a run's
+    folder name and identity hold, and its strategy is built with.
 
     Raises:
         MethodOptionError: as :func:`typed_options`.
     """
     typed = typed_options(name, overrides or {})
     defaults = default_options(name, require_config(config, "normal_options")) if typed else {}
-    return {k: v for k, v in typed.items() if not (k in defaults and _same(v, defaults[k]))}
+    kept = {k: v for k, v in typed.items() if not (k in defaults and _same(v, defaults[k]))}
+    return typed if len(kept) == len(typed) else _typed(name, kept)
 
 
 def unread_settings(
@@ -228,6 +246,26 @@ def check_method(
             does not accept (with the closest name) or a
             value of another type than the option's (:func:`typed_options`).
     """
+    config, _ = checked_method(name, preset, overrides, given=given, eval_stream=eval_stream)
+    return config
+
+
+def checked_method(
+    name: str,
+    preset: RunConfig | str,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    given: Iterable[str] = (),
+    eval_stream: str = "test",
+) -> tuple[RunConfig, MethodOptions]:
+    """:func:`check_method`, returning the run's config and its options typed
+    (:func:`typed_options`) as it checked them: what a run hands on to name its folder and
+    build its strategy (:func:`~avalanche_sets.methods.build.build_checked_strategy`) without
+    typing them again.
+
+    Raises:
+        ValueError, TypeError: as :func:`check_method`.
+    """
     cls = method_class(name)
     config = run_config(preset)
     overrides = typed_options(name, overrides or {})
@@ -251,4 +289,4 @@ def check_method(
             "the method (or --eval-stream) that uses them"
         )
     _check_ot_solver(settings)
-    return config
+    return config, overrides

@@ -36,11 +36,12 @@ from ..data import SETSBenchmark, sets_benchmark
 from ..data.content import PACKS_ENV, data_root
 from ..data.packs import NO_PACKS_HINT
 from ..methods import (
-    build_strategy,
-    check_method,
+    build_checked_strategy,
+    checked_method,
     run_config,
     training_benchmark,
     training_config,
+    typed_options,
 )
 from ..metrics import episode_metrics
 from ..presets import RunConfig
@@ -301,7 +302,8 @@ def check_run(
     """Check a run before any data loads or any folder is made; returns its config.
 
     :func:`~avalanche_sets.methods.check_method` (the method's name, preset, options and
-    ``given`` settings), then the strategy built once and dropped — with a silent evaluator and
+    ``given`` settings; the options typed once, or taken as they are when typed already:
+    :class:`~avalanche_sets.methods.MethodOptions`), then the strategy built once and dropped — with a silent evaluator and
     no added plugins — so that what only its construction checks (a method factory of one's own
     and the plugins it builds, a strategy's own argument checks) fails here, before the stream
     is built or described. A factory is therefore called twice per run: here, and by
@@ -313,11 +315,11 @@ def check_run(
         ValueError, TypeError: as :func:`~avalanche_sets.methods.check_method`, and whatever
             the strategy's (or the factory's, or its plugins') construction raises.
     """
-    config = check_method(
-        method, preset, dict(strategy_overrides or {}), given=given, eval_stream=eval_stream
+    config, options = checked_method(
+        method, preset, strategy_overrides, given=given, eval_stream=eval_stream
     )
     check_device(config)
-    build_strategy(method, config, seed=seed, check=False, **dict(strategy_overrides or {}))
+    build_checked_strategy(method, config, options, seed=seed)
     return config
 
 
@@ -444,6 +446,9 @@ def run_experiment(
 
     ``checked=True``: the caller checked these arguments already
     (:func:`~avalanche_sets.methods.check_method`): the method is checked once per command.
+    ``strategy_overrides`` are typed once, here, unless typed already
+    (:class:`~avalanche_sets.methods.MethodOptions`, as the command line and a sweep hand
+    them): the run names its folder and builds its strategy with them as typed.
 
     Returns:
         ``result.json`` merged with ``run.json`` (``seconds``, ``date``, ``machine``, ...),
@@ -452,10 +457,13 @@ def run_experiment(
         before taking the lock, or after waiting for the process that held it. Decided under
         the lock, so two sweeps on one folder never both report a run as theirs.
     """
-    config = run_config(preset) if checked else check_method(method, preset, strategy_overrides)
+    if checked:  # options typed by the caller (MethodOptions) are not typed again
+        config, options = run_config(preset), typed_options(method, strategy_overrides or {})
+    else:
+        config, options = checked_method(method, preset, strategy_overrides)
     run, bench_config, loggers = _prepare(
         method, config, seed=seed, loggers=loggers, log_every=log_every, eval_stream=eval_stream,
-        strategy_overrides=strategy_overrides, plugins=plugins, tag=tag,
+        strategy_overrides=options, plugins=plugins, tag=tag,
     )  # fmt: skip
     _check_benchmark(benchmark, seed)
     out = run.folder(out_root)
@@ -578,10 +586,9 @@ def _start(
             log_every=log_every,
         )  # fmt: skip
         made_loggers = run_evaluator.loggers
-        strategy = build_strategy(
-            run.method, run.config, seed=run.seed, evaluator=run_evaluator,
-            plugins=list(plugins), check=False,  # checked before (or by the caller)
-            **run.strategy_options,
+        strategy = build_checked_strategy(  # checked and typed once, when the run was handed over
+            run.method, run.config, run.strategy_options, seed=run.seed, evaluator=run_evaluator,
+            plugins=list(plugins),
         )  # fmt: skip
         if benchmark is None or bench_config is not run.config:  # more training tasks: rebuilt
             benchmark = build_benchmark(bench_config, seed=run.seed)

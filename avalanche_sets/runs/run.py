@@ -64,9 +64,10 @@ class Run:
         config: the run's settings, as given (``precision`` as the preset names it).
         seed: the run's seed.
         eval_stream: ``"test"`` or ``"valid"``.
-        strategy_options: the strategy options as the run holds them: typed, less every option
-            equal to the value the method runs with anyway
-            (:func:`~avalanche_sets.methods.normal_options`).
+        strategy_options: the strategy options as the run holds them and builds its strategy
+            with: typed, less every option equal to the value the method runs with anyway
+            (:func:`~avalanche_sets.methods.normal_options`; options typed already, a
+            :class:`~avalanche_sets.methods.MethodOptions`, are not typed again).
         plugins: the :func:`plugin_description` of every plugin added to the method.
         tag: the name that keeps the run apart (:func:`~.folder.check_tag`; ``""``: none).
         user_code: the content hash of the code of one's own that defines the run
@@ -133,11 +134,13 @@ class Run:
         tag: str = "",
     ) -> Run:
         """The run of ``method`` with ``config`` and ``seed``, its ``plugins`` (objects)
-        described and the code of one's own that defines it hashed as its files are now."""
+        described and the code of one's own that defines it hashed as its files are now.
+        ``strategy_overrides``: Python values, or options typed already
+        (:class:`~avalanche_sets.methods.MethodOptions`: taken as they are)."""
         plugins = list(plugins)
         return cls(
             method=method, config=config, seed=seed, eval_stream=eval_stream,
-            strategy_options=dict(strategy_overrides or {}),
+            strategy_options=strategy_overrides if strategy_overrides is not None else {},
             plugins=tuple(plugin_description(p) for p in plugins), tag=tag,
             user_code=user_code(method, plugins),
         )  # fmt: skip

@@ -15,7 +15,7 @@ import multiprocessing as mp
 import os
 import sys
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,8 @@ class RunSpec:
     ``preset``: the run's :class:`~avalanche_sets.presets.RunConfig`, or a preset's name
     (resolved when the spec is made; a dictionary of settings is refused with the fix). ``tag``: the run's tag
     (:func:`~.folder.check_tag`, checked when the spec is made; ``""``: none).
+    ``strategy_overrides``: Python values, or options typed already (the command line's:
+    :class:`~avalanche_sets.methods.MethodOptions`, taken as they are by every later step).
     """
 
     method: str
@@ -45,7 +47,7 @@ class RunSpec:
     seed: int
     out_root: str | Path
     eval_stream: str = "test"
-    strategy_overrides: dict = field(default_factory=dict)
+    strategy_overrides: Mapping[str, Any] = field(default_factory=dict)
     checkpoint_every: int | None = 50
     verbose: bool = False
     tag: str = ""
@@ -65,7 +67,7 @@ class RunSpec:
 
     @property
     def label(self) -> str:
-        over = f" {self.strategy_overrides}" if self.strategy_overrides else ""
+        over = f" {dict(self.strategy_overrides)}" if self.strategy_overrides else ""
         return f"{self.method} seed {self.seed}{over}" + (f" tag {self.tag}" if self.tag else "")
 
 
