@@ -46,6 +46,7 @@ from .distance import squared_euclidean
 __all__ = [
     "OT_SOLVERS",
     "CVXPYLAYERS_MAX_ENTRIES",
+    "check_max_points",
     "check_solver",
     "ot_plan",
     "sinkhorn_log",
@@ -82,6 +83,42 @@ def check_solver(name: str) -> str:
     if name not in OT_SOLVERS:
         raise ValueError(f"unknown OT solver {name!r}; valid solvers are {list(OT_SOLVERS)}")
     return name
+
+
+def check_max_points(
+    solver: str,
+    max_points: int | None,
+    *,
+    option: str = "max_points",
+    solver_option: str = "solver",
+) -> int | None:
+    """Validate ``max_points`` (G: the most points per side of an OT problem; ``None``: all)
+    for ``solver``: a positive integer or ``None``, and for ``"cvxpylayers"`` at most
+    ``√CVXPYLAYERS_MAX_ENTRIES`` (100), the largest problem cvxpy can canonicalise.
+    ``option`` and ``solver_option`` are the names the caller's user gave the two values
+    (``ot_max_points`` and ``ot_solver`` of ORDER's options), used in the message.
+
+    Returns:
+        ``max_points`` unchanged.
+
+    Raises:
+        ValueError: a ``max_points`` of another kind, or too large for ``cvxpylayers``; names
+            the fix.
+    """
+    if max_points is not None and (
+        isinstance(max_points, bool) or not isinstance(max_points, int) or max_points < 1
+    ):
+        raise ValueError(f"{option} must be a positive integer or None, got {max_points!r}")
+    side = int(CVXPYLAYERS_MAX_ENTRIES**0.5)
+    if solver == "cvxpylayers" and (max_points is None or max_points > side):
+        size = "any number of" if max_points is None else f"up to {max_points}x{max_points}"
+        raise ValueError(
+            f"{solver_option}='cvxpylayers' with {option}={max_points!r} would build OT "
+            f"problems of {size} points, above the {CVXPYLAYERS_MAX_ENTRIES} entries cvxpy can "
+            f"canonicalise (memory grows like (n·m)²); fix: pass {option}={side} or less, or "
+            f"{solver_option}='exact'"
+        )
+    return max_points
 
 
 def _check_points(name: str, x: Tensor, *, finite: bool = True) -> None:

@@ -182,23 +182,19 @@ def _refuse_contradiction(name: str, cls: type, key: str, value: Any) -> None:
 
 
 def _check_ot_solver(settings: Mapping[str, Any]) -> None:
-    """Refuse a ``cvxpylayers`` OT set-up larger than its solver can build."""
+    """Refuse a ``cvxpylayers`` OT set-up larger than its solver can build
+    (:func:`~avalanche_sets.functional.ot.check_max_points`, the rule's one home), before any
+    data loads."""
     if not (settings.get("use_replay", True) and settings.get("use_ot", True)):
         return
     if settings.get("ot_solver") != "cvxpylayers":
         return
-    from ..functional.ot import CVXPYLAYERS_MAX_ENTRIES  # torch: the CLI parses without it
+    from ..functional.ot import check_max_points  # torch: the CLI parses without it
 
-    g = settings.get("ot_max_points")
-    side = int(CVXPYLAYERS_MAX_ENTRIES**0.5)
-    if g is None or (isinstance(g, int) and g * g > CVXPYLAYERS_MAX_ENTRIES):
-        size = "any number of" if g is None else f"up to {g}x{g}"
-        raise ValueError(
-            f"ot_solver='cvxpylayers' with ot_max_points={g!r} would build OT problems of "
-            f"{size} points, above the {CVXPYLAYERS_MAX_ENTRIES} entries cvxpy can "
-            f"canonicalise (memory grows like (n·m)²); fix: pass ot_max_points={side} or less, "
-            "or ot_solver='exact'"
-        )
+    check_max_points(
+        "cvxpylayers", settings.get("ot_max_points"), option="ot_max_points",
+        solver_option="ot_solver",
+    )  # fmt: skip
 
 
 def run_config(preset: RunConfig | str) -> RunConfig:

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from avalanche.core import SupervisedPlugin
 
-from ..functional.ot import CVXPYLAYERS_MAX_ENTRIES, check_solver, ot_loss
+from ..functional.ot import check_max_points, check_solver, ot_loss
 from .replay import FeatureReservoirReplayPlugin
 
 __all__ = ["OTFeatureLossPlugin"]
@@ -73,16 +73,7 @@ class OTFeatureLossPlugin(SupervisedPlugin):
         if not beta >= 0:
             raise ValueError(f"beta must be >= 0, got {beta}")
         check_solver(solver)
-        if max_points is not None and (not isinstance(max_points, int) or max_points < 1):
-            raise ValueError(f"max_points must be a positive integer or None, got {max_points!r}")
-        if solver == "cvxpylayers":
-            side = int(CVXPYLAYERS_MAX_ENTRIES**0.5)
-            if max_points is None or max_points > side:
-                raise ValueError(
-                    f"solver='cvxpylayers' builds problems of at most {side}x{side} points, but "
-                    f"max_points={max_points!r}; set max_points <= {side} (ot_max_points in "
-                    "OrderStrategy) or use solver='exact'"
-                )
+        check_max_points(solver, max_points)
         self.beta = float(beta)
         self.solver = solver
         self.max_points = max_points

@@ -139,6 +139,31 @@ def test_cvxpylayers_refuses_problems_too_large_to_canonicalise():
         ot_loss(x, x[:100], solver="cvxpylayers")
 
 
+def test_the_points_rule_has_one_home_for_the_plugin_and_the_methods_check():
+    from avalanche_sets.functional.ot import check_max_points
+    from avalanche_sets.methods import check_method
+    from avalanche_sets.order.ot_loss import OTFeatureLossPlugin
+    from avalanche_sets.presets import resolve_preset
+
+    side = int(CVXPYLAYERS_MAX_ENTRIES**0.5)
+    assert check_max_points("cvxpylayers", side) == side
+    assert check_max_points("exact", None) is None and check_max_points("exact", 10**6) == 10**6
+    for bad in (0, -3, 2.5, True, "100"):
+        with pytest.raises(ValueError, match="must be a positive integer or None"):
+            check_max_points("exact", bad)
+    too_many = rf"above the {CVXPYLAYERS_MAX_ENTRIES} entries.*fix: pass {{}}={side} or less"
+    with pytest.raises(ValueError, match=too_many.format("max_points")):
+        OTFeatureLossPlugin(solver="cvxpylayers", max_points=side + 1)
+    with pytest.raises(ValueError, match=r"max_points=None would build OT problems of any"):
+        OTFeatureLossPlugin(solver="cvxpylayers", max_points=None)
+    OTFeatureLossPlugin(solver="cvxpylayers", max_points=side)  # the largest it can build
+    with pytest.raises(ValueError, match=too_many.format("ot_max_points")):
+        check_method("order", resolve_preset("quick"), {"ot_solver": "cvxpylayers"})
+    check_method(
+        "order", resolve_preset("quick"), {"ot_solver": "cvxpylayers", "ot_max_points": side}
+    )
+
+
 @pytest.mark.parametrize("solver", OT_SOLVERS)
 def test_gradient_steps_move_features_toward_stored_targets(solver):
     n = 6 if solver == "cvxpylayers" else 12
