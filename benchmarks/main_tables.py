@@ -66,7 +66,7 @@ def converged_pairs_md() -> str | None:
                 records[run] = read_record(RESULTS / run)
     if not records:
         return None
-    shots = sorted({int(r["preset"]["n_shot"]) for r in records.values()}, reverse=True)
+    shots = sorted({int(r.preset["n_shot"]) for r in records.values()}, reverse=True)
     return (
         "# Paired differences between rows, converged regime\n\n"
         "Mean over the seeds both rows ran of each seed's paired per-episode difference (points; "
@@ -98,7 +98,7 @@ def readme_blocks() -> dict[str, str]:
             md.append(comparison_md(table, records, row_order=ARTEFACTS[table][0]) + "\n")
             md.append(code_md(records))
         if md:
-            shots = sorted({int(r["preset"]["n_shot"]) for r in every})
+            shots = sorted({int(r.preset["n_shot"]) for r in every})
             share = share_of_joint_md(every, shots)
             md.append(f"**ORDER as a percentage of Joint{title}**\n\n{share}\n")
             blocks[marker] = "\n".join([*md, FOOTNOTE]) + "\n"
