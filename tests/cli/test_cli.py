@@ -70,7 +70,7 @@ def test_run_sweep_resume_and_table(tmp_path, capsys):
     results = list(out.rglob("result.json"))
     assert len(results) == 1
     rec = read_record(results[0].parent)
-    assert len(rec["result"]["matrix"]) == 2 and rec["machine"]["cores"]
+    assert len(rec.result["matrix"]) == 2 and rec.provenance.machine["cores"]
     assert (results[0].parent / "accuracy_matrix.png").is_file()
     stamp = results[0].stat().st_mtime
     # A sweep over methods x seeds skips the finished run and runs the others.

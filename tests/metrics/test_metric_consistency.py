@@ -115,7 +115,7 @@ def test_reporting_tables(run_folder, tmp_path):
     root, _ = run_folder
     records = find_results([root / "runs"])
     # a stale stored value must not leak into the tables: they recompute from the matrix
-    records[0]["result"]["forgetting"] = [0.0, 0.0, 0.0, -0.625]
+    records[0].result["forgetting"] = [0.0, 0.0, 0.0, -0.625]
     (row,) = aggregate_results(records, by=("method",))
     assert row["forgetting"] == pytest.approx(AVG_FORGETTING)
     assert row["bwt"] == pytest.approx(BWT)

@@ -128,6 +128,6 @@ def test_parallel_runs_take_one_thread_each_unless_told_otherwise(tmp_path):
         out = tmp_path / str(threads)
         specs = [RunSpec("protonet", tiny, s, out) for s in (0, 1)]
         done = run_sweep(specs, jobs=2, threads=threads, progress=False)
-        assert [o.record["preset"]["threads"] for o in done] == [expected, expected]
+        assert [o.record.preset["threads"] for o in done] == [expected, expected]
     with pytest.raises(ValueError, match="threads must be a positive number or None"):
         run_sweep([], threads=0)
