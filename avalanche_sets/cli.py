@@ -27,6 +27,7 @@ from .presets import PRESETS, RunConfig, command_config, preset_names, run_targe
 from .presets import parse_settings as _parse_sets  # as the benchmarks' scripts import it
 from .runs.figure_formats import add_figure_arguments, figure_formats
 from .runs.folder import check_tag  # the standard library alone
+from .runs.record import RunRecord
 from .suggest import did_you_mean
 from .training.loggers import check_loggers  # the standard library alone
 
@@ -481,9 +482,9 @@ def _cmd_run(args) -> int:
         )  # fmt: skip
         table = run_table(record).rstrip("\n")
         folder = folders[seed]
-        print(f"\n{args.method}, seed {seed} ({record['seconds']:.0f} s, {record['status']}):"
+        print(f"\n{args.method}, seed {seed} ({record.seconds:.0f} s, {record.status}):"
               f"\n{table}")  # fmt: skip
-        print(f"\n{'wrote' if record['status'] == 'ran' else 'finished before, in'} {folder}/")
+        print(f"\n{'wrote' if record.status == 'ran' else 'finished before, in'} {folder}/")
         for name, what in RUN_FILES:
             print(f"  {name:<20} {what}")
     return 0
@@ -541,7 +542,7 @@ def _cmd_sweep(args) -> int:
     return 0
 
 
-def _records(folders: list[str]) -> list[dict]:
+def _records(folders: list[str]) -> list[RunRecord]:
     """The run records under ``folders``; none is an error the caller reports."""
     from .runs.report import find_results
 
@@ -575,7 +576,7 @@ def _cmd_heatmap(args) -> int:
     if not records:
         return 2
     for record in records:
-        print(f"wrote {write_heatmap(record['_path'], record)}")
+        print(f"wrote {write_heatmap(record.folder, record)}")
     return 0
 
 

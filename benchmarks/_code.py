@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
+from avalanche_sets.runs.record import RunRecord
+
 __all__ = ["code_md"]
 
 
@@ -24,11 +26,11 @@ def _commit(code: dict) -> str:
     return text
 
 
-def code_md(records: Iterable[dict], *, what: str = "runs") -> str:
+def code_md(records: Iterable[RunRecord], *, what: str = "runs") -> str:
     """``"Code: the 24 runs were made by avalanche-sets 0.1.0 at `c39c8bb` (20 runs) and
     `8018a98` (4 runs)."``; ``what`` names the records."""
     records = list(records)
-    codes = [rec.get("code") or {} for rec in records]
+    codes = [rec.made_by for rec in records]
     if not codes:
         return ""
     commits = Counter(_commit(code) for code in codes)
@@ -39,7 +41,7 @@ def code_md(records: Iterable[dict], *, what: str = "runs") -> str:
     where = listed[0] if len(listed) == 1 else ", ".join(listed[:-1]) + " and " + listed[-1]
     versions = sorted({str(code.get("version")) for code in codes if code.get("version")})
     by = f" by avalanche-sets {', '.join(versions)}" if versions else ""
-    migrated = sum(bool(rec.get("migrated")) for rec in records)
+    migrated = sum(bool(rec.provenance and rec.provenance.migrated) for rec in records)
     note = ""
     if migrated:
         share = "" if migrated == len(codes) else f"{migrated} of them "

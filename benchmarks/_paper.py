@@ -14,6 +14,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from avalanche_sets.runs.folder import record_identity
+from avalanche_sets.runs.record import RunRecord
 from avalanche_sets.runs.report import aggregate_results, delta_text
 from avalanche_sets.runs.report import paired_delta as report_paired_delta
 from benchmarks.forgetting import seed_cell, summarise
@@ -72,33 +73,33 @@ PAPER: dict[str, dict[str, dict[str, tuple[float, float]]]] = {
 }
 
 
-def _field(rec: dict, name: str):
+def _field(rec: RunRecord, name: str):
     """A run's value of a setting or strategy option: an option its record leaves out (equal to
     the method's default) is the default the run ran with."""
     if name == "method":
-        return rec["method"]
-    over = rec.get("strategy_overrides", {})
-    if name in over or name in rec["preset"]:
-        return over.get(name, rec["preset"].get(name))
+        return rec.method
+    over = rec.strategy_overrides
+    if name in over or name in rec.preset:
+        return over.get(name, rec.preset.get(name))
     from avalanche_sets.methods import default_options  # imports the strategy class
     from avalanche_sets.presets import RunConfig
 
-    return default_options(rec["method"], RunConfig.of(rec["preset"])).get(name)
+    return default_options(rec.method, RunConfig.of(rec.preset)).get(name)
 
 
-def view(artefact: str, rec: dict) -> tuple[tuple, str, tuple, str]:
+def view(artefact: str, rec: RunRecord) -> tuple[tuple, str, tuple, str]:
     """(row sort key, row label, column sort key, column label) of a run in an artefact."""
-    shot = int(rec["preset"]["n_shot"])
+    shot = int(rec.preset["n_shot"])
     if artefact == "memory_size":
-        mem = int(rec["preset"]["mem_size"])
-        return (rec["method"], mem), f"{rec['method']}, memory {mem}", (shot,), f"{shot}-shot"
+        mem = int(rec.preset["mem_size"])
+        return (rec.method, mem), f"{rec.method}, memory {mem}", (shot,), f"{shot}-shot"
     if artefact == "lambda_beta":
         lam, beta = _field(rec, "lam"), _field(rec, "beta")
         return (-lam,), f"λ = {num(lam)}", (shot, beta), f"{shot}-shot, β = {num(beta)}"
     if artefact in ("ablation_components", "ablation_mi", "ood_sensitivity"):
-        r = int(rec["preset"]["n_ood"])
-        return (rec["method"],), rec["method"], (shot, r), f"{shot}-shot, R = {r}"
-    return (rec["method"],), rec["method"], (shot,), f"{shot}-shot"
+        r = int(rec.preset["n_ood"])
+        return (rec.method,), rec.method, (shot, r), f"{shot}-shot, R = {r}"
+    return (rec.method,), rec.method, (shot,), f"{shot}-shot"
 
 
 # The run each other run is compared with: the fields it has; every other field (method,
@@ -112,7 +113,7 @@ REFERENCE: dict[str, dict] = {
 }
 
 
-def identity(rec: dict, drop=()) -> tuple[dict, dict]:
+def identity(rec: RunRecord, drop=()) -> tuple[dict, dict]:
     """What a run computes (:func:`record_identity`), less the fields in ``drop``: its settings
     (the preset settings it read, its method and evaluation stream) and its strategy options
     (those other than their defaults)."""
@@ -131,7 +132,7 @@ def _agree(a: tuple[dict, dict], b: tuple[dict, dict]) -> bool:
     return a[1] == b[1] and all(a[0][k] == b[0][k] for k in a[0].keys() & b[0].keys())
 
 
-def reference_of(artefact: str, rec: dict, records: list[dict]) -> dict | None:
+def reference_of(artefact: str, rec: RunRecord, records: list[RunRecord]) -> RunRecord | None:
     """The reference run paired with ``rec`` (same seed, same test episodes), if finished: the
     one made in its setting (:func:`_agree`; an MSKM run, which reads no memory size, is the
     reference of ORDER's runs at any memory size)."""
@@ -139,7 +140,7 @@ def reference_of(artefact: str, rec: dict, records: list[dict]) -> dict | None:
     want = identity(rec, drop=fixed)
     for q in records:
         if (
-            q["seed"] == rec["seed"]
+            q.seed == rec.seed
             and all(_field(q, k) == v for k, v in fixed.items())
             and _agree(identity(q, drop=fixed), want)
         ):
@@ -154,7 +155,7 @@ def _cell(row: dict | None) -> str:
     return f"{100 * row['accuracy']:.2f} ± {ci}" + ("" if row["ci_over"] == "seeds" else "*")
 
 
-def paired_delta(artefact: str, recs: list[dict], records: list[dict]):
+def paired_delta(artefact: str, recs: list[RunRecord], records: list[RunRecord]):
     """Paired Δ of ``recs`` (one cell, any seeds) to the reference, or None if none is paired.
 
     Returns :class:`avalanche_sets.runs.report.PairedDelta` (as ``avalanche-sets table --vs``):
@@ -166,12 +167,14 @@ def paired_delta(artefact: str, recs: list[dict], records: list[dict]):
     return report_paired_delta(recs, refs)
 
 
-def _paired(artefact: str, recs: list[dict], records: list[dict]) -> str:
+def _paired(artefact: str, recs: list[RunRecord], records: list[RunRecord]) -> str:
     got = paired_delta(artefact, recs, records)
     return "—" if got is None else delta_text(*got)
 
 
-def pairs_md(records: list[dict], pairs: Sequence[tuple[str, str]], shots: Sequence[int]) -> str:
+def pairs_md(
+    records: list[RunRecord], pairs: Sequence[tuple[str, str]], shots: Sequence[int]
+) -> str:
     """Markdown: for every ``(a, b)`` and shot, the paired Δ ``a − b`` over the seeds both ran
     (:func:`avalanche_sets.runs.report.paired_delta`, as the tables' Δ columns: its interval
     over test episodes, the per-seed values and its paired interval over seeds), with the
@@ -182,7 +185,7 @@ def pairs_md(records: list[dict], pairs: Sequence[tuple[str, str]], shots: Seque
         cells = []
         for k in shots:
             got = report_paired_delta(
-                *([r for r in records if r["method"] == m and int(r["preset"]["n_shot"]) == k]
+                *([r for r in records if r.method == m and int(r.preset["n_shot"]) == k]
                   for m in (a, b))
             )  # fmt: skip
             if got is None:
@@ -197,17 +200,17 @@ def pairs_md(records: list[dict], pairs: Sequence[tuple[str, str]], shots: Seque
 WITH_FORGETTING = {"table2", "table3", "order2", "order3"}
 
 
-def forgetting_cell(recs: list[dict]) -> str:
+def forgetting_cell(recs: list[RunRecord]) -> str:
     """Average forgetting (points) of one cell's runs, as ``forgetting.py`` reports it: each
     seed's :func:`avalanche_sets.metrics.stats.average_forgetting`, then the mean over seeds ±
     the Student-t 95% CI; ``n/a`` where nothing can be forgotten (Joint's one-row matrix)."""
     return seed_cell(summarise(recs), "forgetting")
 
 
-def comparison_md(artefact: str, records: list[dict], row_order=()) -> str:
+def comparison_md(artefact: str, records: list[RunRecord], row_order=()) -> str:
     """Markdown: one row per row label; per column ours, the paired Δ (and, for the stream
     tables of :data:`WITH_FORGETTING`, the average forgetting), and the paper's."""
-    cells: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    cells: dict[tuple[str, str], list[RunRecord]] = defaultdict(list)
     rows, cols = {}, {}
     for rec in records:
         rkey, rlab, ckey, clab = view(artefact, rec)
@@ -272,14 +275,14 @@ FOOTNOTE = (
 SHARE_OF_JOINT: tuple[str, str, str] = (ORDER, JOINT, JOINT_MATCHED)
 
 
-def share_of_joint_md(records: list[dict], shots) -> str:
+def share_of_joint_md(records: list[RunRecord], shots) -> str:
     """Markdown: ORDER's accuracy as a percentage of Joint's (and of the compute-matched
     Joint's), per shot, over the seeds both have, next to the paper's (its Table 3: ORDER's
     mean over Joint's). ``records``: runs of the :data:`SHARE_OF_JOINT` methods of one preset
     (other methods are ignored)."""
     acc: dict[tuple[str, int], dict[int, float]] = defaultdict(dict)
     for r in records:
-        acc[r["method"], int(r["preset"]["n_shot"])][r["seed"]] = r["result"]["mean_accuracy"]
+        acc[r.method, int(r.preset["n_shot"])][r.seed] = r.result["mean_accuracy"]
     lines = [
         "| shot | Joint | ORDER % of Joint | compute-matched Joint | ORDER % of it | "
         "Joint % of compute-matched | paper: ORDER % of Joint |",

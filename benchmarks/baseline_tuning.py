@@ -50,6 +50,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from avalanche_sets.presets import RunConfig
+from avalanche_sets.runs.record import RunRecord
 from benchmarks._common import RESULTS, SHARED_PACKS, provenance, save_figure, write_json
 from benchmarks.paper_rows import reference_method
 
@@ -149,7 +150,7 @@ def jobs_for(
     return jobs
 
 
-def _run(job: tuple) -> dict:
+def _run(job: tuple) -> RunRecord:
     method, preset, seed, over = job
     import torch
 
@@ -161,14 +162,15 @@ def _run(job: tuple) -> dict:
         strategy_overrides=over or None,
     )  # fmt: skip
     print(
-        f"done {method} {over}: {100 * rec['result']['mean_accuracy']:.2f}% "
-        f"({rec['seconds']:.0f} s, {rec['status']})",
+        f"done {method} {over}: {100 * rec.mean_accuracy:.2f}% ({rec.seconds:.0f} s, {rec.status})",
         flush=True,
     )
     return rec
 
 
-def _find(records: list[dict], method: str, over: dict, shot: int, seed: int) -> dict | None:
+def _find(
+    records: list[RunRecord], method: str, over: dict, shot: int, seed: int
+) -> RunRecord | None:
     """The run of grid point ``over``: a record holds its options less those equal to the
     method's defaults (:func:`~avalanche_sets.methods.normal_options`), so a point is matched as
     a run of it would record it."""
@@ -177,18 +179,17 @@ def _find(records: list[dict], method: str, over: dict, shot: int, seed: int) ->
 
     for r in records:
         if (
-            r["method"] == method
-            and r["seed"] == seed
-            and r.get("eval_stream") == "valid"
-            and int(r["preset"]["n_shot"]) == shot
-            and (r.get("strategy_overrides") or {})
-            == normal_options(method, RunConfig.of(r["preset"]), over)
+            r.method == method
+            and r.seed == seed
+            and r.eval_stream == "valid"
+            and int(r.preset["n_shot"]) == shot
+            and r.strategy_overrides == normal_options(method, RunConfig.of(r.preset), over)
         ):
             return r
     return None
 
 
-def rows_for(records: list[dict], *, shot: int, seed: int) -> list[dict]:
+def rows_for(records: list[RunRecord], *, shot: int, seed: int) -> list[dict]:
     """One row per grid point found among ``records``: accuracy and paired Δ vs the class
     default and vs Semi-Seq (same validation episodes)."""
     from avalanche_sets.runs.report import paired_difference
@@ -202,7 +203,7 @@ def rows_for(records: list[dict], *, shot: int, seed: int) -> list[dict]:
             rec = _find(records, method, point, shot, seed)
             if rec is None:
                 continue
-            res = rec["result"]
+            res = rec.result
             row = {
                 "method": method,
                 "options": json.dumps(point, sort_keys=True),
@@ -213,7 +214,7 @@ def rows_for(records: list[dict], *, shot: int, seed: int) -> list[dict]:
                 "val_accuracy": 100 * res["mean_accuracy"],
                 "val_ci95": 100 * res["mean_ci95"],
                 "final_per_domain": " ".join(f"{100 * a:.1f}" for a in res["final"]),
-                "seconds": rec.get("seconds"),
+                "seconds": rec.seconds,
             }
             for name, other in (("vs_default", default), ("vs_semi_seq", ref)):
                 if other is None or other is rec:

@@ -24,7 +24,6 @@ plots.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from pathlib import Path
 
@@ -36,6 +35,7 @@ from avalanche_sets.metrics.stats import (
     backward_transfer,
     seed_ci95,
 )
+from avalanche_sets.runs.record import RunRecord, read_record
 from benchmarks import _methods, paper_rows
 from benchmarks._common import RESULTS, ROOT, header_md, provenance, save_figure, write_json
 from benchmarks.paper_rows import FAMILY, ORDER, reference_method
@@ -60,7 +60,7 @@ OTHER_METHODS = [m for m in METHODS if m not in MAIN_METHODS]
 REFERENCES = [reference_method("table3"), ORDER]
 
 
-def find_runs(runs: Path, method: str, shot: int, suffix: str) -> list[dict]:
+def find_runs(runs: Path, method: str, shot: int, suffix: str) -> list[RunRecord]:
     """The finished records of ``method`` at ``shot`` whose folder ends in ``suffix``, by seed."""
     found = []
     for path in sorted((runs / method).glob(f"packs-o1-5w{shot}s-R50-seed*{suffix}/result.json")):
@@ -69,19 +69,19 @@ def find_runs(runs: Path, method: str, shot: int, suffix: str) -> list[dict]:
             continue
         if not seed_part[: len(seed_part) - len(suffix)].isdigit():
             continue  # another setting between the seed and the suffix: another regime
-        found.append(json.loads(path.read_text()))
-    return sorted(found, key=lambda rec: rec["seed"])
+        found.append(read_record(path.parent))
+    return sorted(found, key=lambda rec: rec.seed)
 
 
-def summarise(records: list[dict]) -> dict:
+def summarise(records: list[RunRecord]) -> dict:
     """Seed-level mean ± 95% CI of accuracy, forgetting and BWT (points), and the mean matrix."""
-    mats = [np.asarray(r["result"]["matrix"], dtype=np.float64) * 100 for r in records]
+    mats = [np.asarray(r.result["matrix"], dtype=np.float64) * 100 for r in records]
     per_seed = {
         "accuracy": [average_accuracy(m) for m in mats],
         "forgetting": [average_forgetting(m) for m in mats],
         "bwt": [backward_transfer(m) for m in mats],
     }
-    row = {"seeds": [r["seed"] for r in records], "domains": records[0]["result"]["domains"]}
+    row = {"seeds": [r.seed for r in records], "domains": records[0].result["domains"]}
     for key, values in per_seed.items():
         defined = [v for v in values if np.isfinite(v)]  # Joint: nothing to forget (NaN)
         row[key] = float(np.mean(defined)) if defined else float("nan")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 
-from avalanche_sets.runs.folder import read_record
+from avalanche_sets.runs.record import read_record
 from benchmarks._code import code_md
 from benchmarks._common import RESULTS
 from benchmarks._paper import FOOTNOTE, comparison_md, pairs_md, share_of_joint_md
@@ -66,7 +66,7 @@ def converged_pairs_md() -> str | None:
                 records[run] = read_record(RESULTS / run)
     if not records:
         return None
-    shots = sorted({int(r["preset"]["n_shot"]) for r in records.values()}, reverse=True)
+    shots = sorted({int(r.preset["n_shot"]) for r in records.values()}, reverse=True)
     return (
         "# Paired differences between rows, converged regime\n\n"
         "Mean over the seeds both rows ran of each seed's paired per-episode difference (points; "
@@ -98,7 +98,7 @@ def readme_blocks() -> dict[str, str]:
             md.append(comparison_md(table, records, row_order=ARTEFACTS[table][0]) + "\n")
             md.append(code_md(records))
         if md:
-            shots = sorted({int(r["preset"]["n_shot"]) for r in every})
+            shots = sorted({int(r.preset["n_shot"]) for r in every})
             share = share_of_joint_md(every, shots)
             md.append(f"**ORDER as a percentage of Joint{title}**\n\n{share}\n")
             blocks[marker] = "\n".join([*md, FOOTNOTE]) + "\n"

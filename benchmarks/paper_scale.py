@@ -86,18 +86,18 @@ def run_all(args) -> list[dict]:
             method, preset, seed=args.seed, out_root=args.out / "runs",
             loggers=("progress",), checkpoint_every=args.checkpoint_every,
         )  # fmt: skip
-        res = rec["result"]
+        res = rec.result
         rows.append(
             {
                 "method": method,
                 "seed": args.seed,
-                "minutes": rec["seconds"] / 60,
-                "resumes": len(rec.get("resumes", [])),
+                "minutes": rec.seconds / 60,
+                "resumes": len(rec.provenance.resumes or ()),
                 "mean_accuracy": res["mean_accuracy"],
                 "mean_ci95": res["mean_ci95"],
                 "final": res["final"],
                 "domains": res["domains"],
-                "status": rec["status"],
+                "status": rec.status,
             }
         )
     return rows

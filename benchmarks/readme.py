@@ -94,14 +94,14 @@ def _not_measured(what: str, target: str) -> str:
 
 # ------------------------------------------------------------------------------ blocks
 def demo_block() -> str:
-    from avalanche_sets.runs.folder import read_record
+    from avalanche_sets.runs.record import read_record
 
     summary = _summary(DEMO)
     if summary is None:
         return _not_measured("The demo", "demo-result")
     rec = read_record(DEMO)
-    res = rec["result"]
-    num = rec.get("numerics") or {}
+    res = rec.result
+    num = rec.numerics or {}
     arithmetic = ", ".join(
         text
         for text in (
@@ -112,11 +112,11 @@ def demo_block() -> str:
         if text
     )
     return (
-        f"The demo's result (seed {rec['seed']}, recorded in "
+        f"The demo's result (seed {rec.seed}, recorded in "
         f"[`benchmarks/results/demo/`](benchmarks/results/demo/README.md) by `make demo-result` "
         f"on {summary['date'][:10]}, {_machine(summary)}): final mean accuracy "
         f"**{100 * res['mean_accuracy']:.2f} ± {100 * res['mean_ci95']:.2f}%** (95% CI over "
-        f"test episodes); the run took {_minutes(rec['seconds'])}, the whole command "
+        f"test episodes); the run took {_minutes(rec.seconds)}, the whole command "
         f"{_minutes(summary['wall_seconds'])} (imports and the episode picture included). "
         f"The figure is that machine's ({arithmetic}): the demo's `auto` precision is bf16 "
         "where the CPU has native bf16 and fp32 elsewhere, and another CPU or thread count "
@@ -200,17 +200,10 @@ def forgetting_block() -> str:
     res = _summary(FORGETTING, "results.json")
     if res is None:
         return _not_measured("Forgetting in the converged regime", "forgetting")
-    from avalanche_sets.runs.folder import read_record
     from benchmarks.forgetting import find_runs, markdown_rows, upper_bound_md
 
     missing = ", ".join(res["missing"]) or "nothing"
     runs = RESULTS / "runs"
-
-    def with_provenance(row: dict, seed: int) -> dict:
-        """The record of ``row``'s run of ``seed`` with its run.json (which says whether it was
-        migrated: :func:`~benchmarks._code.code_md`), from the folder ``find_runs`` read."""
-        name = f"packs-o1-5w{row['n_shot']}s-R50-seed{seed}{res['suffix']}"
-        return read_record(runs / row["method"] / name)
 
     return (
         f"From [`benchmarks/forgetting.py`](benchmarks/forgetting.py) on {res['date'][:10]} "
@@ -222,10 +215,10 @@ def forgetting_block() -> str:
         + upper_bound_md(res.get("upper_bound") or [])
         + f"\nNot run yet: {missing}.\n\n"
         + code_md(
-            with_provenance(row, rec["seed"])
+            rec
             for row in res["rows"]
             for rec in find_runs(runs, row["method"], row["n_shot"], res["suffix"])
-            if rec["seed"] in row["seeds"]
+            if rec.seed in row["seeds"]
         )
     )
 

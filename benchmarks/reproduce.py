@@ -219,7 +219,7 @@ def main() -> None:
         f"{method} {shot}-shot" + (f" {key}={value}" if key else "") + (f" {over}" if over else "")
         for shot in args.shots for value in values for method in methods for over in overs
     }  # fmt: skip
-    found = [r for r in find_results([runs]) if r["seed"] in args.seeds]
+    found = [r for r in find_results([runs]) if r.seed in args.seeds]
     records = [r for r in found if ident_key(record_identity(r)) in grid]
     if not records:
         sys.exit("error: no finished run")
@@ -231,7 +231,7 @@ def main() -> None:
     stale = [r for r in records if refresh_run_table(r)]
     if stale:
         print(f"rewrote table.md of {len(stale)} run(s) from their result.json", flush=True)
-    seeds = sorted({r["seed"] for r in records})
+    seeds = sorted({r.seed for r in records})
 
     by = ["method", "n_shot"] + ([key] if key else []) + (list(overs[0]) if overs[0] else [])
     # one table may hold runs made by several commits: one row each protocol, the code named
@@ -246,7 +246,7 @@ def main() -> None:
     prov = provenance(seeds=seeds)
     source = f", {args.source} source" if args.source else ""  # ``data`` stays the content
     md = header_md(f"{args.artefact} ({args.preset} preset{source}, {stream} classes)", prov)
-    done = {(ident_key(record_identity(r)), r["seed"]) for r in records}
+    done = {(ident_key(record_identity(r)), r.seed) for r in records}
     missing = [
         f"{label} seed {seed}" for k, label in grid.items() for seed in args.seeds
         if (k, seed) not in done
@@ -288,7 +288,7 @@ def main() -> None:
             "preset": args.preset,
             "reduced": reduced,
             "missing": missing,
-            "runs": sorted(str(Path(r["_path"]).relative_to(out.parent)) for r in records),
+            "runs": sorted(str(r.folder.relative_to(out.parent)) for r in records),
             "rows": rows,
         },
     )
@@ -296,7 +296,7 @@ def main() -> None:
     print(md)
 
 
-def _plot(rows, by, path: Path, title: str, key: str | None, records: list[dict]) -> None:
+def _plot(rows, by, path: Path, title: str, key: str | None, records: list) -> None:
     """Lines over the swept setting (R, memory size) with the paired Δ to the reference
     beside them, a heatmap for λ × β, bars otherwise."""
     import matplotlib
@@ -322,9 +322,9 @@ def _plot(rows, by, path: Path, title: str, key: str | None, records: list[dict]
                     if r["method"] != method or int(r["n_shot"]) != shot:
                         continue
                     pts.append((float(r[key]), *pct(r)))
-                    cell = [q for q in records if q["method"] == method
-                            and int(q["preset"]["n_shot"]) == shot
-                            and str(q["preset"][key]) == str(r[key])]  # fmt: skip
+                    cell = [q for q in records if q.method == method
+                            and int(q.preset["n_shot"]) == shot
+                            and str(q.preset[key]) == str(r[key])]  # fmt: skip
                     got = paired_delta(title, cell, records)
                     if got is not None:
                         deltas.append((float(r[key]), 100 * got[0], 100 * got[1]))

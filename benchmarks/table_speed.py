@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from avalanche_sets.presets import PRESETS
-from avalanche_sets.runs.folder import write_record
+from avalanche_sets.runs.record import Provenance, RunRecord, write_record
 from benchmarks import _methods
 from benchmarks._common import header_md, out_dir, package_env, provenance, write_json
 
@@ -50,29 +50,29 @@ PROBE = (
 )
 
 
-def synthetic_record(method: str, seed: int, n_shot: int, lr: float, rng) -> tuple[dict, dict]:
-    """The ``result.json`` body and ``run.json`` of one made-up finished run."""
+def synthetic_record(method: str, seed: int, n_shot: int, lr: float, rng) -> RunRecord:
+    """The record (``result.json`` and ``run.json``) of one made-up finished run."""
     n = len(DOMAINS)
     ep = rng.uniform(0.3, 0.9, (n, EPISODES))
     matrix = np.tril(rng.uniform(0.3, 0.9, (n, n))) + np.triu(np.full((n, n), 0.2), 1)
     matrix[-1] = ep.mean(axis=1)
     ci = np.full((n, n), 0.03)
-    body = {
-        "method": method, "seed": seed,
-        "preset": {**PRESETS["cpu"], "n_shot": n_shot, "lr": lr, "precision": "fp32"},
-        "eval_stream": "test", "strategy_overrides": {},
-        "code": {"version": "0.1.0", "commit": "0" * 40, "dirty": False,
-                 "torch": "2.4.0", "avalanche": "0.6.0"},
-        "numerics": {"precision": "fp32", "device": "cpu", "threads": 1, "cpu_bf16": False},
-        "data": {"source": "packs", "root": "data/sets-mini", "content": "f" * 64},
-        "result": {
+    return RunRecord(
+        method=method, seed=seed,
+        preset={**PRESETS["cpu"], "n_shot": n_shot, "lr": lr, "precision": "fp32"},
+        eval_stream="test", strategy_overrides={},
+        code={"version": "0.1.0", "commit": "0" * 40, "dirty": False,
+              "torch": "2.4.0", "avalanche": "0.6.0"},
+        numerics={"precision": "fp32", "device": "cpu", "threads": 1, "cpu_bf16": False},
+        data={"source": "packs", "root": "data/sets-mini", "content": "f" * 64},
+        result={
             "domains": DOMAINS, "matrix": matrix.tolist(), "ci95": ci.tolist(),
             "final": matrix[-1].tolist(), "final_ci95": ci[-1].tolist(),
             "episode_acc": ep.ravel().tolist(), "mean_accuracy": float(ep.mean()),
             "mean_ci95": 0.01,
         },
-    }  # fmt: skip
-    return body, {"seconds": 60.0, "command": "synthetic", "date": "2026-01-01T00:00:00+00:00"}
+        provenance=Provenance(seconds=60.0, command="synthetic", date="2026-01-01T00:00:00+00:00"),
+    )  # fmt: skip
 
 
 def write_runs(root: Path, n_records: int) -> int:
@@ -87,7 +87,7 @@ def write_runs(root: Path, n_records: int) -> int:
                     return len(rows)
                 folder = root / method / f"k{k}-lr{lr}-seed{seed}"
                 folder.mkdir(parents=True)
-                write_record(folder, *synthetic_record(method, seed, k, lr, rng))
+                write_record(folder, synthetic_record(method, seed, k, lr, rng))
                 written += 1
                 rows.add((method, k, lr))
     raise AssertionError("unreachable")

@@ -46,10 +46,10 @@ def _order_plugin(strategy, kind):
 
 def test_a_paper_shaped_run_trains_and_evaluates_on_the_gpu(tmp_path):
     rec = run_experiment("order", _preset("cuda"), seed=0, out_root=tmp_path, loggers=())
-    res = rec["result"]
+    res = rec.result
     assert len(res["matrix"]) == 2 and len(res["matrix"][1]) == 2
     assert all(0.0 <= a <= 1.0 for row in res["matrix"] for a in row if a is not None)
-    assert rec["machine"]["gpu"], "the run record names the GPU"
+    assert rec.provenance.machine["gpu"], "the run record names the GPU"
 
 
 def test_episodes_are_gathered_on_the_gpu_and_equal_the_host_ones():
@@ -115,7 +115,7 @@ def test_same_seed_in_deterministic_mode_gives_the_same_record(tmp_path):
         ]
     finally:
         torch.use_deterministic_algorithms(False)
-    assert records[0]["result"] == records[1]["result"]
+    assert records[0].result == records[1].result
 
 
 def test_the_loss_terms_are_recorded_without_a_host_synchronisation():

@@ -175,7 +175,7 @@ def test_a_method_of_ones_own_gets_a_run_folder_and_resumes_identically(module, 
     spec = f"{module}:Good"
     whole = run_experiment(spec, preset, seed=0, out_root=tmp_path / "a", loggers=())
     folder = next((tmp_path / "a").glob("*/*/result.json")).parent
-    assert folder.parent.name == f"{module}.Good" and whole["method"] == spec
+    assert folder.parent.name == f"{module}.Good" and whole.method == spec
     # killed after iteration 3 of 4 (a checkpoint every iteration), then run again: resumed
     mine.CRASH["at"] = 3
     with pytest.raises(KeyboardInterrupt):
@@ -184,8 +184,8 @@ def test_a_method_of_ones_own_gets_a_run_folder_and_resumes_identically(module, 
     mine.CRASH["at"] = None
     again = run_experiment(spec, preset, seed=0, out_root=tmp_path / "b", loggers=(),
                            checkpoint_every=1)  # fmt: skip
-    assert again["status"] == "ran" and len(again["resumes"]) == 1
-    assert again["result"] == whole["result"]
+    assert again.status == "ran" and len(again.provenance.resumes) == 1
+    assert again.result == whole.result
 
 
 def test_extra_plugins_are_part_of_a_runs_identity_and_folder(preset, tmp_path):
@@ -197,8 +197,8 @@ def test_extra_plugins_are_part_of_a_runs_identity_and_folder(preset, tmp_path):
     plain = run_experiment("protonet", preset, seed=0, out_root=tmp_path, loggers=())
     extra = run_experiment("protonet", preset, seed=0, out_root=tmp_path, loggers=(),
                            plugins=[Spread(0.1)])  # fmt: skip
-    assert "plugins" not in plain and extra["plugins"] == ["Spread(weight=0.1)"]
-    assert extra["status"] == "ran"  # not the plain run's result, found finished
+    assert plain.plugins == () and extra.plugins == ("Spread(weight=0.1)",)
+    assert extra.status == "ran"  # not the plain run's result, found finished
     assert (tmp_path / "protonet+Spread").is_dir() and (tmp_path / "protonet").is_dir()
     with pytest.raises(RunConflictError, match=r"plugins: \['Spread\(weight=0.1\)'\] there"):
         run_experiment("protonet", preset, seed=0, out_root=tmp_path, loggers=(),

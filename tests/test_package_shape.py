@@ -29,6 +29,7 @@ TORCH_FREE = {
     "runs/folder.py",
     "runs/code.py",
     "runs/lock.py",
+    "runs/record.py",
     "runs/report.py",
     "runs/row_plots.py",
 }

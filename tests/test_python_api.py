@@ -19,7 +19,7 @@ import avalanche_sets
 from avalanche_sets import OrderStrategy, build_benchmark, build_strategy, run_sets
 from avalanche_sets.cli import main
 from avalanche_sets.presets import PRESETS, resolve_preset
-from avalanche_sets.runs.folder import read_record
+from avalanche_sets.runs.record import read_record
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,7 +49,7 @@ def test_the_readme_quick_start_gives_the_command_lines_number(tmp_path, monkeyp
     monkeypatch.chdir(tmp_path)
     assert main([*command, "--out", "runs"]) == 0
     (folder,) = [p.parent for p in (tmp_path / "runs").rglob("result.json")]
-    cli = read_record(folder)["result"]
+    cli = read_record(folder).result
     capsys.readouterr()
     # another thread count than the preset's before the script runs: the run sets its own
     torch.set_num_threads(1 if small["threads"] != 1 else 2)

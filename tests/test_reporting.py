@@ -1,25 +1,28 @@
+import dataclasses
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy import stats
 
+from avalanche_sets.runs.record import Provenance, RunRecord
 from avalanche_sets.runs.report import aggregate_results, paired_difference, seed_ci95, write_table
 
 
 def record(method, seed, episode_acc, n_shot=1):
     acc = np.asarray(episode_acc, dtype=float)
-    return {
-        "method": method, "seed": seed, "seconds": 1.0,
-        "preset": {"n_shot": n_shot, "precision": "fp32"},
-        "code": {"version": "0.1.0", "commit": "0" * 40, "dirty": False},
-        "result": {
+    return RunRecord(
+        method=method, seed=seed, provenance=Provenance(seconds=1.0),
+        preset={"n_shot": n_shot, "precision": "fp32"},
+        code={"version": "0.1.0", "commit": "0" * 40, "dirty": False},
+        result={
             "episode_acc": acc.tolist(), "mean_accuracy": float(acc.mean()),
             "mean_ci95": float(1.96 * acc.std(ddof=1) / math.sqrt(acc.size)),
             "forgetting": [None], "final": [float(acc.mean())], "domains": ["d"],
             "matrix": [[float(acc.mean())]],
         },
-    }  # fmt: skip
+    )  # fmt: skip
 
 
 def test_paired_difference_removes_shared_variance():
@@ -28,8 +31,8 @@ def test_paired_difference_removes_shared_variance():
     a = record("a", 0, np.clip(shared + 0.02 + rng.normal(0, 0.02, 400), 0, 1))
     b = record("b", 0, shared)
     d, ci = paired_difference(a, b)
-    assert d == pytest.approx(np.mean(np.asarray(a["result"]["episode_acc"]) - shared))
-    assert 0 < ci < 0.01 < a["result"]["mean_ci95"]  # far tighter than the unpaired CI
+    assert d == pytest.approx(np.mean(np.asarray(a.result["episode_acc"]) - shared))
+    assert 0 < ci < 0.01 < a.result["mean_ci95"]  # far tighter than the unpaired CI
     assert d - ci > 0  # the +2-point difference is resolved
     with pytest.raises(ValueError, match="same seed"):
         paired_difference(a, record("b", 1, shared))
@@ -57,7 +60,7 @@ def test_a_one_domain_run_has_no_forgetting_and_says_so(tmp_path):
 
 def test_a_record_without_matrix_is_named():
     rec = record("m", 0, [0.4, 0.6])
-    del rec["result"]["matrix"]
-    rec["_path"] = "runs/m/seed0"
+    del rec.result["matrix"]
+    rec = dataclasses.replace(rec, folder=Path("runs/m/seed0"))
     with pytest.raises(ValueError, match="runs/m/seed0 has no accuracy matrix"):
         aggregate_results([rec])

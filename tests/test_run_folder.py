@@ -15,11 +15,12 @@ import torch
 from avalanche_sets.cli import main
 from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs.experiment import run_experiment
-from avalanche_sets.runs.folder import (
+from avalanche_sets.runs.folder import RunLock, RunLockedError
+from avalanche_sets.runs.record import (
     RESULT_FORMAT,
+    Provenance,
     ResultsVersionError,
-    RunLock,
-    RunLockedError,
+    RunRecord,
     read_record,
     write_record,
 )
@@ -29,12 +30,14 @@ RESULT = {"method": "order", "seed": 0, "preset": {"n_shot": 1}, "result": {"mea
           "code": {"version": "0.1.0", "commit": None}}  # fmt: skip
 
 
-def test_write_then_read_merges_provenance(tmp_path):
-    write_record(tmp_path, RESULT, {"seconds": 12.5, "date": "2026-11-22"})
+def test_write_then_read_keeps_the_provenance_apart(tmp_path):
+    written = RunRecord(**RESULT, provenance=Provenance(seconds=12.5, date="2026-11-22"))
+    write_record(tmp_path, written)
     body = json.loads((tmp_path / "result.json").read_text())
     assert body["format"] == RESULT_FORMAT and "seconds" not in body  # results only
     rec = read_record(tmp_path)
-    assert rec["seconds"] == 12.5 and rec["result"]["mean_accuracy"] == 0.5
+    assert rec == written and rec.folder == tmp_path
+    assert rec.seconds == 12.5 and rec.result["mean_accuracy"] == 0.5
     assert not list(tmp_path.glob("*.tmp"))
 
 
@@ -173,7 +176,7 @@ def test_committed_runs_are_found_under_the_names_this_version_gives_them():
         pytest.skip("no committed runs")
     for path in folders:
         rec = read_record(path.parent)
-        assert "unread_settings" in rec
+        assert "unread_settings" in json.loads(path.read_text())
         name = record_dir_name(rec)
         assert path.parent.relative_to(runs).as_posix() == name
 
@@ -197,18 +200,19 @@ def test_a_setting_the_asked_run_does_not_read_is_no_conflict(tmp_path):
     asked = run_identity("mskm", preset, **where, data=None)
     assert not set(where["unread"]) & set(asked["preset"])
     rec = run_experiment("mskm", preset, seed=0, out_root=tmp_path, loggers=())
-    assert rec["unread_settings"] == where["unread"] and record_identity(rec) == asked
+    assert rec.unread_settings == where["unread"] and record_identity(rec) == asked
     folder = next(tmp_path.glob("mskm/*"))
     body = json.loads((folder / "result.json").read_text())
     old = {k: v for k, v in body.items() if k != "unread_settings"}  # an older record
     old["preset"] = {**old["preset"], "mem_size": 7}
     (folder / "result.json").write_text(json.dumps(old))
+    old = read_record(folder)
     assert "mem_size" in record_identity(old)["preset"]
     assert identity_differences(record_identity(old), asked) == []
-    assert check_finished(folder, asked, 0)["preset"]["mem_size"] == 7
+    assert check_finished(folder, asked, 0).preset["mem_size"] == 7
     again = run_experiment("mskm", preset.replace(mem_size=7), seed=0, out_root=tmp_path,
                            loggers=())  # fmt: skip
-    assert again["status"] == "finished before"  # the same folder: mem_size names none
+    assert again.status == "finished before"  # the same folder: mem_size names none
     with pytest.raises(RunConflictError, match="n_shot: 1 there, 2 asked"):
         check_finished(folder, {**asked, "preset": {**asked["preset"], "n_shot": 2}}, 0)
 
@@ -220,7 +224,7 @@ def test_a_finished_run_with_other_settings_is_never_returned(tmp_path):
     big = resolve_preset("quick", mem_size=20, **TINY)
     a = run_experiment("order", small, seed=0, out_root=tmp_path, loggers=())
     b = run_experiment("order", big, seed=0, out_root=tmp_path, loggers=())
-    assert a["preset"]["mem_size"] == 10 and b["preset"]["mem_size"] == 20  # b really ran
+    assert a.preset["mem_size"] == 10 and b.preset["mem_size"] == 20  # b really ran
     assert len(list(tmp_path.glob("order/*/result.json"))) == 2
     # A folder an older version named without the difference: refused, with the difference named.
     from avalanche_sets.runs.folder import run_dir_name
@@ -248,7 +252,7 @@ def test_a_run_finished_by_another_process_while_waiting_for_the_lock_is_not_rep
 
     preset = resolve_preset("quick", **TINY)
     done = run_experiment("protonet", preset, seed=0, out_root=tmp_path / "other", loggers=())
-    assert done["status"] == "ran"
+    assert done.status == "ran"
     name = run_dir_name("protonet", preset, 0)
     acquire = RunLock.acquire
 
@@ -263,10 +267,10 @@ def test_a_run_finished_by_another_process_while_waiting_for_the_lock_is_not_rep
     monkeypatch.setattr(training, "run_sets", no_training)
     got = run_one(RunSpec("protonet", preset, 0, str(tmp_path / "here")))  # a sweep's run
     assert (got.spec.method, got.spec.seed, got.status) == ("protonet", 0, "finished before")
-    assert got.accuracy == done["result"]["mean_accuracy"]
+    assert got.accuracy == done.mean_accuracy
     # And a plain second call, found finished before the lock: the same status.
     again = run_experiment("protonet", preset, seed=0, out_root=tmp_path / "other", loggers=())
-    assert again["status"] == "finished before" and again["result"] == done["result"]
+    assert again.status == "finished before" and again.result == done.result
 
 
 def test_the_compute_matched_joint_run_trains_on_more_tasks_and_is_scored_on_the_same_episodes(
@@ -292,5 +296,5 @@ def test_the_compute_matched_joint_run_trains_on_more_tasks_and_is_scored_on_the
     test_a, test_b = plain.test_stream[0].dataset[0], more.test_stream[0].dataset[0]
     assert torch.equal(test_a.query_x, test_b.query_x)
     # the folder and the record keep the preset asked for; the method's name says the rest
-    assert matched["preset"]["tasks_per_domain"] == joint["preset"]["tasks_per_domain"]
+    assert matched.preset["tasks_per_domain"] == joint.preset["tasks_per_domain"]
     assert (tmp_path / "joint-matched").is_dir()

@@ -1,7 +1,9 @@
 """Running experiments: one home for what a run is, how it is run, and what it leaves on disk.
 
 * :mod:`~avalanche_sets.runs.folder` — the on-disk contract: run-folder names and identity,
-  ``result.json``/``run.json`` records, atomic writes;
+  atomic writes;
+* :mod:`~avalanche_sets.runs.record` — a finished run's record, typed (:class:`RunRecord`:
+  ``result.json`` with its ``run.json``), read and written;
 * :mod:`~avalanche_sets.runs.code` — which code and arithmetic made a run, and provenance;
 * :mod:`~avalanche_sets.runs.lock` — the lock of a run in progress;
 * :mod:`~avalanche_sets.runs.run` — a run settled once (:class:`Run`): its identity, folder,
@@ -24,9 +26,12 @@ _LAZY = {
     "RunLock": ".lock",
     "RunLockedError": ".lock",
     "RunConflictError": ".folder",
-    "ResultsVersionError": ".folder",
-    "read_record": ".folder",
-    "write_record": ".folder",
+    "ResultsVersionError": ".record",
+    "RecordError": ".record",
+    "RunRecord": ".record",
+    "Provenance": ".record",
+    "read_record": ".record",
+    "write_record": ".record",
     "run_dir_name": ".folder",
     "run_identity": ".folder",
     "record_identity": ".folder",

@@ -9,6 +9,7 @@ not run again; a folder with a checkpoint resumes from it.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 import shutil
@@ -60,15 +61,13 @@ from .code import code_info, command_line, numerics_info, provenance, utc_now
 from .folder import (
     CHECKPOINT_FILE,
     LOG_FILE,
-    UNREAD_FIELD,
     RunLock,
     check_checkpoint_code,
     check_finished,
     check_tag,
     is_finished,
-    read_record,
-    write_record,
 )
+from .record import Provenance, RunRecord, read_record, write_record
 from .report import write_run_report
 from .run import Run
 
@@ -451,11 +450,12 @@ def run_experiment(
     them): the run names its folder and builds its strategy with them as typed.
 
     Returns:
-        ``result.json`` merged with ``run.json`` (``seconds``, ``date``, ``machine``, ...),
-        plus ``"status"`` (not stored): ``"ran"`` when this call computed the run (from the
-        start or from a checkpoint), ``"finished before"`` when it found the run finished —
-        before taking the lock, or after waiting for the process that held it. Decided under
-        the lock, so two sweeps on one folder never both report a run as theirs.
+        the run's :class:`~.record.RunRecord` as its folder holds it (``result.json``; its
+        ``run.json`` as ``provenance``: ``seconds``, ``date``, ``machine``, ...), with
+        ``status`` (not stored) saying what this call did: ``"ran"`` when it computed the run
+        (from the start or from a checkpoint), ``"finished before"`` when it found the run
+        finished — before taking the lock, or after waiting for the process that held it.
+        Decided under the lock, so two sweeps on one folder never both report a run as theirs.
     """
     if checked:  # options typed by the caller (MethodOptions) are not typed again
         config, options = run_config(preset), typed_options(method, strategy_overrides or {})
@@ -483,7 +483,7 @@ def run_experiment(
         _write(run, started, trained)
         # Safe to remove while held: a process waiting on it re-checks result.json first.
         lock.remove()
-        return {**read_record(out), "status": "ran"}
+        return dataclasses.replace(read_record(out), status="ran")
 
 
 def _prepare(
@@ -529,7 +529,7 @@ def _check_benchmark(benchmark: SETSBenchmark | None, seed: int) -> None:
         )
 
 
-def _finished_before(run: Run, out: Path, loggers: Sequence[str]) -> dict:
+def _finished_before(run: Run, out: Path, loggers: Sequence[str]) -> RunRecord:
     """The record of the run finished in ``out``, once it is the asked run and has the output
     of every asked file logger (named first: what the loggers would miss).
 
@@ -540,7 +540,7 @@ def _finished_before(run: Run, out: Path, loggers: Sequence[str]) -> dict:
     """
     check_finished_loggers(out, loggers)
     record = check_finished(out, run.identity, run.seed)
-    return {**record, "status": "finished before"}
+    return dataclasses.replace(record, status="finished before")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -671,28 +671,28 @@ def _train(run: Run, started: _Started, *, checkpoint_every: int | None) -> _Tra
 def _write(run: Run, started: _Started, trained: _Trained) -> None:
     """Write the run's report and its records (``result.json`` last, atomically: it marks the
     run finished), then remove its checkpoints."""
-    computed = {
-        "avalanche_sets": __version__,
-        "method": run.method,
-        "seed": run.seed,
-        "preset": run.settings,  # the precision as resolved here: what "auto" meant
-        "eval_stream": run.eval_stream,
-        "strategy_overrides": dict(run.strategy_options),
-        UNREAD_FIELD: run.unread,
-        **({"plugins": list(run.plugins)} if run.plugins else {}),
-        **({"user_code": dict(run.user_code)} if run.user_code else {}),
-        **({"tag": run.tag} if run.tag else {}),
-        "code": code_info(),
-        "numerics": numerics_info(device=run.config.device, precision=run.precision),
-        "data": run.data,
-        **({"memory": [f.to_dict() for f in started.fills]} if started.fills else {}),
-        "result": trained.result.to_dict(),
-    }
     # host: which node of a cluster ran it (sweep --ray-address)
     how = provenance(host=platform.node(), pid=os.getpid(), resumes=trained.resumes)
-    provenance_ = {"seconds": trained.seconds, **how}
-    write_run_report(started.out, computed)
-    write_record(started.out, computed, provenance_)
+    record = RunRecord(
+        avalanche_sets=__version__,
+        method=run.method,
+        seed=run.seed,
+        preset=run.settings,  # the precision as resolved here: what "auto" meant
+        eval_stream=run.eval_stream,
+        strategy_overrides=dict(run.strategy_options),
+        unread_settings=run.unread,
+        plugins=tuple(run.plugins),
+        user_code=dict(run.user_code),
+        tag=run.tag,
+        code=code_info(),
+        numerics=numerics_info(device=run.config.device, precision=run.precision),
+        data=run.data,
+        memory=tuple(f.to_dict() for f in started.fills),
+        result=trained.result.to_dict(),
+        provenance=Provenance.from_json({"seconds": trained.seconds, **how}),
+    )
+    write_run_report(started.out, record)
+    write_record(started.out, record)
     checkpoint = started.out / CHECKPOINT_FILE
     for ckpt in (checkpoint, previous_checkpoint_path(checkpoint)):
         ckpt.unlink(missing_ok=True)

@@ -16,6 +16,10 @@ folder holds
 * ``table.md`` and ``accuracy_matrix.png`` (:mod:`avalanche_sets.runs.report` writes them from
   the record) and ``log.txt`` (every metric value; ``csv/``, ``tb/`` and ``wandb/`` with those loggers).
 
+The two records are one typed :class:`~.record.RunRecord` (:mod:`.record`: its fields, how it
+is read and written; :func:`read_record`, :func:`write_record` and the format's names are
+importable from here too).
+
 While a run is in progress the folder holds its checkpoint and ``.lock``
 (:class:`~.lock.RunLock`): a second process (another sweep pointed at the same folder) sees the
 lock and does not run it again.
@@ -27,7 +31,7 @@ imports it where it uses it.
 
 The naming and identity functions take a run's :class:`~avalanche_sets.presets.RunConfig`
 (a dictionary is refused, naming :meth:`~avalanche_sets.presets.RunConfig.of`);
-:func:`record_identity` reads the settings a ``result.json`` recorded as they are. They check
+:func:`record_identity` reads the settings a record holds as they are. They check
 nothing: a config was checked when it was made, and a record holds what a run computed with.
 """
 
@@ -40,33 +44,30 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
 from ..data.content import data_content, data_root
 from ..files import atomic_write
 from ..methods import method_folder_name
 from ..presets import NAMING_PRESETS, PRESETS, RunConfig, require_config
 from .code import NO_SOURCE, code_info
 from .lock import LOCK_FILE, RunLock, RunLockedError
+from .record import (
+    RESULT_FILE,
+    RUN_FILE,
+    RunRecord,
+    read_record,
+)
 
 __all__ = [
-    "RESULT_FILE",
-    "RUN_FILE",
     "LOCK_FILE",
     "TABLE_FILE",
     "MATRIX_PLOT",
     "LOG_FILE",
     "CHECKPOINT_FILE",
     "RUN_FILES",
-    "RESULT_FORMAT",
-    "RECORD_KEYS",
-    "UNREAD_FIELD",
-    "ResultsVersionError",
     "RunLockedError",
     "RunConflictError",
     "RunLock",
     "atomic_write",
-    "read_record",
-    "write_record",
     "is_finished",
     "check_finished",
     "check_checkpoint_code",
@@ -83,8 +84,6 @@ __all__ = [
 ]
 
 # ------------------------------------------------------------------------ the files
-RESULT_FILE = "result.json"
-RUN_FILE = "run.json"
 TABLE_FILE = "table.md"
 MATRIX_PLOT = "accuracy_matrix.png"
 LOG_FILE = "log.txt"
@@ -100,101 +99,14 @@ RUN_FILES: tuple[tuple[str, str], ...] = (
 )
 """What a finished run folder holds, as the command line lists it."""
 
-RESULT_FORMAT = 3
-"""The run record format this version writes and reads: ``result.json`` (what was computed,
-deterministic) + ``run.json`` (provenance), with ``result.forgetting`` of
-:mod:`avalanche_sets.metrics.stats` (the last domain ``null``), ``result.average_forgetting``,
-``result.bwt`` and the ``preset``'s ``precision``. A record of another format is refused
-(:class:`ResultsVersionError`)."""
-
-UNREAD_FIELD = "unread_settings"
-"""The key of ``result.json`` naming the preset settings the run did not read, each with the
-reason (:func:`~avalanche_sets.methods.unread_settings`): its ``preset`` holds every setting,
-its identity and its table row leave these out."""
-
-RECORD_KEYS = ("method", "seed", "preset", "result", "code")
-"""The keys of ``result.json`` that every record of :data:`RESULT_FORMAT` holds and its readers
-read (the identity, the numbers, the code that made them)."""
-
-
-class ResultsVersionError(ValueError):
-    """A run folder written by a version of avalanche-sets whose format this one cannot read."""
-
 
 class RunConflictError(ValueError):
     """A run folder already holds a finished run whose settings differ from the asked ones."""
 
 
-# ------------------------------------------------------------------------ records
-def _json(data: Any) -> str:
-    return json.dumps(data, indent=2) + "\n"
-
-
-def write_record(folder: str | Path, result: dict, provenance: dict) -> None:
-    """Write ``run.json`` then ``result.json`` (atomically; ``result.json`` marks it finished)."""
-    folder = Path(folder)
-    atomic_write(folder / RUN_FILE, _json(provenance), single_writer=True)
-    body = {"format": RESULT_FORMAT, **result}
-    atomic_write(folder / RESULT_FILE, _json(body), single_writer=True)
-
-
 def is_finished(folder: str | Path) -> bool:
     """Whether ``folder`` holds a finished run (its ``result.json``)."""
     return (Path(folder) / RESULT_FILE).is_file()
-
-
-def read_record(folder: str | Path) -> dict:
-    """The record of a finished run: ``result.json`` merged with ``run.json``.
-
-    Raises:
-        FileNotFoundError: the folder has no ``result.json`` (not finished).
-        ResultsVersionError: the folder holds a record of another format than
-            :data:`RESULT_FORMAT` (the message names the fix: re-run it, or read it with the
-            version that wrote it).
-        ValueError: ``result.json`` is not valid JSON, or lacks one of :data:`RECORD_KEYS`
-            (names the file).
-    """
-    folder = Path(folder)
-    path = folder / RESULT_FILE
-    try:
-        rec = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path} is not valid JSON ({err}); delete the folder to re-run") from None
-    if not isinstance(rec, dict):
-        raise ValueError(f"{path} holds a {type(rec).__name__}, not a run record; delete the "
-                         "folder to re-run")  # fmt: skip
-    _check_format(folder, rec)
-    lacking = [key for key in RECORD_KEYS if key not in rec]
-    if lacking:
-        raise ValueError(
-            f"{path} lacks {lacking}, which every run of result format {RESULT_FORMAT} writes: "
-            "the file was edited or made by hand; fix: re-run it (delete the folder, or write "
-            "the run to a new --out folder)"
-        )
-    run = folder / RUN_FILE
-    if run.is_file():
-        rec.update(json.loads(run.read_text()))
-    return rec
-
-
-def _check_format(folder: Path, rec: dict) -> None:
-    """Refuse a record of another format than :data:`RESULT_FORMAT`, saying how to read it."""
-    fmt = rec.get("format", 1)  # format 1 had no "format" key
-    if fmt == RESULT_FORMAT:
-        return
-    by = f"by avalanche-sets {rec.get('avalanche_sets', '?')}"
-    if isinstance(fmt, int) and not isinstance(fmt, bool) and 1 <= fmt < RESULT_FORMAT:
-        raise ResultsVersionError(
-            f"{folder} holds a run record of result format {fmt} ({by}), older than the format "
-            f"{RESULT_FORMAT} this version ({__version__}) reads; fix: re-run it (delete the "
-            "folder, or write the run to a new --out folder), or read it with the version that "
-            "wrote it"
-        )
-    raise ResultsVersionError(
-        f"{folder} was written by another version of avalanche-sets (result format {fmt!r}, "
-        f"{by}); this version ({__version__}) reads format {RESULT_FORMAT}. Read it with that "
-        "version, or write this run to a new --out folder"
-    )
 
 
 # ------------------------------------------------------------------------ identity and name
@@ -352,8 +264,8 @@ def _identity(
     return json.loads(json.dumps(ident, sort_keys=True, default=str))
 
 
-def record_identity(record: dict) -> dict:
-    """:func:`run_identity` of a finished run's record (``result.json``, any readable format).
+def record_identity(record: RunRecord) -> dict:
+    """:func:`run_identity` of a finished run's record (:class:`~.record.RunRecord`).
 
     The preset settings the record names in ``unread_settings`` (those the run did not read)
     are left out. Its ``data`` is the content the record names, ``None`` where it names none
@@ -361,13 +273,12 @@ def record_identity(record: dict) -> dict:
     run of no known data, which :func:`identity_differences` tells apart from every content).
     Reads nothing but the record.
     """
-    data = record.get("data")
-    content = data.get("content") if isinstance(data, dict) else None
+    content = None if record.data is None else record.data.get("content")
     return _identity(
-        record["method"], record["preset"], eval_stream=record.get("eval_stream", "test"),
-        strategy_overrides=record.get("strategy_overrides"), plugins=record.get("plugins", ()),
-        unread=record.get(UNREAD_FIELD, {}), data=content, user_code=record.get("user_code"),
-        tag=record.get("tag", ""),
+        record.method, record.preset, eval_stream=record.eval_stream,
+        strategy_overrides=record.strategy_overrides, plugins=record.plugins,
+        unread=record.unread_settings, data=content, user_code=record.user_code,
+        tag=record.tag,
     )  # fmt: skip
 
 
@@ -471,14 +382,14 @@ def run_dir_name(
     )  # fmt: skip
 
 
-def record_dir_name(record: Mapping[str, Any]) -> str:
-    """:func:`run_dir_name` of a finished run's record (``result.json``): the folder its run is
-    found in, from the settings it recorded as they are. Reads nothing but the record."""
+def record_dir_name(record: RunRecord) -> str:
+    """:func:`run_dir_name` of a finished run's record (:class:`~.record.RunRecord`): the
+    folder its run is found in, from the settings it recorded as they are. Reads nothing but
+    the record."""
     return _dir_name(
-        record["method"], record["preset"], record["seed"],
-        eval_stream=record.get("eval_stream", "test"),
-        strategy_overrides=record.get("strategy_overrides"), plugins=record.get("plugins", ()),
-        unread=record.get(UNREAD_FIELD, {}),
+        record.method, record.preset, record.seed, eval_stream=record.eval_stream,
+        strategy_overrides=record.strategy_overrides, plugins=record.plugins,
+        unread=record.unread_settings,
     )  # fmt: skip
 
 
@@ -567,7 +478,7 @@ def run_folder(
     return Path(out_root) / (named + f"-tag_{tag}" if check_tag(tag) else named)
 
 
-def check_finished(folder: str | Path, asked: dict, seed: int) -> dict:
+def check_finished(folder: str | Path, asked: dict, seed: int) -> RunRecord:
     """The finished run in ``folder``, after checking it is the run that was asked for, made by
     the same code.
 
@@ -587,9 +498,9 @@ def check_finished(folder: str | Path, asked: dict, seed: int) -> dict:
     """
     folder = Path(folder)
     rec = read_record(folder)
-    diff = [f"seed: {rec['seed']} there, {seed} asked"] if rec["seed"] != seed else []
+    diff = [f"seed: {rec.seed} there, {seed} asked"] if rec.seed != seed else []
     diff += identity_differences(record_identity(rec), asked)
-    diff += _package_difference(rec.get("code") or {}, code_info())
+    diff += _package_difference(rec.made_by, code_info())
     if diff:
         changed = any(d.startswith(("code of ", "avalanche_sets package")) for d in diff)
         raise RunConflictError(

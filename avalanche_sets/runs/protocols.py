@@ -4,8 +4,8 @@ A *protocol* is everything that decides what a run computes except its seed — 
 :func:`~avalanche_sets.runs.folder.record_identity` (method, every preset setting, every
 strategy option, extra plugins, evaluation stream, the hash of the user's own code, the tag,
 and whatever else that function counts) — plus the library code that ran it
-(``record["code"]``: the content hash of its package's files where the record has one, its
-commit and whether the tree was dirty otherwise).
+(:attr:`~.record.RunRecord.made_by`: the content hash of its package's files where the record
+has one, its commit and whether the tree was dirty otherwise).
 Runs of one protocol differ only in their seed, so their mean and its interval over seeds mean
 something; runs of two protocols are never averaged together.
 
@@ -32,6 +32,7 @@ from collections.abc import Iterable, Sequence
 
 from ..suggest import did_you_mean
 from .folder import record_identity
+from .record import RunRecord
 
 __all__ = [
     "ARM_FIELDS",
@@ -58,12 +59,12 @@ old with ``--tag``); the rest is the setting two methods are compared in (``tabl
 _BARE = ("preset", "strategy_overrides")
 
 
-def code_key(record: dict) -> tuple:
+def code_key(record: RunRecord) -> tuple:
     """What tells the library code of two records apart: the content hash of the package's
     files (``code.package``: two installs of different files, with or without git, differ;
     two dirty trees of one commit with different changes differ), else ``(commit, dirty)`` (a
     record that names no hash), else the package version (neither)."""
-    code = record["code"]
+    code = record.made_by
     if code.get("package"):
         return ("package", code["package"])
     if code.get("commit"):
@@ -71,12 +72,12 @@ def code_key(record: dict) -> tuple:
     return ("version", code.get("version"))
 
 
-def code_label(record: dict) -> str:
+def code_label(record: RunRecord) -> str:
     """The code of a record as a table shows it: ``1a2b3c4`` (short commit), ``1a2b3c4+dirty``
     (uncommitted changes), ``0.1.0 (no git)`` (not a git checkout); with the package's content
     hash where the record has one (:func:`code_key`): ``1a2b3c4+dirty (pkg 3fa2b1c)``, ``0.1.0
     (no git, pkg 3fa2b1c)``."""
-    code = record["code"]
+    code = record.made_by
     pkg = code.get("package")
     if not code.get("commit"):
         return f"{code.get('version', '?')} (no git{f', pkg {pkg[:7]}' if pkg else ''})"
@@ -92,7 +93,7 @@ def _text(value) -> str:
     return str(value)
 
 
-def protocol_settings(record: dict) -> dict[str, str]:
+def protocol_settings(record: RunRecord) -> dict[str, str]:
     """A record's :func:`~.folder.record_identity` flattened to ``{setting: value as text}``.
 
     Preset settings and strategy options keep their own names (``n_shot``, ``gamma``); the
@@ -119,7 +120,7 @@ def protocol_settings(record: dict) -> dict[str, str]:
     return out
 
 
-def protocol_key(record: dict, *, pool_code: bool = False, drop: Sequence[str] = ()) -> str:
+def protocol_key(record: RunRecord, *, pool_code: bool = False, drop: Sequence[str] = ()) -> str:
     """The protocol of a record as a comparable string: its identity (less the identity fields
     in ``drop``) and, unless ``pool_code``, its :func:`code_key`."""
     ident = {k: v for k, v in record_identity(record).items() if k not in drop}
@@ -128,7 +129,7 @@ def protocol_key(record: dict, *, pool_code: bool = False, drop: Sequence[str] =
 
 
 def protocol_setting(
-    record: dict, *, pool_code: bool = False, drop: Sequence[str] = ARM_FIELDS
+    record: RunRecord, *, pool_code: bool = False, drop: Sequence[str] = ARM_FIELDS
 ) -> dict[str, str]:
     """The setting a record's run was made in: its :func:`~.folder.record_identity` less the
     fields in ``drop`` (the method and its options: :data:`ARM_FIELDS`), flattened to
@@ -155,7 +156,9 @@ def settings_agree(a: dict[str, str], b: dict[str, str]) -> bool:
     return all(a[k] == b[k] for k in a.keys() & b.keys())
 
 
-def group_protocols(records: Iterable[dict], *, pool_code: bool = False) -> list[list[dict]]:
+def group_protocols(
+    records: Iterable[RunRecord], *, pool_code: bool = False
+) -> list[list[RunRecord]]:
     """The records grouped by protocol (:func:`protocol_key`), each group sorted by seed.
 
     ``pool_code``: records that differ only in their code share a group (the table then says
@@ -165,15 +168,15 @@ def group_protocols(records: Iterable[dict], *, pool_code: bool = False) -> list
         ValueError: one seed twice in one protocol (the same run written twice, or a run of
             other code under ``pool_code``), naming both folders.
     """
-    groups: dict[str, dict[int, dict]] = {}
+    groups: dict[str, dict[int, RunRecord]] = {}
     for rec in records:
         group = groups.setdefault(protocol_key(rec, pool_code=pool_code), {})
-        seed = rec["seed"]
+        seed = rec.seed
         if seed in group:
             other = group[seed]
             raise ValueError(
-                f"seed {seed} of {rec['method']} appears twice in one protocol: "
-                f"{other.get('_path', '?')} ({code_label(other)}) and {rec.get('_path', '?')} "
+                f"seed {seed} of {rec.method} appears twice in one protocol: "
+                f"{other.where} ({code_label(other)}) and {rec.where} "
                 f"({code_label(rec)}); a mean over seeds would count it twice. Fix: keep one of "
                 "the two folders"
                 + (
@@ -209,13 +212,13 @@ def check_setting_names(
 
 
 # ------------------------------------------------------------------------ a table's protocol
-def data_label(record: dict) -> str:
+def data_label(record: RunRecord) -> str:
     """The data of a record as a table's footer names it: ``packs at ../shared/data/sets-mini,
     content sha256:1a2b3c4d5e6f`` (the source, the folder as recorded, the content hash cut to
     12 hex digits), ``… content not recorded`` for a record that names no hash, ``synthetic
     (generated, no files)``, or ``not recorded`` for a record without ``data``."""
-    data = record.get("data")
-    if not isinstance(data, dict):
+    data = record.data
+    if data is None:
         return "not recorded"
     source, root, content = data.get("source", "?"), data.get("root"), data.get("content")
     if root is None and content is None:
@@ -227,12 +230,12 @@ def data_label(record: dict) -> str:
     return f"{source}{where}, {content or 'content not recorded'}"
 
 
-def numerics_label(record: dict) -> str:
+def numerics_label(record: RunRecord) -> str:
     """The numeric path of a record (its ``numerics``) as a table's footer names it: ``device
     cpu, precision fp32, threads 1, cpu_bf16 False`` (a value the record lacks is ``not
     recorded``), or ``not recorded`` for a record without ``numerics``."""
-    num = record.get("numerics")
-    if not isinstance(num, dict):
+    num = record.numerics
+    if num is None:
         return "not recorded"
     keys = ("device", "precision", "threads", "cpu_bf16")
     return ", ".join(f"{k} {'not recorded' if num.get(k) is None else num[k]}" for k in keys)

@@ -30,7 +30,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..metrics import stats
-from .folder import MATRIX_PLOT, RESULT_FILE, TABLE_FILE, atomic_write, read_record
+from .folder import MATRIX_PLOT, TABLE_FILE, atomic_write
 from .protocols import (
     check_setting_names,
     code_label,
@@ -43,6 +43,7 @@ from .protocols import (
     settings_agree,
     shared_settings,
 )
+from .record import RESULT_FILE, RunRecord, read_record
 
 __all__ = [
     "run_table",
@@ -77,7 +78,7 @@ def fit_title(text: str, width: int = 60, max_lines: int = 3) -> str:
 
 
 # ------------------------------------------------------------------------ one run
-def run_table(record: dict) -> str:
+def run_table(record: RunRecord) -> str:
     """The ``table.md`` of a finished run, recomputed from its record's accuracy matrix.
 
     Per-domain accuracy ± 95% CI, forgetting and BWT as :meth:`~.training.RunResult.table`
@@ -86,7 +87,7 @@ def run_table(record: dict) -> str:
     """
     from ..training.runner import RunResult  # torch: the table command does not need it
 
-    res = record["result"]
+    res = record.result
     return (
         RunResult(
             domains=res["domains"],
@@ -98,25 +99,23 @@ def run_table(record: dict) -> str:
     )
 
 
-def write_run_report(folder: str | Path, record: dict) -> None:
+def write_run_report(folder: str | Path, record: RunRecord) -> None:
     """Write a run folder's ``table.md`` and ``accuracy_matrix.png`` from its record."""
     folder = Path(folder)
     atomic_write(folder / TABLE_FILE, run_table(record), single_writer=True)
     write_heatmap(folder, record)
 
 
-def write_heatmap(folder: str | Path, record: dict) -> Path:
+def write_heatmap(folder: str | Path, record: RunRecord) -> Path:
     """Write a run folder's ``accuracy_matrix.png`` from its record (``avalanche-sets heatmap``
     draws it again for a run whose picture was not kept); a long method name wraps in the
     title (:func:`fit_title`) instead of running off the picture."""
     from ..metrics.accuracy_matrix import plot_accuracy_matrix  # matplotlib
 
     folder = Path(folder)
-    res = record["result"]
+    res = record.result
     n_domains = len(res["domains"])
-    title = (
-        f"{record['method']}, seed {record['seed']}: test accuracy (%) after each training domain"
-    )
+    title = f"{record.method}, seed {record.seed}: test accuracy (%) after each training domain"
     return plot_accuracy_matrix(
         [[math.nan if v is None else 100 * v for v in row] for row in res["matrix"]],
         res["domains"],
@@ -126,12 +125,20 @@ def write_heatmap(folder: str | Path, record: dict) -> Path:
     )
 
 
-def refresh_run_table(record: dict) -> bool:
-    """Rewrite the ``table.md`` of the run folder a record was read from (its ``_path``, as
-    :func:`find_results` sets it) when it differs from :func:`run_table`; True if it did.
+def refresh_run_table(record: RunRecord) -> bool:
+    """Rewrite the ``table.md`` of the run folder a record was read from (its ``folder``, as
+    :func:`~.record.read_record` sets it) when it differs from :func:`run_table`; True if it
+    did.
 
-    The record itself is left as it is: the table is derived from it."""
-    path = Path(record["_path"]) / TABLE_FILE
+    The record itself is left as it is: the table is derived from it.
+
+    Raises:
+        ValueError: a record that was not read from a folder.
+    """
+    if record.folder is None:
+        raise ValueError(f"the record of {record.where} was not read from a run folder: no "
+                         "table.md to refresh; fix: read it with read_record(folder)")  # fmt: skip
+    path = record.folder / TABLE_FILE
     text = run_table(record)
     if path.is_file() and path.read_text() == text:
         return False
@@ -140,21 +147,18 @@ def refresh_run_table(record: dict) -> bool:
 
 
 # ------------------------------------------------------------------------ many runs
-def find_results(folders: Iterable[str | Path]) -> list[dict]:
-    """All finished run records under the given folders (recursively).
+def find_results(folders: Iterable[str | Path]) -> list[RunRecord]:
+    """All finished run records under the given folders (recursively), in path order.
 
-    Each record is a run folder's ``result.json`` merged with its ``run.json`` (see
-    :func:`avalanche_sets.runs.folder.read_record`) plus ``"_path"``, the folder; a folder
-    written in a format this version cannot read raises
-    :class:`~avalanche_sets.runs.folder.ResultsVersionError` naming it.
+    Each is :func:`~.record.read_record` of a run folder (its ``folder`` is where it was
+    found); a folder written in a format this version cannot read raises
+    :class:`~.record.ResultsVersionError` naming it.
     """
-    records = []
-    for folder in folders:
-        for path in sorted(Path(folder).rglob(RESULT_FILE)):
-            rec = read_record(path.parent)
-            rec["_path"] = str(path.parent)
-            records.append(rec)
-    return records
+    return [
+        read_record(path.parent)
+        for folder in folders
+        for path in sorted(Path(folder).rglob(RESULT_FILE))
+    ]
 
 
 def seed_ci95(values: Sequence[float]) -> float:
@@ -162,7 +166,7 @@ def seed_ci95(values: Sequence[float]) -> float:
     return stats.seed_ci95(values)
 
 
-def paired_difference(a: dict, b: dict) -> tuple[float, float]:
+def paired_difference(a: RunRecord, b: RunRecord) -> tuple[float, float]:
     """Mean accuracy difference ``a − b`` over the *same* test episodes, with its 95% CI.
 
     Runs with the same benchmark seed evaluate identical episodes, so the per-episode
@@ -170,9 +174,9 @@ def paired_difference(a: dict, b: dict) -> tuple[float, float]:
     both methods share, which dominates the unpaired CI of a single seed
     (:func:`.stats.paired_difference`).
     """
-    if a["seed"] != b["seed"]:
+    if a.seed != b.seed:
         raise ValueError("paired differences need runs of the same seed and test episodes")
-    return stats.paired_difference(a["result"]["episode_acc"], b["result"]["episode_acc"])
+    return stats.paired_difference(a.result["episode_acc"], b.result["episode_acc"])
 
 
 class PairedDelta(NamedTuple):
@@ -194,7 +198,7 @@ class PairedDelta(NamedTuple):
         return stats.resolved_over_seeds(self.delta, self.seeds_ci95, len(self.per_seed))
 
 
-def paired_delta(runs: Sequence[dict], references: Sequence[dict]) -> PairedDelta | None:
+def paired_delta(runs: Sequence[RunRecord], references: Sequence[RunRecord]) -> PairedDelta | None:
     """The paired Δ of ``runs`` against ``references`` over the seeds both have; None if none.
 
     Runs are paired by their seed, never by their position: a seed that one side lacks is left
@@ -205,15 +209,14 @@ def paired_delta(runs: Sequence[dict], references: Sequence[dict]) -> PairedDelt
     Student-t interval over the seeds, of each run's mean accuracy over its episodes: the one
     that may call the difference resolved, :attr:`PairedDelta.resolved`).
     """
-    by_seed = {r["seed"]: r for r in references}
-    pairs = {r["seed"]: paired_difference(r, by_seed[r["seed"]]) for r in runs
-             if r["seed"] in by_seed}  # fmt: skip
+    by_seed = {r.seed: r for r in references}
+    pairs = {r.seed: paired_difference(r, by_seed[r.seed]) for r in runs if r.seed in by_seed}
     if not pairs:
         return None
     d, ci = stats.combine_paired(list(pairs.values()))
     over_seeds = stats.paired_over_seeds(
-        {r["seed"]: float(np.mean(r["result"]["episode_acc"])) for r in runs},
-        {r["seed"]: float(np.mean(r["result"]["episode_acc"])) for r in references},
+        {r.seed: float(np.mean(r.result["episode_acc"])) for r in runs},
+        {r.seed: float(np.mean(r.result["episode_acc"])) for r in references},
     )
     return PairedDelta(d, ci, {s: p[0] for s, p in sorted(pairs.items())}, over_seeds.ci95)
 
@@ -240,11 +243,10 @@ def delta_text(d: float, ci: float, each: dict, seeds_ci95: float) -> str:
     return f"{100 * d:+.2f} ± {100 * ci:.2f}{seeds} {over}"
 
 
-def _matrix(rec: dict) -> np.ndarray:
-    matrix = rec["result"].get("matrix")
+def _matrix(rec: RunRecord) -> np.ndarray:
+    matrix = rec.result.get("matrix")
     if matrix is None:
-        where = rec.get("_path", f"{rec.get('method')} seed {rec.get('seed')}")
-        raise ValueError(f"run record {where} has no accuracy matrix: forgetting is undefined")
+        raise ValueError(f"run record {rec.where} has no accuracy matrix: forgetting is undefined")
     return np.array(matrix, dtype=np.float64)  # a null (not evaluated) cell is NaN
 
 
@@ -266,34 +268,34 @@ def _over_seeds_each(values: np.ndarray) -> np.ndarray:
     return out
 
 
-def _episode_ci(rec: dict, key: str, shape) -> list:
+def _episode_ci(rec: RunRecord, key: str, shape) -> list:
     """A one-seed run's stored 95% half-widths over test episodes (``final_ci95``: per domain,
     ``ci95``: per matrix cell), NaN where the record has none."""
     got = np.full(shape, math.nan)
-    stored = np.array(rec["result"].get(key) or [], dtype=np.float64)
+    stored = np.array(rec.result.get(key) or [], dtype=np.float64)
     if stored.shape == got.shape:
         got = stored
     return got.tolist()
 
 
-def _summary(recs: list[dict]) -> dict:
+def _summary(recs: list[RunRecord]) -> dict:
     """The values of one protocol's row, from its runs (one per seed)."""
-    accs = [r["result"]["mean_accuracy"] for r in recs]
+    accs = [r.mean_accuracy for r in recs]
     matrices = [_matrix(r) for r in recs]
-    row: dict = {"seeds": len(recs), "seed_list": [r["seed"] for r in recs]}
+    row: dict = {"seeds": len(recs), "seed_list": [r.seed for r in recs]}
     row["accuracy"] = float(np.mean(accs))
     if len(recs) > 1:
         row["ci95"], row["ci_over"] = stats.seed_ci95(accs), "seeds"
     else:
-        row["ci95"] = stats.ci95(recs[0]["result"]["episode_acc"])
+        row["ci95"] = stats.ci95(recs[0].result["episode_acc"])
         row["ci_over"] = "episodes"
     # recomputed from each stored matrix: one definition whatever the record's format
     row["forgetting"], row["forgetting_ci95"] = _over_seeds(
         [stats.average_forgetting(m) for m in matrices]
     )
     row["bwt"], row["bwt_ci95"] = _over_seeds([stats.backward_transfer(m) for m in matrices])
-    domains = recs[0]["result"]["domains"]
-    finals = np.array([r["result"]["final"] for r in recs], dtype=np.float64)
+    domains = recs[0].result["domains"]
+    finals = np.array([r.result["final"] for r in recs], dtype=np.float64)
     row["per_domain"] = dict(zip(domains, map(float, finals.mean(axis=0))))
     if len(recs) > 1:
         half = _over_seeds_each(finals).tolist()
@@ -310,7 +312,7 @@ def _summary(recs: list[dict]) -> dict:
             _over_seeds_each(stack).tolist() if len(recs) > 1
             else _episode_ci(recs[0], "ci95", stack.shape[1:])
         )  # fmt: skip
-    row["seconds"] = float(np.mean([r.get("seconds", math.nan) for r in recs]))
+    row["seconds"] = float(np.mean([r.seconds for r in recs]))
     row["codes"] = sorted({code_label(r) for r in recs})
     row["data_sources"] = sorted({data_label(r) for r in recs})
     row["numeric_paths"] = sorted({numerics_label(r) for r in recs})
@@ -318,7 +320,7 @@ def _summary(recs: list[dict]) -> dict:
 
 
 def aggregate_results(
-    records: list[dict],
+    records: list[RunRecord],
     by: Sequence[str] = ("method",),
     *,
     pool_code: bool = False,
@@ -366,7 +368,7 @@ def aggregate_results(
     settings = [protocol_settings(g[0]) for g in groups]
     check_setting_names(by, settings, flag="--by")
     if vs is not None:
-        methods = sorted({r["method"] for r in records})
+        methods = sorted({r.method for r in records})
         if vs not in methods:
             raise ValueError(
                 f"--vs {vs!r}: no run record is of this method{did_you_mean(vs, methods)}; the "
@@ -402,25 +404,25 @@ def _sort_key(text: str) -> tuple:
         return (1, 0.0, text)
 
 
-def _add_deltas(rows: list[dict], arms: list[tuple[list[dict], dict]], vs: str) -> None:
+def _add_deltas(rows: list[dict], arms: list[tuple[list[RunRecord], dict]], vs: str) -> None:
     """A row's reference: the row of ``vs`` whose setting agrees with the row's on every setting
     both read (:func:`~.protocols.settings_agree`); more than one is refused."""
     for row, (group, setting) in zip(rows, arms):
         refs = [
             (r, g)
             for r, (g, s) in zip(rows, arms)
-            if g[0]["method"] == vs and settings_agree(s, setting)
+            if g[0].method == vs and settings_agree(s, setting)
         ]
         if len(refs) > 1:
             raise ValueError(
                 f"--vs {vs}: {len(refs)} rows of {vs} share one setting with the row of "
-                f"{group[0]['method']} (they agree with it on every setting both read and "
+                f"{group[0].method} (they agree with it on every setting both read and "
                 "differ in their strategy options, plugins, code of one's own or tag, or in a "
-                f"setting {group[0]['method']} does not read), so its reference is ambiguous; "
+                f"setting {group[0].method} does not read), so its reference is ambiguous; "
                 f"fix: table the run folders of one {vs} configuration only, or --vs a method "
                 "that reads those settings"
             )
-        if group[0]["method"] == vs:
+        if group[0].method == vs:
             row["delta"] = {"vs": vs, "reference": True}
         elif not refs:
             row["delta"] = None

@@ -26,6 +26,7 @@ from ..methods import run_config, unread_settings
 from ..presets import RunConfig
 from .experiment import check_run, run_experiment
 from .folder import RunLockedError, check_tag, is_finished
+from .record import RunRecord
 from .run import Run
 
 __all__ = ["RunSpec", "RunOutcome", "check_specs", "run_one", "run_sweep"]
@@ -79,24 +80,25 @@ class RunOutcome:
         spec: the run.
         status: ``"ran"``, ``"finished before"`` (found finished: not run again), ``"locked"``
             (another process is running it) or ``"failed"`` (``keep_going``: see ``error``).
-        record: the run's record (:func:`~.folder.read_record` plus ``status``) when it
-            finished.
+        record: the run's :class:`~.record.RunRecord` (as
+            :func:`~.experiment.run_experiment` returns it, ``status`` set) when it finished.
         error: ``"<method> seed <s>: <Exception>: <message>"`` of a failed run.
     """
 
     spec: RunSpec
     status: str
-    record: dict | None = None
+    record: RunRecord | None = None
     error: str | None = None
 
     @property
     def accuracy(self) -> float:
         """The run's mean final accuracy (NaN when it did not finish)."""
-        return float("nan") if self.record is None else self.record["result"]["mean_accuracy"]
+        return float("nan") if self.record is None else self.record.mean_accuracy
 
     @property
     def seconds(self) -> float:
-        return float("nan") if self.record is None else self.record["seconds"]
+        """The run's wall time (NaN when it did not finish)."""
+        return float("nan") if self.record is None else self.record.seconds
 
 
 def check_specs(specs: Sequence[RunSpec], *, given: Iterable[str] = ()) -> list[RunSpec]:
@@ -164,7 +166,7 @@ def run_one(
             raise
         traceback.print_exc()
         return RunOutcome(spec, "failed", error=f"{spec.label}: {type(err).__name__}: {err}")
-    return RunOutcome(spec, rec["status"], record=rec)
+    return RunOutcome(spec, rec.status, record=rec)
 
 
 def _task(item: tuple[int, RunSpec, bool, bool]) -> tuple[int, RunOutcome]:

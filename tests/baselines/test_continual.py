@@ -714,7 +714,7 @@ def test_semi_seq_is_table_2s_mskm_run_for_run(tmp_path):
         n_val_episodes=2, n_test_episodes=3, precision="fp32",
     )  # fmt: skip
     runs = {
-        m: run_experiment(m, preset, seed=3, out_root=tmp_path, loggers=())["result"]
+        m: run_experiment(m, preset, seed=3, out_root=tmp_path, loggers=()).result
         for m in ("mskm", "semi-seq", "semi-er")
     }
     assert runs["semi-seq"]["matrix"] == runs["mskm"]["matrix"]

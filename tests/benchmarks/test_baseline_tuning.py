@@ -6,6 +6,7 @@ import pytest
 
 from avalanche_sets.methods import check_method, method_options, normal_options
 from avalanche_sets.presets import PRESETS, RunConfig, resolve_preset
+from avalanche_sets.runs.record import RunRecord
 from benchmarks import _methods
 from benchmarks import baseline_tuning as bt
 
@@ -37,13 +38,13 @@ def _record(method, over, accs, seed=0, shot=1):
     import numpy as np
 
     preset = {**PRESETS["cpu"], "n_shot": shot}
-    return {
-        "method": method, "seed": seed, "eval_stream": "valid",
-        "strategy_overrides": normal_options(method, RunConfig.of(preset), over),
-        "preset": preset,
-        "result": {"mean_accuracy": float(np.mean(accs)), "mean_ci95": 0.01,
-                   "final": [float(np.mean(accs))], "episode_acc": list(accs)},
-    }  # fmt: skip
+    return RunRecord(
+        method=method, seed=seed, eval_stream="valid",
+        strategy_overrides=normal_options(method, RunConfig.of(preset), over),
+        preset=preset, code={"version": "0.1.0"},
+        result={"mean_accuracy": float(np.mean(accs)), "mean_ci95": 0.01,
+                "final": [float(np.mean(accs))], "episode_acc": list(accs)},
+    )  # fmt: skip
 
 
 def test_rows_pair_the_same_episodes_and_choose_takes_the_best():
@@ -114,7 +115,7 @@ def test_a_grid_point_at_the_defaults_is_found_in_its_normalized_record():
     tuned = _methods.tuned("semi-gpm")
     other = {**tuned, "lr": 0.1}
     recs = [_record("semi-gpm", tuned, [0.5] * 4), _record("semi-gpm", other, [0.6] * 4)]
-    assert [r["strategy_overrides"] for r in recs] == [{}, {"lr": 0.1}]
+    assert [r.strategy_overrides for r in recs] == [{}, {"lr": 0.1}]
     assert bt._find(recs, "semi-gpm", tuned, 1, 0) is recs[0]
     assert bt._find(recs, "semi-gpm", other, 1, 0) is recs[1]
     assert bt._find(recs, "semi-gpm", {**tuned, "lr": 0.2}, 1, 0) is None

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from avalanche_sets.runs.folder import read_record, record_identity
+from avalanche_sets.runs.folder import record_identity
+from avalanche_sets.runs.record import read_record
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -31,7 +32,7 @@ def test_every_committed_record_reads_and_names_its_package_hash():
         assert set(body["code"]) == CODE_KEYS, path  # no "recovered", a package hash
         assert re.fullmatch(r"[0-9a-f]{64}", body["code"]["package"]), path
         assert re.fullmatch(r"[0-9a-f]{40}", body["code"]["commit"]), path
-        assert "recovered" not in (rec.get("code") or {}), path  # nor in run.json's copy
+        assert "recovered" not in rec.made_by, path  # nor in run.json's copy
         assert {"numerics", "data"} <= set(body), path
         record_identity(rec)  # every record has an identity
 
@@ -87,7 +88,7 @@ def test_a_tables_share_of_joint_reads_the_joint_runs_of_its_own_data(table):
     section = readme.read_text().split("## ORDER as a percentage of Joint", 1)[1]
     for shot in (1, 5):
         runs = [RESULTS / f"runs/joint/{source}-o1-5w{shot}s-R50-seed{s}" for s in (0, 1, 2)]
-        accs = [read_record(r)["result"]["mean_accuracy"] for r in runs if r.is_dir()]
+        accs = [read_record(r).mean_accuracy for r in runs if r.is_dir()]
         row = re.search(rf"^\| {shot} \| ([^|]+) \|", section, re.MULTILINE)
         assert row is not None and accs, (table, shot)
         assert row.group(1).strip() == f"{100 * sum(accs) / len(accs):.2f}%", (table, shot)

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from avalanche_sets.runs.record import RunRecord, write_record
 from benchmarks import forgetting
 
 DOMAINS = ["a_one", "b_two", "c_three"]
@@ -18,9 +19,9 @@ SUFFIX = "-tasks_per_domain1400-bf16"
 def _write(runs: Path, method: str, seed: int, matrix, suffix: str = SUFFIX) -> None:
     folder = runs / method / f"packs-o1-5w5s-R50-seed{seed}{suffix}"
     folder.mkdir(parents=True)
-    record = {"method": method, "seed": seed,
-              "result": {"domains": DOMAINS, "matrix": matrix}}  # fmt: skip
-    (folder / "result.json").write_text(json.dumps(record))
+    record = RunRecord(method=method, seed=seed, preset={"n_shot": 5}, code={},
+                       result={"domains": DOMAINS, "matrix": matrix})  # fmt: skip
+    write_record(folder, record)
 
 
 def test_summary_over_seeds_uses_forgetting_bwt_and_a_t_interval(tmp_path):
@@ -31,7 +32,7 @@ def test_summary_over_seeds_uses_forgetting_bwt_and_a_t_interval(tmp_path):
     _write(tmp_path, "semi-seq", 2, [[0.0] * 3] * 3, suffix="-mem_size50" + SUFFIX)
     _write(tmp_path, "semi-seq", 3, [[0.0] * 3] * 3, suffix="")
     records = forgetting.find_runs(tmp_path, "semi-seq", 5, SUFFIX)
-    assert [r["seed"] for r in records] == [0, 1]
+    assert [r.seed for r in records] == [0, 1]
     row = forgetting.summarise(records)
     # forgetting excludes the last domain: seed 0 (30 + 0) / 2 = 15, seed 1 (10 + 10) / 2 = 10
     assert row["forgetting_per_seed"] == pytest.approx([15.0, 10.0])

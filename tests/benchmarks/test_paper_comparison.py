@@ -1,24 +1,26 @@
 """Our runs next to the paper's: cells, paired differences and references per artefact."""
 
+import dataclasses
 import sys
 
 import numpy as np
 
+from avalanche_sets.runs.record import Provenance, RunRecord
 from benchmarks import _paper
 
 
 def _rec(method, seed, episodes, shot=5, overrides=None, **preset):
     acc = np.asarray(episodes, dtype=float)
-    return {
-        "method": method, "seed": seed, "eval_stream": "test", "seconds": 1.0,
-        "preset": {"n_shot": shot, "n_ood": 50, "mem_size": 200, "seeds": [seed], "root": "x",
-                   "precision": "fp32", **preset},
-        "strategy_overrides": overrides or {},
-        "code": {"version": "0.1.0", "commit": "0" * 40, "dirty": False},
-        "result": {"mean_accuracy": float(acc.mean()), "mean_ci95": 0.01, "episode_acc": list(acc),
-                   "forgetting": [None], "domains": ["d"], "final": [float(acc.mean())],
-                   "matrix": [[float(acc.mean())]]},
-    }  # fmt: skip
+    return RunRecord(
+        method=method, seed=seed, eval_stream="test", provenance=Provenance(seconds=1.0),
+        preset={"n_shot": shot, "n_ood": 50, "mem_size": 200, "seeds": [seed], "root": "x",
+                "precision": "fp32", **preset},
+        strategy_overrides=overrides or {},
+        code={"version": "0.1.0", "commit": "0" * 40, "dirty": False},
+        result={"mean_accuracy": float(acc.mean()), "mean_ci95": 0.01, "episode_acc": list(acc),
+                "forgetting": [None], "domains": ["d"], "final": [float(acc.mean())],
+                "matrix": [[float(acc.mean())]]},
+    )  # fmt: skip
 
 
 def _row(md: str, label: str) -> list[str]:
@@ -81,10 +83,10 @@ def test_stream_tables_carry_each_seeds_average_forgetting_with_a_ci_over_seeds(
     recs = []
     for seed, m in mats.items():
         rec = _rec("semi-seq", seed, [0.5] * 10)
-        rec["result"]["matrix"] = m
+        rec.result["matrix"] = m
         recs.append(rec)
     joint = _rec("joint", 0, [0.6] * 10)
-    joint["result"]["matrix"] = [[0.6, 0.6, 0.6]]  # trained once: nothing to forget
+    joint.result["matrix"] = [[0.6, 0.6, 0.6]]  # trained once: nothing to forget
     md = _paper.comparison_md("table3", [*recs, joint])
     header = [c.strip() for c in md.splitlines()[0].strip("|").split("|")]
     col = header.index("forgetting, pts (5-shot)")
@@ -121,7 +123,7 @@ def test_main_tables_show_the_packs_and_the_synthetic_tables_each_from_its_own_r
 ):
     import json
 
-    from avalanche_sets.runs.folder import write_record
+    from avalanche_sets.runs.record import write_record
     from benchmarks import main_tables
 
     results = tmp_path / "results"
@@ -133,7 +135,7 @@ def test_main_tables_show_the_packs_and_the_synthetic_tables_each_from_its_own_r
             rec = _rec(method, 0, [acc[source, method]] * 10, source=source)
             run = f"runs/{method}/{source}-seed0"
             (results / run).mkdir(parents=True)
-            write_record(results / run, rec, {"seconds": 1.0})
+            write_record(results / run, rec)
             runs.append(run)
         (results / folder).mkdir()
         (results / folder / "summary.json").write_text(json.dumps({"seeds": [0], "runs": runs}))
@@ -141,7 +143,7 @@ def test_main_tables_show_the_packs_and_the_synthetic_tables_each_from_its_own_r
     for method, a in (("order", 0.6), ("joint", 0.8)):
         run = f"runs/{method}/converged-seed0"
         (results / run).mkdir(parents=True)
-        write_record(results / run, _rec(method, 0, [a] * 10), {"seconds": 1.0})
+        write_record(results / run, _rec(method, 0, [a] * 10))
         conv.append(run)
     (results / "table3_converged").mkdir()
     (results / "table3_converged" / "summary.json").write_text(
@@ -183,8 +185,10 @@ def test_the_reference_pairs_on_the_settings_both_runs_read():
     # MSKM's record names mem_size as unread (as every record does since issue 42): it is the
     # reference of ORDER's runs at any memory size; a setting both read still keeps them apart
     ep = np.linspace(0.3, 0.7, 20)
-    mskm = _rec("mskm", 0, ep, mem_size=200)
-    mskm["unread_settings"] = {"mem_size": "mskm keeps no memory of tasks"}
+    mskm = dataclasses.replace(
+        _rec("mskm", 0, ep, mem_size=200),
+        unread_settings={"mem_size": "mskm keeps no memory of tasks"},
+    )
     order = _rec("order", 0, ep + 0.03, mem_size=20)
     other = _rec("order", 0, ep + 0.03, shot=1, mem_size=20)
     assert _paper.reference_of("table2", order, [mskm, order, other]) is mskm

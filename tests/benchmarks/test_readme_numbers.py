@@ -76,14 +76,14 @@ def test_a_changed_module_makes_the_demo_record_stale(tmp_path, monkeypatch):
 
 
 def test_the_demo_block_quotes_the_demo_result(tmp_path, monkeypatch):
-    from avalanche_sets.runs.folder import read_record
+    from avalanche_sets.runs.record import read_record
 
     rec = read_record(readme.DEMO)
     block = readme.demo_block()
     quoted = re.search(r"\*\*([\d.]+) ± ([\d.]+)%\*\*", block)
     assert quoted is not None, block
-    assert float(quoted.group(1)) == round(100 * rec["result"]["mean_accuracy"], 2)
-    assert float(quoted.group(2)) == round(100 * rec["result"]["mean_ci95"], 2)
+    assert float(quoted.group(1)) == round(100 * rec.mean_accuracy, 2)
+    assert float(quoted.group(2)) == round(100 * rec.result["mean_ci95"], 2)
     for picture in re.findall(r"\]\((benchmarks/results/demo/[^)]+\.png)\)", block):
         assert (readme.ROOT / picture).is_file(), picture
 

@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from avalanche_sets.cli import main
-from avalanche_sets.runs.folder import read_record
+from avalanche_sets.runs.record import read_record
 from avalanche_sets.runs.report import write_heatmap
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ import pytest
 
 from avalanche_sets.cli import main
 from avalanche_sets.presets import PRESETS, resolve_preset
-from avalanche_sets.runs.folder import read_record
+from avalanche_sets.runs.record import read_record
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = [
@@ -70,7 +70,7 @@ def test_run_sweep_resume_and_table(tmp_path, capsys):
     results = list(out.rglob("result.json"))
     assert len(results) == 1
     rec = read_record(results[0].parent)
-    assert len(rec["result"]["matrix"]) == 2 and rec["machine"]["cores"]
+    assert len(rec.result["matrix"]) == 2 and rec.provenance.machine["cores"]
     assert (results[0].parent / "accuracy_matrix.png").is_file()
     stamp = results[0].stat().st_mtime
     # A sweep over methods x seeds skips the finished run and runs the others.

@@ -15,7 +15,8 @@ from avalanche_sets.cli import main
 from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs import experiment
 from avalanche_sets.runs.experiment import _remove_unstarted, run_experiment
-from avalanche_sets.runs.folder import CHECKPOINT_FILE, LOG_FILE, RESULT_FILE, run_folder
+from avalanche_sets.runs.folder import CHECKPOINT_FILE, LOG_FILE, run_folder
+from avalanche_sets.runs.record import RESULT_FILE
 
 pytestmark = pytest.mark.filterwarnings("ignore:No loggers specified")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from avalanche_sets.runs.folder import read_record
+from avalanche_sets.runs.record import read_record
 
 pytest.importorskip("ray", reason="ray is not installed: pip install 'avalanche-sets[ray]'")
 
@@ -46,10 +46,10 @@ def test_sweep_on_a_local_ray_cluster_runs_each_run_once_on_separate_workers(tmp
     records = [read_record(f) for f in folders]
     # Each run was a Ray task in a worker process (not this test's process), and the two runs
     # (one CPU each on a 2-CPU cluster) ran side by side in two different workers.
-    pids = {r["pid"] for r in records}
+    pids = {r.provenance.pid for r in records}
     assert len(pids) == 2 and os.getpid() not in pids
-    assert {r["host"] for r in records} == {os.uname().nodename}
-    assert all(r["preset"]["threads"] == 1 for r in records)
+    assert {r.provenance.host for r in records} == {os.uname().nodename}
+    assert all(r.preset["threads"] == 1 for r in records)
     assert first.stdout.count(", ran)") == 2 and "finished before" not in first.stdout
 
     # Resume: with seed 1's run gone, the same command runs seed 1 again and only seed 1.
@@ -60,8 +60,8 @@ def test_sweep_on_a_local_ray_cluster_runs_each_run_once_on_separate_workers(tmp
     assert "seed 0:" in again.stdout and ", finished before)" in again.stdout
     assert again.stdout.count(", ran)") == 1
     assert (folders[0] / "result.json").stat().st_mtime_ns == stamp
-    assert read_record(folders[0])["pid"] == records[0]["pid"]
-    assert read_record(folders[1])["result"] == records[1]["result"]  # same seed, same numbers
+    assert read_record(folders[0]).provenance.pid == records[0].provenance.pid
+    assert read_record(folders[1]).result == records[1].result  # same seed, same numbers
 
 
 @pytest.mark.slow
@@ -80,6 +80,6 @@ def test_a_method_of_ones_own_runs_as_ray_tasks(tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
     records = [read_record(p.parent) for p in tmp_path.rglob("result.json")]
-    assert sorted(r["seed"] for r in records) == [0, 1]
-    assert {r["method"] for r in records} == {"custom_method:MSKMSpread"}
-    assert os.getpid() not in {r["pid"] for r in records}  # run by Ray workers
+    assert sorted(r.seed for r in records) == [0, 1]
+    assert {r.method for r in records} == {"custom_method:MSKMSpread"}
+    assert os.getpid() not in {r.provenance.pid for r in records}  # run by Ray workers

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from avalanche_sets.runs.folder import read_record
+from avalanche_sets.runs.record import read_record
 
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS = [
@@ -83,10 +83,7 @@ def test_same_seed_same_files_different_seed_differs(reference, tmp_path):
     _run(tmp_path / "other", seed=1)
     other = _folder(tmp_path / "other", seed=1)
     assert (other / "result.json").read_bytes() != (reference / "result.json").read_bytes()
-    assert (
-        read_record(other)["result"]["episode_acc"]
-        != read_record(reference)["result"]["episode_acc"]
-    )
+    assert read_record(other).result["episode_acc"] != read_record(reference).result["episode_acc"]
 
 
 def _kill_at_random_point(out: Path, rng: random.Random) -> None:
@@ -115,7 +112,8 @@ def test_sigkill_and_rerun_resumes_with_identical_results(reference, tmp_path):
     for name in RUN_FILES:
         assert (folder / name).read_bytes() == (reference / name).read_bytes(), name
     rec = read_record(folder)
-    assert len(rec["resumes"]) == 1 and rec["resumes"][0]["skipped_damaged"] == []
+    (resume,) = rec.provenance.resumes
+    assert resume["skipped_damaged"] == []
     assert not list(folder.glob("checkpoint.pt*")) and not list(folder.glob("*.tmp"))
 
 
@@ -130,9 +128,10 @@ def test_corrupt_checkpoint_is_reported_and_the_previous_one_used(reference, tmp
     assert f"checkpoint {ckpt} is corrupt" in again.stderr
     folder = _folder(out)
     rec = read_record(folder)
-    if rec["resumes"]:  # a previous good checkpoint existed: it was used, and said so
-        assert rec["resumes"][0]["from"].endswith("checkpoint.pt.prev")
-        assert rec["resumes"][0]["skipped_damaged"]
+    resumes = rec.provenance.resumes
+    if resumes:  # a previous good checkpoint existed: it was used, and said so
+        assert resumes[0]["from"].endswith("checkpoint.pt.prev")
+        assert resumes[0]["skipped_damaged"]
     else:  # killed before a second checkpoint: the run said it starts over
         assert "starts over" in again.stderr
     assert (folder / "result.json").read_bytes() == (reference / "result.json").read_bytes()
@@ -163,6 +162,6 @@ def test_two_sweeps_on_one_folder_run_each_run_once(tmp_path):
     assert len(folders) == 4
     for folder in folders:
         rec = read_record(folder)  # valid JSON, complete
-        assert rec["result"]["matrix"] and rec["resumes"] == []
+        assert rec.result["matrix"] and rec.provenance.resumes == ()
         assert not list(folder.glob("*.tmp")) and not list(folder.glob("checkpoint.pt*"))
         assert not (folder / ".lock").exists()  # removed once the run is finished

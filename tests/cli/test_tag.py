@@ -34,11 +34,12 @@ def test_a_tag_makes_a_separate_run_a_separate_folder_and_a_separate_row(tmp_pat
     assert main([*command, "--tag", "second.try"]) == 0
     printed = capsys.readouterr().out
     assert "finished before" not in printed  # the tagged run ran
-    plain, tagged = sorted(find_results([out]), key=lambda r: r.get("tag", ""))
-    assert "tag" not in plain and "tag" not in record_identity(plain)
-    assert tagged["tag"] == "second.try" and record_identity(tagged)["tag"] == "second.try"
-    assert tagged["_path"].endswith(plain["_path"].split("/")[-1] + "-tag_second.try")
-    assert plain["result"] == tagged["result"]  # the same computation, apart by name
+    plain, tagged = sorted(find_results([out]), key=lambda r: r.tag)
+    assert '"tag"' not in (plain.folder / "result.json").read_text()
+    assert plain.tag == "" and "tag" not in record_identity(plain)
+    assert tagged.tag == "second.try" and record_identity(tagged)["tag"] == "second.try"
+    assert tagged.folder.name == plain.folder.name + "-tag_second.try"
+    assert plain.result == tagged.result  # the same computation, apart by name
     # the sweep's --tag names the same run: found finished, not run again
     assert main(["sweep", "--methods", "protonet", "--seeds", "0", "--out", str(out),
                  "--tag", "second.try", *SETS]) == 0  # fmt: skip

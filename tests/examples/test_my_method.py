@@ -11,7 +11,7 @@ import pytest
 from avalanche_sets.cli import main
 from avalanche_sets.methods import build_strategy, method_options, parse_options
 from avalanche_sets.presets import resolve_preset
-from avalanche_sets.runs.folder import read_record
+from avalanche_sets.runs.record import read_record
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -49,7 +49,7 @@ def test_every_command_runs_it(in_examples, tmp_path, capsys):
                  "--strategy-set", "anchor_weight=0.5"]) == 0  # fmt: skip
     (record,) = out.rglob("result.json")
     assert record.parent.parent.name == "my_method.SemiL2"
-    assert read_record(record.parent)["strategy_overrides"] == {"anchor_weight": 0.5}
+    assert read_record(record.parent).strategy_overrides == {"anchor_weight": 0.5}
     # the pull acts from the second domain on: its named loss term is logged
     assert "l2_anchor" in (record.parent / "log.txt").read_text()
     assert main(["sweep", "--methods", METHOD, "semi-seq", "--seeds", "0", "--out", str(out),

@@ -30,7 +30,8 @@ import avalanche_sets.training as training
 from avalanche_sets.metrics import AccuracyMatrix
 from avalanche_sets.presets import RunConfig, resolve_preset
 from avalanche_sets.runs.experiment import run_experiment
-from avalanche_sets.runs.folder import ResultsVersionError, read_record, run_dir_name
+from avalanche_sets.runs.folder import run_dir_name
+from avalanche_sets.runs.record import ResultsVersionError, read_record
 from avalanche_sets.runs.report import aggregate_results, find_results, write_table
 from avalanche_sets.training.runner import RunResult
 
@@ -115,7 +116,7 @@ def test_reporting_tables(run_folder, tmp_path):
     root, _ = run_folder
     records = find_results([root / "runs"])
     # a stale stored value must not leak into the tables: they recompute from the matrix
-    records[0]["result"]["forgetting"] = [0.0, 0.0, 0.0, -0.625]
+    records[0].result["forgetting"] = [0.0, 0.0, 0.0, -0.625]
     (row,) = aggregate_results(records, by=("method",))
     assert row["forgetting"] == pytest.approx(AVG_FORGETTING)
     assert row["bwt"] == pytest.approx(BWT)

@@ -4,7 +4,6 @@ device's native bf16 support, and the precision is part of a run's identity."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -17,12 +16,8 @@ from avalanche_sets.models import backbone as backbone_mod
 from avalanche_sets.models.episodic import PrototypicalModel
 from avalanche_sets.presets import PRESET_SCHEMA, RunConfig, resolve_preset
 from avalanche_sets.runs.experiment import run_settings
-from avalanche_sets.runs.folder import (
-    record_identity,
-    run_dir_name,
-    run_identity,
-    run_precision,
-)
+from avalanche_sets.runs.folder import record_identity, run_dir_name, run_identity, run_precision
+from avalanche_sets.runs.record import read_record
 
 TINY = dict(width=8, n_query=2, n_unlabeled=2, n_ood=4, tasks_per_domain=8, n_test_episodes=2)
 
@@ -132,8 +127,8 @@ def test_precision_is_part_of_a_runs_identity_and_committed_records_name_it(monk
     path = runs / "mskm" / "packs-o1-5w1s-R50-seed0" / "result.json"
     if not path.is_file():
         pytest.skip("no committed runs")
-    old = json.loads(path.read_text())
-    assert old["preset"]["precision"] == "fp32"  # every record names its precision
+    old = read_record(path.parent)
+    assert old.preset["precision"] == "fp32"  # every record names its precision
     fp32 = resolve_preset("cpu", n_shot=1, precision="fp32", root="elsewhere")
     auto = resolve_preset("cpu", n_shot=1, root="elsewhere")
     # the committed packs records name no data content; a folder that is not there has none
@@ -153,7 +148,7 @@ def test_a_run_records_the_precision_it_resolved_to(tmp_path):
 
     preset = resolve_preset("quick", precision="bf16", domains=["shapes"], **TINY)
     rec = run_experiment("protonet", preset, seed=0, out_root=tmp_path, loggers=())
-    assert rec["preset"]["precision"] == "bf16"
+    assert rec.preset["precision"] == "bf16"
     assert (tmp_path / run_dir_name("protonet", preset, 0) / "result.json").is_file()
     assert run_dir_name("protonet", preset, 0).endswith("-bf16")
     assert record_identity(rec) == run_identity(

@@ -19,12 +19,8 @@ import pytest
 from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs import code, experiment, protocols
 from avalanche_sets.runs.experiment import run_experiment
-from avalanche_sets.runs.folder import (
-    RunConflictError,
-    read_record,
-    record_identity,
-    run_identity,
-)
+from avalanche_sets.runs.folder import RunConflictError, record_identity, run_identity
+from avalanche_sets.runs.record import RunRecord, read_record
 from avalanche_sets.runs.report import aggregate_results, find_results, write_table
 from avalanche_sets.training.template import EpisodicPlugin
 
@@ -225,21 +221,21 @@ def test_an_edited_method_module_is_not_finished_before_and_runs_beside_the_old_
                "--out", str(tmp_path / "runs"), *[f"--set={k}={v}" for k, v in TINY.items()]]  # fmt: skip
     assert main(command) == 0
     first = find_results([tmp_path / "runs"])
-    assert len(first) == 1 and list(first[0]["user_code"]) == [mine]
+    assert len(first) == 1 and list(first[0].user_code) == [mine]
     assert main(command) == 0 and "finished before" in capsys.readouterr().out  # same code
     _edit(tmp_path / f"{mine}.py", "SCALE = 1\n", "SCALE = 10\n")
     assert main(command) == 2
     out, err = capsys.readouterr()
     assert "SETS benchmark" not in out  # refused before the stream is built and described
-    old, new = first[0]["user_code"][mine][:7], code.source_fingerprint(mine)[1][:7]
+    old, new = first[0].user_code[mine][:7], code.source_fingerprint(mine)[1][:7]
     assert f"code of {mine}: {old} there, {new} now" in err
     assert "--tag NAME" in err and "another --out" in err and "delete that folder" in err
     assert main([*command, "--tag", "scale10"]) == 0
     records = find_results([tmp_path / "runs"])
     assert len(records) == 2
-    codes = {r.get("tag", ""): r["user_code"][mine] for r in records}
+    codes = {r.tag: r.user_code[mine] for r in records}
     assert codes[""] != codes["scale10"] and codes["scale10"][:7] == new
-    assert {r["code"]["package"] for r in records} == {code.package_fingerprint()}
+    assert {r.code["package"] for r in records} == {code.package_fingerprint()}
     # the table: two rows, each with its code's short hash (and its tag)
     rows = aggregate_results(records)
     assert len(rows) == 2
@@ -261,21 +257,21 @@ def test_a_plugin_of_ones_own_is_fingerprinted_and_an_edit_refuses_the_old_run(
     module = importlib.import_module(mine)
     first = run_experiment("protonet", preset, seed=0, out_root=tmp_path / "runs", loggers=(),
                            plugins=[module.Nudge()])  # fmt: skip
-    assert first["status"] == "ran"
-    assert first["user_code"] == {mine: code.source_fingerprint(mine)[1]}
-    assert record_identity(first)["user_code"] == first["user_code"]
+    assert first.status == "ran"
+    assert first.user_code == {mine: code.source_fingerprint(mine)[1]}
+    assert record_identity(first)["user_code"] == first.user_code
     again = run_experiment("protonet", preset, seed=0, out_root=tmp_path / "runs", loggers=(),
                            plugins=[module.Nudge()])  # fmt: skip
-    assert again["status"] == "finished before"
+    assert again.status == "finished before"
     path = tmp_path / f"{mine}.py"
     path.write_text(path.read_text().replace("weight=0.5", "weight=0.50"))
-    with pytest.raises(RunConflictError, match=rf"code of {mine}: {first['user_code'][mine][:7]} "
+    with pytest.raises(RunConflictError, match=rf"code of {mine}: {first.user_code[mine][:7]} "
                        r"there, [0-9a-f]{7} now.*--tag NAME"):  # fmt: skip
         run_experiment("protonet", preset, seed=0, out_root=tmp_path / "runs", loggers=(),
                        plugins=[module.Nudge()])  # fmt: skip
     # a built-in run beside it has no user code at all
     plain = run_experiment("protonet", preset, seed=0, out_root=tmp_path / "runs", loggers=())
-    assert "user_code" not in plain and "user_code" not in record_identity(plain)
+    assert plain.user_code == {} and "user_code" not in record_identity(plain)
 
 
 def test_a_record_of_other_library_code_is_refused_and_one_without_the_hash_is_reused(
@@ -294,7 +290,7 @@ def test_a_record_of_other_library_code_is_refused_and_one_without_the_hash_is_r
 
     record_package(None)  # made before records held the package's hash: no difference
     again = run_experiment("protonet", preset, seed=0, out_root=tmp_path, loggers=())
-    assert again["status"] == "finished before"
+    assert again.status == "finished before"
     record_package("3fa2b1c" + "0" * 57)  # made by other files of the library
     now = code.package_fingerprint()[:7]
     with pytest.raises(
@@ -325,12 +321,13 @@ def test_a_checkpoint_of_other_code_is_not_resumed(mine, tmp_path, preset, monke
         run_experiment(spec, preset, seed=0, out_root=out, loggers=(), checkpoint_every=1)
     monkeypatch.undo()
     resumed = run_experiment(spec, preset, seed=0, out_root=out, loggers=(), checkpoint_every=1)
-    assert resumed["status"] == "ran" and len(resumed["resumes"]) == 1  # the same code resumes
+    assert resumed.status == "ran" and len(resumed.provenance.resumes) == 1  # the same code resumes
 
 
 # ------------------------------------------------------------------ the table
-def _rec(**code_fields) -> dict:
-    return {"code": {"version": "0.1.0", "commit": None, "dirty": None, **code_fields}}
+def _rec(**code_fields) -> RunRecord:
+    code = {"version": "0.1.0", "commit": None, "dirty": None, **code_fields}
+    return RunRecord(method="protonet", seed=0, preset={}, result={}, code=code)
 
 
 def test_code_keys_and_labels_use_the_package_hash_where_recorded():
@@ -361,7 +358,7 @@ try:
 except RunConflictError as err:
     print(err, file=sys.stderr)
     sys.exit(3)
-print(rec["status"])
+print(rec.status)
 """
 
 
@@ -393,7 +390,7 @@ def test_two_installed_versions_of_the_library_are_two_codes(tmp_path):
     second = run("two")
     assert second.returncode == 0 and second.stdout.split()[-1] == "ran", second.stderr
     records = find_results([tmp_path / "one", tmp_path / "two"])
-    codes = [r["code"] for r in records]
+    codes = [r.code for r in records]
     assert all(c["commit"] is None and c["dirty"] is None for c in codes)
     assert codes[0]["package"] != codes[1]["package"]
     assert record_identity(records[0]) == record_identity(records[1])  # only the code differs
@@ -404,7 +401,7 @@ def test_two_installed_versions_of_the_library_are_two_codes(tmp_path):
         assert f"0.1.0 (no git, pkg {c['package'][:7]})" in text or c["package"][:7] in text
     with pytest.raises(ValueError, match=r"appears twice in one protocol.*--pool-code"):
         aggregate_results(records, pool_code=True)  # pooled, the same seed twice: refused
-    read_record(records[0]["_path"])  # the record reads back
+    read_record(records[0].folder)  # the record reads back
 
 
 def test_run_identity_is_unchanged_for_every_committed_record():

@@ -19,6 +19,7 @@ from avalanche_sets import training
 from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs.experiment import run_experiment
 from avalanche_sets.runs.folder import CHECKPOINT_FILE, run_precision
+from avalanche_sets.runs.record import RunRecord
 from avalanche_sets.training.loggers import check_loggers
 from avalanche_sets.training.loss_terms import LOSS_TERM_PREFIX
 
@@ -64,7 +65,7 @@ class _SpreadTerm(SupervisedPlugin):
         return None if state is None else 1e-3 * state.prototypes.float().pow(2).mean()
 
 
-def _run(out: Path, loggers=("csv", "tensorboard", "wandb")) -> dict:
+def _run(out: Path, loggers=("csv", "tensorboard", "wandb")) -> RunRecord:
     return run_experiment(
         "order", PRESET, seed=0, out_root=out, loggers=loggers, checkpoint_every=1,
         log_every=LOG_EVERY, strategy_overrides=OPTIONS, plugins=[_SpreadTerm()],
@@ -114,7 +115,7 @@ def _interrupted_then_resumed(
     (folder,) = {p.parent for p in out.rglob(CHECKPOINT_FILE)}
     assert not (folder / "result.json").exists()
     record = _run(out, loggers if then is None else then)
-    assert len(record["resumes"]) == 1  # the finishing process resumed once
+    assert len(record.provenance.resumes) == 1  # the finishing process resumed once
     return record
 
 
@@ -404,7 +405,7 @@ def test_loggers_a_finished_run_did_not_have_are_refused_with_the_fix(uninterrup
     root = next(p for p in uninterrupted.parents if p.name == "runs")
     folder = out / uninterrupted.relative_to(root)
     shutil.copytree(uninterrupted, folder)
-    assert _run(out, loggers=("csv", "tensorboard", "wandb"))["status"] == "finished before"
+    assert _run(out, loggers=("csv", "tensorboard", "wandb")).status == "finished before"
     shutil.rmtree(folder / "tb")
     with pytest.raises(ValueError, match=r"without the tensorboard logger.*tb/.*fix: .*--out"):
         _run(out, loggers=("csv", "tensorboard"))

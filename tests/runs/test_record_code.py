@@ -3,6 +3,7 @@ of the run's identity (issue 35)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -22,11 +23,11 @@ from avalanche_sets.runs.experiment import run_experiment, run_settings
 from avalanche_sets.runs.folder import (
     RunConflictError,
     check_finished,
-    read_record,
     record_identity,
     run_dir_name,
     run_identity,
 )
+from avalanche_sets.runs.record import read_record
 
 TINY = dict(
     tasks_per_domain=4, n_test_episodes=2, n_query=2, n_unlabeled=2, n_ood=4,
@@ -130,20 +131,22 @@ def test_a_real_run_records_its_code_numerics_and_data(tmp_path):
     preset = resolve_preset("quick", **TINY)
     rec = run_experiment("protonet", preset, seed=0, out_root=tmp_path, loggers=())
     commit, dirty = _expected_code()
-    assert rec["code"] == {
+    assert rec.code == rec.made_by == {
         "version": __version__, "commit": commit, "dirty": dirty,
         "torch": torch.__version__.split("+")[0], "avalanche": code._version("avalanche-lib"),
         "package": code.tree_fingerprint(REPO / "avalanche_sets"),
     }  # fmt: skip
-    assert rec["numerics"] == {
-        "precision": rec["preset"]["precision"], "device": "cpu", "threads": preset.threads,
+    assert rec.numerics == {
+        "precision": rec.preset["precision"], "device": "cpu", "threads": preset.threads,
         "cpu_bf16": bf16_supported("cpu"),
     }  # fmt: skip
-    assert rec["data"] == {"source": "synthetic", "root": None, "content": None}
-    # in result.json itself (what a table reads), not only in the merged record
+    assert rec.data == {"source": "synthetic", "root": None, "content": None}
+    # in result.json itself (what a table reads), not only in run.json
     body = json.loads((tmp_path / run_dir_name("protonet", preset, 0) / "result.json").read_text())
     assert {k: body[k] for k in ("code", "numerics", "data")} == {
-        k: rec[k] for k in ("code", "numerics", "data")
+        "code": rec.code,
+        "numerics": rec.numerics,
+        "data": rec.data,
     }
 
 
@@ -154,8 +157,8 @@ def test_two_runs_differing_only_in_threads_are_two_runs(tmp_path):
     assert run_identity("protonet", one) != run_identity("protonet", two)
     a = run_experiment("protonet", one, seed=0, out_root=tmp_path, loggers=())
     b = run_experiment("protonet", two, seed=0, out_root=tmp_path, loggers=())
-    assert (a["status"], b["status"]) == ("ran", "ran")  # the second is not "finished before"
-    assert a["numerics"]["threads"] == 1 and b["numerics"]["threads"] == 2
+    assert (a.status, b.status) == ("ran", "ran")  # the second is not "finished before"
+    assert a.numerics["threads"] == 1 and b.numerics["threads"] == 2
     assert record_identity(a) != record_identity(b)
     folders = sorted(p.parent.name for p in tmp_path.glob("protonet/*/result.json"))
     plain = run_dir_name("protonet", two, 0).split("/")[1]  # the quick preset's own 2 threads
@@ -174,21 +177,21 @@ def test_runs_on_data_of_other_content_are_two_runs_and_a_moved_copy_is_the_same
     shutil.copytree(packs, copy)
     preset = resolve_preset("quick", source="packs", root=str(copy), **TINY)
     first = run_experiment("protonet", preset, seed=0, out_root=tmp_path / "runs", loggers=())
-    assert first["data"] == {
+    assert first.data == {
         "source": "packs", "root": os.path.relpath(copy), "content": content.data_content("packs", packs),
     }  # fmt: skip
-    assert first["data"]["content"].startswith("sha256:")
+    assert first.data["content"].startswith("sha256:")
     # the same files at another path: the same run, finished before
     moved = resolve_preset("quick", source="packs", root=str(packs), **TINY)
     again = run_experiment("protonet", moved, seed=0, out_root=tmp_path / "runs", loggers=())
-    assert again["status"] == "finished before"
+    assert again.status == "finished before"
     # one byte of one pack changed: another run, refused in that folder, with the fix
     pack = copy / "strokes.npz"
     raw = bytearray(pack.read_bytes())
     raw[-100] ^= 0xFF
     pack.write_bytes(bytes(raw))
     changed = run_identity("protonet", preset)
-    assert changed["data"] != first["data"]["content"]
+    assert changed["data"] != first.data["content"]
     assert changed != record_identity(first)
     with pytest.raises(RunConflictError, match=r"data content: 'sha256:.*there.*asked.*--out"):
         run_experiment("protonet", preset, seed=0, out_root=tmp_path / "runs", loggers=())
@@ -245,17 +248,17 @@ def test_a_record_that_names_no_data_content_reads_and_is_not_taken_for_a_run_of
     rec = read_record(folder)
     ident = record_identity(rec)
     assert ident["data"] is None  # a folder source, content unknown: none named
-    config = RunConfig.of(rec["preset"])
-    where = run_settings(rec["method"], config)  # as a run asks it (what protonet reads)
-    asked = run_identity(rec["method"], config, **where, data="sha256:whatever")
+    config = RunConfig.of(rec.preset)
+    where = run_settings(rec.method, config)  # as a run asks it (what protonet reads)
+    asked = run_identity(rec.method, config, **where, data="sha256:whatever")
     with pytest.raises(
         RunConflictError, match=r"data content: not recorded there, 'sha256:whatever' asked.*--tag"
     ):
-        check_finished(folder, asked, rec["seed"])
-    same = run_identity(rec["method"], config, **where, data=None)
-    assert check_finished(folder, same, rec["seed"])["seed"] == rec["seed"]  # the rest matches
-    other = run_identity(rec["method"], config.replace(threads=3), **where, data="sha256:whatever")
+        check_finished(folder, asked, rec.seed)
+    same = run_identity(rec.method, config, **where, data=None)
+    assert check_finished(folder, same, rec.seed).seed == rec.seed  # the rest matches
+    other = run_identity(rec.method, config.replace(threads=3), **where, data="sha256:whatever")
     with pytest.raises(RunConflictError, match=r"threads: 1 there, 3 asked"):
-        check_finished(folder, other, rec["seed"])
-    synthetic = {**rec, "preset": {**rec["preset"], "source": "synthetic"}}
+        check_finished(folder, other, rec.seed)
+    synthetic = dataclasses.replace(rec, preset={**rec.preset, "source": "synthetic"})
     assert record_identity(synthetic)["data"] is None  # it reads no files: nothing unknown

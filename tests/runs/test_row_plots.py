@@ -13,40 +13,40 @@ import pytest
 from avalanche_sets.cli import main
 from avalanche_sets.presets import PRESETS
 from avalanche_sets.runs import report
-from avalanche_sets.runs.folder import write_record
+from avalanche_sets.runs.record import Provenance, RunRecord, write_record
 from avalanche_sets.runs.report import aggregate_results, find_results
 from avalanche_sets.runs.row_plots import write_row_plots
 
 DOMAINS = ["shapes", "strokes"]
 
 
-def record(method: str, seed: int, finals: tuple[float, float], *, gamma=None) -> tuple:
+def record(method: str, seed: int, finals: tuple[float, float], *, gamma=None) -> RunRecord:
     """A finished run whose final accuracies on the two domains are ``finals``; domain 0 was
     5 points better just after its own training. One seed's interval over test episodes: 5
     points per domain."""
     first = min(finals[0] + 0.05, 1.0)
     ep = np.repeat(np.array(finals)[:, None], 4, axis=1)
-    body = {
-        "method": method, "seed": seed, "preset": {**PRESETS["quick"], "precision": "fp32"},
-        "eval_stream": "test", "strategy_overrides": {} if gamma is None else {"gamma": gamma},
-        "code": {"version": "0.1.0", "commit": "a" * 40, "dirty": False,
-                 "torch": "2.4.0", "avalanche": "0.6.0"},
-        "numerics": {"precision": "fp32", "device": "cpu", "threads": 1, "cpu_bf16": False},
-        "data": {"source": "synthetic", "root": None, "content": "c0ffee"},
-        "result": {
+    return RunRecord(
+        method=method, seed=seed, preset={**PRESETS["quick"], "precision": "fp32"},
+        eval_stream="test", strategy_overrides={} if gamma is None else {"gamma": gamma},
+        code={"version": "0.1.0", "commit": "a" * 40, "dirty": False,
+              "torch": "2.4.0", "avalanche": "0.6.0"},
+        numerics={"precision": "fp32", "device": "cpu", "threads": 1, "cpu_bf16": False},
+        data={"source": "synthetic", "root": None, "content": "c0ffee"},
+        result={
             "domains": DOMAINS, "matrix": [[first, None], list(finals)], "final": list(finals),
             "ci95": [[0.05, None], [0.05, 0.05]], "final_ci95": [0.05, 0.05],
             "episode_acc": ep.ravel().tolist(), "mean_accuracy": float(ep.mean()),
         },
-    }  # fmt: skip
-    return body, {"seconds": 1.0, "command": "test"}
+        provenance=Provenance(seconds=1.0, command="test"),
+    )  # fmt: skip
 
 
 def runs(root: Path, method: str, finals: list[tuple[float, float]], **kw) -> None:
     for seed, f in enumerate(finals):
         folder = root / f"{method}{kw.get('gamma', '')}-{seed}"
         folder.mkdir(parents=True)
-        write_record(folder, *record(method, seed, f, **kw))
+        write_record(folder, record(method, seed, f, **kw))
 
 
 @pytest.fixture

@@ -15,8 +15,9 @@ import pytest
 from avalanche_sets.cli import main
 from avalanche_sets.methods import default_options, normal_options, unread_settings
 from avalanche_sets.presets import RunConfig, resolve_preset
-from avalanche_sets.runs.folder import read_record, record_identity, run_dir_name
+from avalanche_sets.runs.folder import record_identity, run_dir_name
 from avalanche_sets.runs.protocols import protocol_settings
+from avalanche_sets.runs.record import RunRecord, read_record
 
 TINY = [
     "--set", "tasks_per_domain=4", "--set", "n_test_episodes=2", "--set", "n_query=2",
@@ -26,7 +27,7 @@ TINY = [
 STREAM = "a run evaluated on the test stream never draws the valid stream"
 
 
-def _records(root: Path) -> dict[str, dict]:
+def _records(root: Path) -> dict[str, RunRecord]:
     return {
         p.parent.relative_to(root).as_posix(): read_record(p.parent)
         for p in sorted(root.rglob("result.json"))
@@ -53,7 +54,7 @@ def test_an_option_given_at_its_default_is_the_same_run(tmp_path, capsys):
     records = _records(out)
     assert len(records) == 1  # one folder, not a "-beta0.003-lam1e_05" one beside it
     (folder, rec), = records.items()  # fmt: skip
-    assert rec["strategy_overrides"] == {} and str(out / folder) in second
+    assert rec.strategy_overrides == {} and str(out / folder) in second
     assert main(["table", str(out), "--out", str(tmp_path / "t")]) == 0
     header, *rows = _table_rows(tmp_path / "t.md")
     assert header[0] == "method" and [r[0] for r in rows] == ["order"]  # one row
@@ -148,21 +149,21 @@ def test_a_sweep_runs_a_method_once_for_the_values_of_a_setting_it_ignores(tmp_p
     ]
     assert "sweep: 3 runs" in captured.out
     records = _records(out)
-    assert sorted(r["method"] for r in records.values()) == ["mskm", "order", "order"]
-    (mskm,) = [r for r in records.values() if r["method"] == "mskm"]
-    assert set(mskm["unread_settings"]) == {"mem_size", "replay_batch", "n_val_episodes"}
+    assert sorted(r.method for r in records.values()) == ["mskm", "order", "order"]
+    (mskm,) = [r for r in records.values() if r.method == "mskm"]
+    assert set(mskm.unread_settings) == {"mem_size", "replay_batch", "n_val_episodes"}
     # its identity, its row's settings and its folder's name have no memory setting
     ident = record_identity(mskm)
     assert not {"mem_size", "replay_batch", "n_val_episodes"} & set(ident["preset"])
     assert "mem_size" not in protocol_settings(mskm)
-    (mskm_folder,) = [f for f, r in records.items() if r["method"] == "mskm"]
+    (mskm_folder,) = [f for f, r in records.items() if r.method == "mskm"]
     assert "mem_size" not in mskm_folder
     assert mskm_folder == run_dir_name(
-        "mskm", RunConfig.of(mskm["preset"]), 0, unread=mskm["unread_settings"]
-    ) == run_dir_name("mskm", RunConfig.of({**mskm["preset"], "mem_size": 200}), 0,
-                      unread=mskm["unread_settings"])  # fmt: skip
-    order = [r for r in records.values() if r["method"] == "order"]
-    assert sorted(r["preset"]["mem_size"] for r in order) == [20, 200]
+        "mskm", RunConfig.of(mskm.preset), 0, unread=mskm.unread_settings
+    ) == run_dir_name("mskm", RunConfig.of({**mskm.preset, "mem_size": 200}), 0,
+                      unread=mskm.unread_settings)  # fmt: skip
+    order = [r for r in records.values() if r.method == "order"]
+    assert sorted(r.preset["mem_size"] for r in order) == [20, 200]
     assert all("mem_size" in record_identity(r)["preset"] for r in order)
     # the sweep again: every run finished before, the same three folders
     assert main(argv) == 0

@@ -12,9 +12,18 @@ from avalanche_sets.cli import main
 from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs import sweep
 from avalanche_sets.runs.folder import RunLockedError
+from avalanche_sets.runs.record import Provenance, RunRecord
 from avalanche_sets.runs.sweep import RunSpec, run_sweep
 
 PRESET = resolve_preset("quick")
+
+
+def fake_record(method: str, seed: int, status: str, accuracy: float) -> RunRecord:
+    """What ``run_experiment`` returns for a run that took one second, without a run."""
+    return RunRecord(
+        method=method, seed=seed, preset={}, code={}, result={"mean_accuracy": accuracy},
+        provenance=Provenance(seconds=1.0), status=status,
+    )  # fmt: skip
 
 
 class FakeRuns:
@@ -32,7 +41,7 @@ class FakeRuns:
         if (method, seed) in self.locked and not wait:
             raise RunLockedError("held by another process")
         status = "finished before" if (method, seed) in self.locked else "ran"
-        return {"status": status, "seconds": 1.0, "result": {"mean_accuracy": seed / 10}}
+        return fake_record(method, seed, status, seed / 10)
 
 
 def _specs(tmp_path, *pairs):
@@ -87,8 +96,8 @@ def recorded_sweeps(monkeypatch):
 
     def record(specs, **options):
         calls.append((list(specs), options))
-        return [sweep.RunOutcome(s, "finished before", record={
-            "seconds": 0.0, "result": {"mean_accuracy": 0.5}}) for s in specs]  # fmt: skip
+        return [sweep.RunOutcome(s, "finished before", record=fake_record(
+            s.method, s.seed, "finished before", 0.5)) for s in specs]  # fmt: skip
 
     monkeypatch.setattr(sweep, "run_sweep", record)
     return calls
@@ -128,6 +137,6 @@ def test_parallel_runs_take_one_thread_each_unless_told_otherwise(tmp_path):
         out = tmp_path / str(threads)
         specs = [RunSpec("protonet", tiny, s, out) for s in (0, 1)]
         done = run_sweep(specs, jobs=2, threads=threads, progress=False)
-        assert [o.record["preset"]["threads"] for o in done] == [expected, expected]
+        assert [o.record.preset["threads"] for o in done] == [expected, expected]
     with pytest.raises(ValueError, match="threads must be a positive number or None"):
         run_sweep([], threads=0)

@@ -8,6 +8,7 @@ is about.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import shutil
@@ -22,8 +23,9 @@ from scipy import stats as sps
 from avalanche_sets.cli import main
 from avalanche_sets.presets import PRESETS
 from avalanche_sets.runs import protocols, report
-from avalanche_sets.runs.folder import record_identity, write_record
+from avalanche_sets.runs.folder import record_identity
 from avalanche_sets.runs.protocols import protocol_settings
+from avalanche_sets.runs.record import Provenance, RunRecord, write_record
 from avalanche_sets.runs.report import aggregate_results, find_results
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,34 +43,33 @@ def episodes(method: str, seed: int, shift: float = 0.0) -> np.ndarray:
 def record(method="order", seed=0, *, preset=None, strategy=None, plugins=None, commit=COMMIT_A,
            dirty=False, threads=1, content="c0ffee", eval_stream="test", shift=0.0,
            unread=None):  # fmt: skip
-    """The ``result.json`` body and ``run.json`` of one finished run."""
+    """The record (``result.json`` and ``run.json``) of one finished run."""
     ep = episodes(method, seed, shift)
     final = ep.mean(axis=1)
     first = float(np.clip(final[0] + 0.1 * (seed + 1), 0, 1))  # domain 0 before domain 1
-    body = {
-        "method": method, "seed": seed,
-        "preset": {**BASE_PRESET, "threads": threads, **(preset or {})},
-        "eval_stream": eval_stream, "strategy_overrides": dict(strategy or {}),
-        **({"unread_settings": dict(unread)} if unread else {}),
-        **({"plugins": list(plugins)} if plugins else {}),
-        "code": {"version": "0.1.0", "commit": commit, "dirty": dirty,
-                 "torch": "2.4.0", "avalanche": "0.6.0"},
-        "numerics": {"precision": "fp32", "device": "cpu", "threads": threads, "cpu_bf16": False},
-        "data": {"source": "synthetic", "root": None, "content": content},
-        "result": {
+    return RunRecord(
+        method=method, seed=seed,
+        preset={**BASE_PRESET, "threads": threads, **(preset or {})},
+        eval_stream=eval_stream, strategy_overrides=dict(strategy or {}),
+        unread_settings=dict(unread or {}), plugins=tuple(plugins or ()),
+        code={"version": "0.1.0", "commit": commit, "dirty": dirty,
+              "torch": "2.4.0", "avalanche": "0.6.0"},
+        numerics={"precision": "fp32", "device": "cpu", "threads": threads, "cpu_bf16": False},
+        data={"source": "synthetic", "root": None, "content": content},
+        result={
             "domains": DOMAINS, "matrix": [[first, None], final.tolist()],
             "final": final.tolist(), "ci95": [[0.04, None], [0.05, 0.06]],
             "final_ci95": [0.05, 0.06],
             "episode_acc": ep.ravel().tolist(), "mean_accuracy": float(ep.mean()),
         },
-    }  # fmt: skip
-    return body, {"seconds": 2.0, "command": "test"}
+        provenance=Provenance(seconds=2.0, command="test"),
+    )  # fmt: skip
 
 
 def write(root: Path, name: str, **kw) -> Path:
     folder = root / name
     folder.mkdir(parents=True)
-    write_record(folder, *record(**kw))
+    write_record(folder, record(**kw))
     return folder
 
 
@@ -225,8 +226,8 @@ def _hand_delta(seeds):
 def test_vs_pairs_by_seed_when_the_reference_lacks_a_seed_and_lists_others_in_another_order(
     tmp_path, capsys
 ):
-    runs = [record("order", s, shift=0.05)[0] for s in (0, 1, 2)]
-    references = [record("mskm", s)[0] for s in (2, 0)]  # no seed 1, seed 2 first
+    runs = [record("order", s, shift=0.05) for s in (0, 1, 2)]
+    references = [record("mskm", s) for s in (2, 0)]  # no seed 1, seed 2 first
     each, episode_half, seeds_half = _hand_delta([0, 2])
     got = report.paired_delta(runs, references)
     assert got.per_seed == pytest.approx(each) and list(got.per_seed) == [0, 2]
@@ -316,7 +317,7 @@ def test_vs_pairs_on_the_settings_both_methods_read(tmp_path):
     mskm = find_results([tmp_path / "m0"])[0]
     order = find_results([tmp_path / "o20-0"])[0]
     got = by[("order", "20", "1")]["delta"]["per_seed"][0]
-    want = np.mean(np.array(order["result"]["episode_acc"]) - mskm["result"]["episode_acc"])
+    want = np.mean(np.array(order.result["episode_acc"]) - mskm.result["episode_acc"])
     assert got == pytest.approx(want)
     assert by[("order", "20", "5")]["delta"] is None  # no MSKM run with 5 shots
     # the other way round MSKM's row has two references (memory 20 and 200): refused
@@ -328,7 +329,7 @@ def test_a_setting_a_record_did_not_read_is_no_part_of_its_protocol(tmp_path):
     write(tmp_path, "a", method="mskm", unread=MSKM_UNREAD)
     write(tmp_path, "b", method="mskm", seed=1, preset={"mem_size": 20}, unread=MSKM_UNREAD)
     recs = find_results([tmp_path])
-    assert "mem_size" not in protocol_settings(recs[0]) and "mem_size" in recs[0]["preset"]
+    assert "mem_size" not in protocol_settings(recs[0]) and "mem_size" in recs[0].preset
     (row,) = aggregate_results(recs)  # one protocol, two seeds: the memory size is no column
     assert row["seeds"] == 2 and "mem_size" not in row
 
@@ -458,12 +459,12 @@ def test_shared_settings_are_those_every_row_has_with_one_value():
 
 
 def test_data_and_numerics_that_differ_between_runs_are_all_named():
-    body, _ = record(content="sha256:" + "ab" * 32)
-    other = {**body, "numerics": {**body["numerics"], "threads": 2}}
-    assert protocols.data_label({**body, "data": {"source": "packs", "root": "../d",
-                                                  "content": None}}) == (
+    body = record(content="sha256:" + "ab" * 32)
+    other = dataclasses.replace(body, numerics={**body.numerics, "threads": 2})
+    assert protocols.data_label(dataclasses.replace(
+        body, data={"source": "packs", "root": "../d", "content": None})) == (
         "packs at ../d, content not recorded")  # fmt: skip
-    assert protocols.data_label({"preset": {}}) == "not recorded"
+    assert protocols.data_label(dataclasses.replace(body, data=None)) == "not recorded"
     rows = [{"protocol_settings": {"n_way": "5", "n_shot": "1"}, "method": "order",
              "data_sources": [protocols.data_label(body)],
              "numeric_paths": sorted({protocols.numerics_label(r) for r in (body, other)}),
@@ -519,6 +520,5 @@ def test_long_names_wrap_in_titles_instead_of_being_cut(tmp_path, monkeypatch):
         return path
 
     monkeypatch.setattr(accuracy_matrix, "plot_accuracy_matrix", fake_plot)
-    body, _ = record(method=name)
-    write_heatmap(tmp_path, body)
+    write_heatmap(tmp_path, record(method=name))
     assert name in seen["title"].replace("\n", "") and "\n" in seen["title"]

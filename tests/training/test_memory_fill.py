@@ -18,7 +18,8 @@ from avalanche.core import SupervisedPlugin
 from avalanche_sets.methods import build_strategy
 from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs.experiment import build_benchmark, run_experiment
-from avalanche_sets.runs.folder import LOG_FILE, RESULT_FILE
+from avalanche_sets.runs.folder import LOG_FILE
+from avalanche_sets.runs.record import RESULT_FILE
 from avalanche_sets.training import run_sets
 from avalanche_sets.training.memory_fill import (
     MemoryFilling,
@@ -183,7 +184,7 @@ def test_a_run_whose_memory_cannot_evict_says_so_once_and_records_it(tmp_path, c
     assert memory["held_at_last_domain"] == 10
     assert memory["first_eviction"] == [3, 2]
     assert memory["evicts_before_last_domain"] is False
-    assert record["memory"] == [memory]
+    assert record.memory == (memory,)
 
 
 @pytest.mark.parametrize("method", ["order", "mskm"])
@@ -193,9 +194,9 @@ def test_a_memory_that_evicts_in_time_or_none_says_nothing(method, tmp_path, cap
     (log,) = tmp_path.rglob(LOG_FILE)
     assert "memory note" not in log.read_text()
     if method == "order":
-        assert record["memory"][0]["evicts_before_last_domain"] is True
+        assert record.memory[0]["evicts_before_last_domain"] is True
     else:
-        assert "memory" not in record
+        assert record.memory == ()
 
 
 def test_a_resumed_run_has_the_note_once_in_its_log(tmp_path, capsys, monkeypatch):
@@ -216,4 +217,4 @@ def test_a_resumed_run_has_the_note_once_in_its_log(tmp_path, capsys, monkeypatc
     assert "resuming" in err and err.count("memory note:") == 2  # each start says it
     (log,) = tmp_path.rglob(LOG_FILE)
     assert log.read_text().count("memory note:") == 1
-    assert record["resumes"] and record["memory"][0]["first_eviction"] == [3, 2]
+    assert record.provenance.resumes and record.memory[0]["first_eviction"] == [3, 2]
