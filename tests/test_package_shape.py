@@ -75,6 +75,39 @@ def test_no_module_is_longer_than_700_lines():
     assert not long
 
 
+def _long_functions(path: Path, limit: int = 100) -> list[str]:
+    tree = ast.parse(path.read_text())
+    where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    return [
+        f"{where}:{node.name} ({node.end_lineno - node.lineno + 1} lines)"
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.end_lineno - node.lineno + 1 > limit
+    ]
+
+
+def test_no_function_is_longer_than_100_lines():
+    assert [f for path in _modules() for f in _long_functions(path)] == []
+
+
+def test_the_length_rule_sees_a_long_function(tmp_path):
+    body = "\n".join(f"    x{i} = {i}" for i in range(100))
+    (tmp_path / "m.py").write_text(f"def f():\n{body}\n")
+    assert len(_long_functions(tmp_path / "m.py")) == 1
+
+
+def test_the_package_evaluates_no_text_as_code():
+    calls = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for path in _modules()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("eval", "exec", "compile")
+    ]
+    assert calls == []
+
+
 def test_function_local_imports_are_heavy_dependencies_or_keep_the_command_line_torch_free():
     bad = []
     for path in _modules():

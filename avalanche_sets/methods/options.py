@@ -23,7 +23,6 @@ or a Python literal (``"mi_terms=('id',)"``).
 from __future__ import annotations
 
 import ast
-import builtins
 import collections.abc
 import inspect
 import types
@@ -382,15 +381,14 @@ def _resolve(func: Callable) -> dict[str, Any]:
         return typing.get_type_hints(func)
     except Exception:  # one unresolvable name: resolve the others one by one
         pass
-    namespace = {**vars(builtins), **vars(typing), **getattr(func, "__globals__", {})}
+    namespace = {**vars(typing), **getattr(func, "__globals__", {})}
     out = {}
     for name, annotation in getattr(func, "__annotations__", {}).items():
-        if isinstance(annotation, str):
-            try:
-                annotation = eval(annotation, namespace)  # noqa: S307 - the function's own code
-            except Exception:
-                continue
-        out[name] = annotation
+        one = types.SimpleNamespace(__annotations__={name: annotation})
+        try:
+            out.update(typing.get_type_hints(one, globalns=namespace))
+        except Exception:
+            continue
     return out
 
 

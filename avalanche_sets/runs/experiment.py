@@ -394,7 +394,7 @@ def run_experiment(
     benchmark: SETSBenchmark | None = None,
     checked: bool = False,
     log_every: int = DEFAULT_LOG_EVERY,
-) -> dict:
+) -> RunRecord:
     """Run (or resume, or skip if finished) one method/preset/seed; returns its record.
 
     The protocol, step by step: the arguments are checked and the run settled once
@@ -409,8 +409,8 @@ def run_experiment(
     a killed run resumes from the newest good one and ends with the same ``result.json``.
 
     Every metric value goes to the run folder's ``log.txt`` (appended to on resume);
-    ``loggers`` adds terminal or file loggers (:data:`~avalanche_sets.training.loggers.LOGGERS`; ``progress`` draws
-    one bar per domain), and ``verbose=True`` prints the metric values on the terminal too.
+    ``loggers`` adds terminal or file loggers
+    (:data:`~avalanche_sets.training.loggers.LOGGERS`; ``progress`` draws one bar per domain), and ``verbose=True`` prints the metric values on the terminal too.
     The loss terms are logged as means over ``log_every`` iterations (:func:`evaluator`). A
     finished run is not run again, so file loggers (``csv``, ``tensorboard``, ``wandb``) that
     its folder has no output of are refused
@@ -424,24 +424,17 @@ def run_experiment(
     (:func:`~.run.plugin_description`: class and public settings) and of its folder's name
     (``mskm+MyPlugin/...``). Pass new plugin objects to every run: a plugin keeps state.
 
-    The code of one's own that defines the run — a method of one's own, a plugin whose class
-    is defined outside the package — is part of its identity by the content hash of its source
-    (:func:`~.code.user_code`, recorded as ``user_code``), and the library's own files by theirs
-    (``code.package``): a finished run made by other code is refused, never reported finished
-    (:func:`~.folder.check_finished`), and so is a resume from a checkpoint written by other
-    code. ``tag``: a name that keeps this run apart from the same run untagged
-    (:func:`~.folder.check_tag`; part of its identity, recorded as ``tag``, and its folder's
-    ``-tag_<tag>``): run changed code beside the old run's record.
+    The code that defines the run is part of its identity: the library's files by their content
+    hash (``code.package``), a method or plugin of one's own by its source's
+    (:func:`~.code.user_code`). A finished run or a checkpoint made by other code is refused,
+    never reported finished (:func:`~.folder.check_finished`). ``tag`` keeps this run apart from
+    the same run untagged (:func:`~.folder.check_tag`; recorded, and in its folder's name).
 
     ``benchmark``: the :func:`build_benchmark` of this ``preset`` and ``seed`` when the caller
-    has built it already (the command line, which describes it first), so it is not built twice
-    (its episodes are generated from their seed on access). A run that fails before its training
-    begins (a method factory's or a plugin's error — the strategy is built before the benchmark,
-    so these come before any data loads — or data that does not load) leaves no folder behind
-    that this call made; a folder that was there (a checkpoint to resume, another run's files)
-    is never removed. A method with a memory whose storage rule cannot matter before the last
-    domain says so once, with the numbers (:func:`note_memory`); the record keeps every
-    memory's filling (``"memory"``: :meth:`~avalanche_sets.training.MemoryFill.to_dict`).
+    has built it already (the command line describes it first). A run that fails before its
+    training begins (a plugin's error, data that does not load) leaves no folder behind that
+    this call made; a folder that was there is never removed. The record keeps every memory's
+    filling (:func:`note_memory` says when a storage rule cannot matter before the last domain).
 
     ``checked=True``: the caller checked these arguments already
     (:func:`~avalanche_sets.methods.check_method`): the method is checked once per command.
