@@ -22,7 +22,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from ..methods import run_config, unread_settings
+from ..methods import run_config, typed_options, unread_settings
 from ..presets import RunConfig
 from .experiment import check_run, run_experiment
 from .folder import RunLockedError, check_tag, is_finished
@@ -39,8 +39,14 @@ class RunSpec:
     ``preset``: the run's :class:`~avalanche_sets.presets.RunConfig`, or a preset's name
     (resolved when the spec is made; a dictionary of settings is refused with the fix). ``tag``: the run's tag
     (:func:`~.folder.check_tag`, checked when the spec is made; ``""``: none).
-    ``strategy_overrides``: Python values, or options typed already (the command line's:
-    :class:`~avalanche_sets.methods.MethodOptions`, taken as they are by every later step).
+    ``strategy_overrides``: typed once, when the spec is made
+    (:func:`~avalanche_sets.methods.typed_options`; options typed already, as the command
+    line's :class:`~avalanche_sets.methods.MethodOptions`, are taken as they are), and taken as
+    they are by every later step.
+
+    Raises:
+        ValueError, TypeError: an unknown method, a preset that is neither a config nor a name,
+            a bad tag, or an option the method does not take or a value of another type.
     """
 
     method: str
@@ -56,6 +62,8 @@ class RunSpec:
     def __post_init__(self) -> None:
         object.__setattr__(self, "preset", run_config(self.preset))  # a name resolved here
         check_tag(self.tag)
+        options = typed_options(self.method, self.strategy_overrides)
+        object.__setattr__(self, "strategy_overrides", options)
 
     @property
     def folder(self) -> Path:

@@ -139,6 +139,22 @@ def test_a_python_run_types_its_options_once(typings, built, checks, tmp_path):
     assert built == [{"beta": 1.0}] and type(built[0]["beta"]) is float  # an int: a float
 
 
+def test_a_python_sweep_types_its_options_once(typings, built, checks, tmp_path):
+    from avalanche_sets.runs.sweep import RunSpec, run_sweep
+
+    preset = resolve_preset("quick", tasks_per_domain=2, n_test_episodes=2, n_query=2,
+                            n_unlabeled=2, n_ood=4, width=4, eval_mb_size=2, threads=1,
+                            domains=["shapes", "strokes"], interim_test_episodes=2)  # fmt: skip
+    specs = [RunSpec("order", preset, seed, tmp_path, strategy_overrides={"beta": 1})
+             for seed in (0, 1)]  # fmt: skip
+    assert typings == {("check", "beta"): 2}  # each spec typed when made
+    with pytest.raises(_Reached):
+        run_sweep(specs, progress=False)
+    assert typings == {("check", "beta"): 2}  # and never again on the way to the strategy
+    assert checks == ["order"]  # two seeds, one check
+    assert built[-1] == {"beta": 1.0} and type(built[-1]["beta"]) is float
+
+
 def test_build_strategy_types_once_per_call(typings, built):
     build_strategy("order", "quick", beta=1, use_ot=True)
     assert typings == {("check", "beta"): 1, ("check", "use_ot"): 1}

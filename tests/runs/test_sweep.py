@@ -80,13 +80,15 @@ def test_a_failing_run_stops_the_sweep_unless_keep_going(tmp_path, monkeypatch):
 def test_every_run_is_checked_before_the_first_starts(tmp_path, monkeypatch):
     fake = FakeRuns()
     monkeypatch.setattr(sweep, "run_experiment", fake)
-    specs = [*_specs(tmp_path, ("order", 0)), RunSpec("order", PRESET, 1, tmp_path,
-                                                     strategy_overrides={"lamb": 1.0})]  # fmt: skip
     with pytest.raises(TypeError, match=r"does not accept option\(s\) \['lamb'\].*'lam'"):
-        run_sweep(specs, progress=False)
+        RunSpec("order", PRESET, 1, tmp_path, strategy_overrides={"lamb": 1.0})  # typed here
+    refused = RunSpec("order", PRESET, 1, tmp_path,
+                      strategy_overrides={"use_ood_split": False})  # fmt: skip
+    with pytest.raises(ValueError, match=r"use_mi=True needs use_ood_split=True"):
+        run_sweep([*_specs(tmp_path, ("order", 0)), refused], progress=False)
     assert fake.calls == []
     with pytest.raises(ValueError, match="jobs must be a positive number"):
-        run_sweep(specs, jobs=0)
+        run_sweep([refused], jobs=0)
 
 
 @pytest.fixture
