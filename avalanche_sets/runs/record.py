@@ -129,6 +129,20 @@ def _dumps(data: Mapping[str, Any]) -> str:
     return json.dumps(data, indent=2) + "\n"
 
 
+def _stored_json(record: Any, *, order: tuple[str, ...] = ()) -> str:
+    """The stored fields of ``record`` (a :class:`Provenance` or :class:`RunRecord`) as its
+    file's text: the keys of ``order`` first, then the others in field order; a field without a
+    value (:func:`_omitted`) left out."""
+    stored = {_json_key(f): f for f in _stored(type(record))}
+    out = {}
+    for key in dict.fromkeys([*order, *stored]):
+        f = stored[key]
+        value = getattr(record, f.name)
+        if not _omitted(f, value):
+            out[key] = _to_json(value)
+    return _dumps(out)
+
+
 def _check_values(cls, data: Mapping[str, Any], path: Path, *, required: tuple = ()) -> dict:
     """``data``'s values as ``cls``'s keyword arguments, once every key is one of its fields,
     every key of ``required`` is there and every value has its field's kind.
@@ -233,15 +247,7 @@ class Provenance:
 
     def to_json(self) -> str:
         """``run.json``'s text: its keys in :attr:`key_order`, then the others in field order."""
-        stored = {_json_key(f): f for f in _stored(type(self))}
-        order = [*(self.key_order or ()), *stored]
-        out = {}
-        for key in dict.fromkeys(order):
-            f = stored[key]
-            value = getattr(self, f.name)
-            if not _omitted(f, value):
-                out[key] = _to_json(value)
-        return _dumps(out)
+        return _stored_json(self, order=self.key_order or ())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -341,12 +347,7 @@ class RunRecord:
     def to_result_json(self) -> str:
         """``result.json``'s text: the stored fields in their order, those without a value
         left out."""
-        out = {}
-        for f in _stored(type(self)):
-            value = getattr(self, f.name)
-            if not _omitted(f, value):
-                out[_json_key(f)] = _to_json(value)
-        return _dumps(out)
+        return _stored_json(self)
 
     def to_run_json(self) -> str | None:
         """``run.json``'s text (``None``: no provenance)."""
@@ -359,7 +360,7 @@ def _check_format(folder: Path, rec: Mapping[str, Any]) -> None:
     if fmt == RESULT_FORMAT and _KINDS["int"][1](fmt):
         return
     by = f"by avalanche-sets {rec.get('avalanche_sets', '?')}"
-    if isinstance(fmt, int) and not isinstance(fmt, bool) and 1 <= fmt < RESULT_FORMAT:
+    if _KINDS["int"][1](fmt) and 1 <= fmt < RESULT_FORMAT:
         raise ResultsVersionError(
             f"{folder} holds a run record of result format {fmt} ({by}), older than the format "
             f"{RESULT_FORMAT} this version ({__version__}) reads; fix: re-run it (delete the "
