@@ -30,12 +30,13 @@ from avalanche_sets.methods.options import RUN_ARGUMENTS, OptionSpec
 from avalanche_sets.presets import resolve_preset
 from avalanche_sets.runs import experiment
 
-TINY = [
-    "--set", "tasks_per_domain=2", "--set", "n_test_episodes=2", "--set", "n_query=2",
-    "--set", "n_unlabeled=2", "--set", "n_ood=4", "--set", "width=4", "--set", "eval_mb_size=2",
-    "--set", "domains=['shapes','strokes']", "--set", "threads=1",
-    "--set", "interim_test_episodes=2",
-]  # fmt: skip
+#: A run small enough to build in a test: the settings once, for the command line and Python.
+TINY_SETTINGS = {
+    "tasks_per_domain": 2, "n_test_episodes": 2, "n_query": 2, "n_unlabeled": 2, "n_ood": 4,
+    "width": 4, "eval_mb_size": 2, "domains": ["shapes", "strokes"], "threads": 1,
+    "interim_test_episodes": 2,
+}  # fmt: skip
+TINY = [arg for key, value in TINY_SETTINGS.items() for arg in ("--set", f"{key}={value!r}")]
 OPTIONS = ["--strategy-set", "beta=0.01", "--strategy-set", "use_ot=true"]
 
 
@@ -126,9 +127,7 @@ def test_a_sweeps_options_are_typed_once_and_its_method_checked_once(
 
 
 def test_a_python_run_types_its_options_once(typings, built, checks, tmp_path):
-    preset = resolve_preset("quick", tasks_per_domain=2, n_test_episodes=2, n_query=2,
-                            n_unlabeled=2, n_ood=4, width=4, eval_mb_size=2, threads=1,
-                            domains=["shapes", "strokes"], interim_test_episodes=2)  # fmt: skip
+    preset = resolve_preset("quick", **TINY_SETTINGS)
     with pytest.raises(_Reached):
         experiment.run_experiment(
             "order", preset, seed=0, out_root=tmp_path, loggers=(),
@@ -142,9 +141,7 @@ def test_a_python_run_types_its_options_once(typings, built, checks, tmp_path):
 def test_a_python_sweep_types_its_options_once(typings, built, checks, tmp_path):
     from avalanche_sets.runs.sweep import RunSpec, run_sweep
 
-    preset = resolve_preset("quick", tasks_per_domain=2, n_test_episodes=2, n_query=2,
-                            n_unlabeled=2, n_ood=4, width=4, eval_mb_size=2, threads=1,
-                            domains=["shapes", "strokes"], interim_test_episodes=2)  # fmt: skip
+    preset = resolve_preset("quick", **TINY_SETTINGS)
     specs = [RunSpec("order", preset, seed, tmp_path, strategy_overrides={"beta": 1})
              for seed in (0, 1)]  # fmt: skip
     assert typings == {("check", "beta"): 2}  # each spec typed when made
