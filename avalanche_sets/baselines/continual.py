@@ -74,7 +74,8 @@ def _plugin_parameters(plugin_class: type) -> list[inspect.Parameter]:
 
 def _taking_plugin_options(cls: type) -> Callable[..., None]:
     """``cls.__init__`` that builds the class's plugin from the plugin's options it is given
-    (defaults: the class's :attr:`~avalanche_sets.method.Method.tuned`, then the plugin's) and hands the
+    (the class's :attr:`~avalanche_sets.method.Method.tuned` ones among them: the class hands
+    them over itself, :meth:`~avalanche_sets.method.Method.own_arguments`) and hands the
     rest to the constructor it wraps. Its signature names those options, read from the
     plugin's: they have one declaration, the plugin's, and Avalanche's check of a strategy's
     keyword arguments, ``help()`` and :func:`~avalanche_sets.methods.method_options` all see
@@ -88,7 +89,6 @@ def _taking_plugin_options(cls: type) -> Callable[..., None]:
                 f"{type(self).__name__} builds its own {cls.plugin_class.__name__}; fix: give "
                 "its options instead of cl_plugin, or use SemiSeq(cl_plugin=...)"
             )
-        kwargs = {**cls.tuned, **kwargs}
         options = {k: kwargs.pop(k) for k in names if k in kwargs}
         init(self, cl_plugin=cls.plugin_class(**options), **kwargs)
 

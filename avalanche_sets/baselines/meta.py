@@ -144,6 +144,20 @@ class EpisodicBaseline(Method, EpisodicTemplate):
         )
 
     @classmethod
+    def own_arguments(cls, given: Mapping[str, Any]) -> dict[str, Any]:
+        """:meth:`Method.own_arguments`, with the class's fixed and tuned options that are
+        its model's going into ``model_options`` (under those given there; none when a
+        ``model`` is given: it is used as it is)."""
+        given_model = dict(given.get("model_options") or {})
+        cls.check_fixed(given_model)
+        args = super().own_arguments(given)
+        names = set(cls.model_option_names())
+        own = {k: args.pop(k) for k in list(args) if k in names and k not in given}
+        if own and args.get("model") is None:
+            args["model_options"] = {**own, **given_model}
+        return args
+
+    @classmethod
     def model_arguments(
         cls, config: Any, backbone: nn.Module, options: Mapping[str, Any]
     ) -> dict[str, Any]:

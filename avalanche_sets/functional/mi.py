@@ -508,6 +508,28 @@ class MIEstimator(nn.Module):
             return torch.zeros_like(i_id), i_id
         return i_ood, (torch.zeros_like(i_ood) if i_id is None else i_id)
 
+    def fit(self, e: Tensor, p: Tensor, is_id: Tensor) -> dict[str, Tensor]:
+        """:meth:`fit_step` on one set of ``[n, d]`` pairs split by ``is_id`` (bool ``[n]``):
+        ``q_φ`` on the rows outside it, the critic on those in it (the
+        :class:`~avalanche_sets.order.components.MIBounds` interface). Returns ``{"q_nll":
+        ...}``, the Gaussian's negative log-likelihood before the step (detached)."""
+        fit = self.fit_step(e, p, e, p, id_mask=is_id, ood_mask=~is_id)
+        return {"q_nll": fit["nll"]}
+
+    def episode_bounds(
+        self, e: Tensor, p: Tensor, is_id: Tensor, *, use_id: bool = True, use_ood: bool = True
+    ) -> tuple[Tensor, Tensor]:
+        """``(I_ood, I_id)``, each ``[B]``, of every episode's ``[U, d]`` pairs at once (``e``,
+        ``p`` ``[B, U, d]``), ``I_ood`` over the rows outside ``is_id`` (bool ``[B, U]``) and
+        ``I_id`` over those in it (the :class:`~avalanche_sets.order.components.MIBounds`
+        interface)."""
+        both = pair_mask(torch.stack([is_id, ~is_id]), e.dtype)  # both masks in one pass
+        return self.bounds(
+            e, p, e, p, use_id=use_id, use_ood=use_ood,
+            id_mask=PairMask(*(t[0] for t in both)),
+            ood_mask=PairMask(*(t[1] for t in both)),
+        )  # fmt: skip
+
     def get_extra_state(self) -> dict[str, Any]:
         return {"opt_q": self.opt_q.state_dict(), "opt_critic": self.opt_critic.state_dict()}
 

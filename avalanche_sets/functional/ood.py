@@ -50,12 +50,15 @@ class OODSplit(NamedTuple):
         threshold: scalar / ``[B]``; ``mean + k·std`` of the query distances (``rule="topk"``:
             the largest distance kept as ID, ``-inf`` when none is kept).
         nearest: long ``[U]`` / ``[B, U]``, the arg-min class ``c`` of each unlabeled point.
+
+    A split of one's own (:class:`~avalanche_sets.order.components.OODDetector`) needs only
+    ``is_id`` and ``distances`` (its OOD score: larger is more OOD).
     """
 
     is_id: Tensor
     distances: Tensor
-    threshold: Tensor
-    nearest: Tensor
+    threshold: Tensor | None = None
+    nearest: Tensor | None = None
 
 
 def id_first(is_id: Tensor) -> Tensor:

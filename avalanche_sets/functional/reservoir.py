@@ -76,20 +76,45 @@ class Reservoir(Generic[T]):
         return len(self._items) >= self.capacity
 
     def offer(self, item: T) -> int | None:
-        """Offer one item.
+        """Offer one item: it goes where :meth:`choose_slot` says.
 
         Returns:
             the slot it now occupies (filled or replaced), or ``None`` if it was discarded.
+
+        Raises:
+            ValueError: :meth:`choose_slot` named a slot that is neither a stored item's nor
+                the next free one.
         """
         self._n_seen += 1
-        if len(self._items) < self.capacity:
+        slot = self.choose_slot(self._n_seen)
+        if slot is None:
+            return None
+        if (
+            isinstance(slot, bool)
+            or not isinstance(slot, (int, np.integer))
+            or not (0 <= slot <= len(self._items) < self.capacity or 0 <= slot < len(self._items))
+        ):
+            raise ValueError(
+                f"{type(self).__name__}.choose_slot({self._n_seen}) gave slot {slot!r}; a "
+                f"slot is a stored item's (0..{len(self._items) - 1}) or, while the memory "
+                f"is not full, the next free one ({len(self._items)}), or None to discard it"
+            )
+        if slot == len(self._items):
             self._items.append(item)
-            return len(self._items) - 1
-        j = int(self._rng.integers(0, self._n_seen))  # uniform on {0, ..., n-1}
-        if j < self.capacity:
-            self._items[j] = item
-            return j
-        return None
+        else:
+            self._items[slot] = item
+        return int(slot)
+
+    def choose_slot(self, n: int) -> int | None:
+        """The memory's policy: the slot the ``n``-th item offered (1-based) goes to — a
+        stored item's (replaced), the next free one (``len(self)``, while not full) — or
+        ``None`` to discard it. Algorithm R: the next free slot until full; then ``j`` uniform
+        on ``{0, …, n − 1}``, kept at ``j`` if ``j < M``. Override it for another policy
+        (a FIFO memory returns ``(n - 1) % self.capacity``)."""
+        if len(self._items) < self.capacity:
+            return len(self._items)
+        j = int(self._rng.integers(0, n))  # uniform on {0, ..., n-1}
+        return j if j < self.capacity else None
 
     def sample_indices(
         self, b: int, generator: np.random.Generator | torch.Generator | None = None
@@ -136,8 +161,8 @@ class Reservoir(Generic[T]):
             )
         items = list(state["items"])
         n_seen = int(state["n_seen"])
-        if len(items) > self.capacity or len(items) != min(n_seen, self.capacity):
-            raise ValueError("inconsistent state: len(items) must equal min(n_seen, capacity)")
+        if len(items) > min(n_seen, self.capacity):
+            raise ValueError("inconsistent state: more items than min(n_seen, capacity)")
         self._items = items
         self._n_seen = n_seen
         self._rng.bit_generator.state = state["rng_state"]

@@ -16,10 +16,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..method import _settings, same_value
 from ..presets import RunConfig, require_config
 from .options import OptionSpec, OptionValueError, close_names, describe_options
-from .reads import _class_options, _normal, _same, _settings, _unread_of, declared_defaults
-from .resolve import BUILTIN_METHODS, method_class
+from .reads import _class_options, _unread_of, declared_defaults
+from .resolve import method_class
 from .typed import MethodOptions, _typed
 
 __all__ = [
@@ -142,7 +143,7 @@ def normal_options(
     """
     typed = typed_options(name, overrides or {})
     defaults = default_options(name, require_config(config, "normal_options")) if typed else {}
-    kept = {k: v for k, v in typed.items() if not (k in defaults and _same(v, defaults[k]))}
+    kept = {k: v for k, v in typed.items() if not (k in defaults and same_value(v, defaults[k]))}
     return typed if len(kept) == len(typed) else _typed(name, kept)
 
 
@@ -159,26 +160,6 @@ def unread_settings(
     refuses those a user set; a run records them (its identity and table row leave them out)."""
     config = require_config(config, "unread_settings")
     return _unread_of(name, method_class(name), config, overrides, eval_stream=eval_stream)
-
-
-def _refuse_contradiction(name: str, cls: type, key: str, value: Any) -> None:
-    """Refuse option ``key=value`` that contradicts one ``cls`` fixes, naming the built-in
-    method of the class it modifies (the nearest it inherits from that fixes nothing: ORDER
-    for ORDER's ablations) that runs with the value asked, if one does."""
-    asked = {**cls.fixed, key: value}
-    base = next(k for k in cls.__mro__ if not vars(k).get("fixed"))
-    plain = [
-        other
-        for other in BUILTIN_METHODS
-        if issubclass(method_class(other), base)
-        and _settings(cls, method_class(other).fixed) == _settings(cls, asked)
-    ]
-    label = getattr(base, "name", base.__name__).upper()
-    fix = f"use method {plain[0]!r}" if plain else "drop the override or pick another method"
-    raise ValueError(
-        f"method {name!r} is {label} with {key}={cls.fixed[key]!r}; the option "
-        f"{key}={value!r} contradicts it; fix: {fix}"
-    )
 
 
 def _check_ot_solver(settings: Mapping[str, Any]) -> None:
@@ -267,9 +248,7 @@ def checked_method(
     overrides = typed_options(name, overrides or {})
     ignored = unread_settings(name, config, overrides, eval_stream=eval_stream)
     unread = {k: why for k, why in ignored.items() if k in set(given)}
-    for key, value in overrides.items():
-        if key in cls.fixed and _normal(value) != _normal(cls.fixed[key]):
-            _refuse_contradiction(name, cls, key, value)
+    cls.check_fixed(overrides)
     settings = {**_settings(cls, cls.fixed), **overrides}
     for switch, options in getattr(cls, "component_options", {}).items():
         if settings.get(switch, True):

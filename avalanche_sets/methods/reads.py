@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from ..method import Method
+from ..method import Method, _settings
 from ..presets import RunConfig
 from .options import OptionSpec, signature_options
 
@@ -85,24 +85,13 @@ def _accepted_options(cls: type) -> set[str]:
     return set(_class_options(cls))
 
 
-def _normal(value: Any) -> Any:
-    return tuple(value) if isinstance(value, (list, tuple)) else value
-
-
-def _settings(cls: type, fixed: Mapping[str, Any]) -> dict[str, Any]:
-    """The options a strategy of ``cls`` runs with: its constructor's defaults, then ``fixed``
-    (sequences as tuples, so two spellings of one setting compare equal)."""
-    params = inspect.signature(cls.__init__).parameters
-    settings = {k: p.default for k, p in params.items() if p.default is not p.empty}
-    return {k: _normal(v) for k, v in {**settings, **fixed}.items()}
-
-
 def preset_options(cls: type[Method], config: RunConfig) -> dict[str, Any]:
-    """The strategy options method class ``cls`` takes from the preset and its own attributes,
-    as :func:`~avalanche_sets.methods.build_strategy` hands them to it (before the run's seed and options): the batch
-    sizes and the device, the preset's ``lr`` (not for a method with a rate of its own:
-    :attr:`Method.own_lr`), its fixed options, the preset's ``mem_size`` and ``replay_batch``
-    where ``cls`` takes them, then its tuned options."""
+    """The strategy options method class ``cls`` takes from the preset, as
+    :func:`~avalanche_sets.methods.build_strategy` hands them to it (before the run's seed and
+    options; the class adds its fixed and tuned options itself: :meth:`Method.own_arguments`):
+    the batch sizes and the device, the preset's ``lr`` (not for a method with a rate of its
+    own: :attr:`Method.own_lr`), and the preset's ``mem_size`` and ``replay_batch`` where
+    ``cls`` takes them and does not tune them."""
     accepted = _accepted_options(cls)
     out: dict[str, Any] = {
         "train_mb_size": config.meta_batch,
@@ -111,37 +100,25 @@ def preset_options(cls: type[Method], config: RunConfig) -> dict[str, Any]:
     }
     if cls.own_lr is None:
         out["lr"] = config.lr
-    out.update(cls.fixed)
-    out.update({k: getattr(config, k) for k in PRESET_OPTIONS if k in accepted})
-    out.update(cls.tuned)
+    out.update(
+        {k: getattr(config, k) for k in PRESET_OPTIONS if k in accepted and k not in cls.tuned}
+    )
     return out
 
 
 def declared_defaults(cls: type[Method], config: RunConfig) -> dict[str, Any]:
     """The value of each strategy option a run of method class ``cls`` with ``config`` runs
     with when no override names it: its signature default (its tuned value), then what
-    :func:`preset_options` hands it. Options whose values are objects or the seed are left
-    out."""
+    :func:`preset_options` hands it, then its fixed and tuned options. Options whose values
+    are objects or the seed are left out."""
     values = {k: o.default for k, o in _class_options(cls).items()}
     values.update(preset_options(cls, config))
+    values.update({**cls.fixed, **cls.tuned})
     return {
         k: v
         for k, v in values.items()
         if k not in _NOT_COMPARED and v is not inspect.Parameter.empty
     }
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Whether two option values are one value (a list and a tuple of equal items are; a bool is
-    no number: ``True`` is not ``1``)."""
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    try:
-        return bool(a == b)
-    except Exception:  # an object whose == raises or is no truth value: not comparable
-        return False
 
 
 def _unread_of(

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
 from avalanche.core import SupervisedPlugin
 
-from ..functional.mi import MIEstimator, PairMask, pair_mask, pair_with_prototypes
+from ..functional.mi import MIEstimator, pair_with_prototypes
 from ..functional.ood import OODSplit
+from .components import MIBounds, refuse_replaced
 from .ood_split import OODSplitPlugin
 
 __all__ = ["MIRegularizationPlugin", "MIPairs", "REDUCTIONS"]
@@ -65,6 +67,11 @@ class MIRegularizationPlugin(SupervisedPlugin):
     they see (the model's device), and so is a state restored by :meth:`load_state_dict`:
     a checkpoint written on one device resumes on the device the model lives on.
 
+    The bounds and their networks are the plugin's :attr:`estimator`, made at first use by
+    ``estimator(dim, device)`` (an :class:`~avalanche_sets.order.components.MIBounds`; default:
+    :class:`~avalanche_sets.functional.mi.MIEstimator` with ``q_hidden``, ``critic_hidden`` and
+    ``lr``), initialised from the plugin's ``seed``.
+
     Args:
         lam: λ (paper: 1e-5). Must be ≥ 0.
         use_id / use_ood: keep the ``I_id`` / ``I_ood`` term (fine-grained ablation).
@@ -72,6 +79,9 @@ class MIRegularizationPlugin(SupervisedPlugin):
         lr: learning rate of both variational optimisers.
         seed: seed of the variational networks' initialisation.
         reduction: ``"mean"`` (default) or ``"sum"`` of the episodes' ``λ (I_ood − I_id)``.
+        estimator: ``(dim, device) -> MIBounds``, the estimator of one's own; given,
+            ``critic_hidden``, ``q_hidden`` and ``lr`` must be left at their defaults (they are
+            the default's).
     """
 
     #: The plugins it reads from (checked when the strategy is built).
@@ -90,8 +100,11 @@ class MIRegularizationPlugin(SupervisedPlugin):
         lr: float = 1e-3,
         seed: int = 0,
         reduction: str = "mean",
+        estimator: Callable[[int, torch.device], MIBounds] | None = None,
     ) -> None:
         super().__init__()
+        options = {"critic_hidden": critic_hidden, "q_hidden": q_hidden, "lr": lr}
+        refuse_replaced("MI estimator", estimator, options, MIRegularizationPlugin.__init__)
         if not lam >= 0:
             raise ValueError(f"lam (λ) must be >= 0, got {lam}")
         if reduction not in REDUCTIONS:
@@ -106,7 +119,10 @@ class MIRegularizationPlugin(SupervisedPlugin):
         self.lr = lr
         self.seed = seed
         self.reduction = reduction
-        self.estimator: MIEstimator | None = None
+        self.make_estimator = estimator or self._paper_estimator
+        """``(dim, device) -> MIBounds``: what :attr:`estimator` is made by."""
+        self.estimator: MIBounds | None = None
+        self._dim: int | None = None
         # A restored state waits here until the device it belongs on is known (first use).
         self._restored: dict | None = None
         # This iteration's (state, pairs) once the networks took their step on them.
@@ -115,7 +131,18 @@ class MIRegularizationPlugin(SupervisedPlugin):
         """The last iteration's mean ``I_ood``, ``I_id`` and the fit's ``q_nll``, as detached
         0-d tensors (read them with ``float()`` when needed: reading waits for the device)."""
 
-    def _build(self, dim: int, device) -> MIEstimator:
+    def _paper_estimator(self, dim: int, device) -> MIEstimator:
+        """The paper's networks: a Gaussian ``q_φ`` and a critic ``f_ψ``."""
+        return MIEstimator(
+            dim,
+            q_hidden=self.q_hidden,
+            critic_hidden=self.critic_hidden,
+            lr_q=self.lr,
+            lr_critic=self.lr,
+            device=device,
+        )
+
+    def _build(self, dim: int, device) -> MIBounds:
         # The networks are initialised on the CPU from the CPU generator seeded with the
         # plugin's seed, inside a fork that restores its state afterwards: the model's
         # initialisation stays independent of this plugin. Only the CPU generator is seeded
@@ -123,17 +150,9 @@ class MIRegularizationPlugin(SupervisedPlugin):
         # restore, and change the random numbers of the rest of a GPU run).
         with torch.random.fork_rng(devices=[]):
             torch.random.default_generator.manual_seed(self.seed)
-            est = MIEstimator(
-                dim,
-                q_hidden=self.q_hidden,
-                critic_hidden=self.critic_hidden,
-                lr_q=self.lr,
-                lr_critic=self.lr,
-                device=device,
-            )
-        return est
+            return self.make_estimator(dim, device)
 
-    def estimator_on(self, dim: int, device: torch.device | str) -> MIEstimator:
+    def estimator_on(self, dim: int, device: torch.device | str) -> MIBounds:
         """The variational networks, built on ``device`` at first use — with the restored
         checkpoint state, if any (its optimiser moments follow the parameters' device)."""
         if self.estimator is None:
@@ -146,7 +165,7 @@ class MIRegularizationPlugin(SupervisedPlugin):
                     )
                 est.load_state_dict(self._restored["estimator"])
                 self._restored = None
-            self.estimator = est
+            self.estimator, self._dim = est, dim
         return self.estimator
 
     def pairs(self, state, split: OODSplit | None) -> MIPairs:
@@ -173,8 +192,7 @@ class MIRegularizationPlugin(SupervisedPlugin):
         estimator = self.estimator_on(state.unlabeled_emb.shape[-1], state.unlabeled_emb.device)
         d = pairs.e.shape[-1]
         e, p, is_id = pairs.e.reshape(-1, d), pairs.p.reshape(-1, d), pairs.is_id.reshape(-1)
-        fit = estimator.fit_step(e, p, e, p, id_mask=is_id, ood_mask=~is_id)
-        self.last_values = {"q_nll": fit["nll"]}
+        self.last_values = dict(estimator.fit(e.detach(), p.detach(), is_id))
         self._fitted = (state, pairs)
 
     def loss_term(self, strategy) -> torch.Tensor | None:
@@ -193,16 +211,8 @@ class MIRegularizationPlugin(SupervisedPlugin):
         pairs = self._fitted[1]
         self._fitted = None  # read once; the pairs hold the iteration's graph
         # Every episode at once: [B, U, d] pairs, each episode's bounds over its masked rows.
-        both = pair_mask(torch.stack([pairs.is_id, ~pairs.is_id]), pairs.e.dtype)  # one pass
-        i_ood, i_id = self.estimator.bounds(
-            pairs.e,
-            pairs.p,
-            pairs.e,
-            pairs.p,
-            use_id=self.use_id,
-            use_ood=self.use_ood,
-            id_mask=PairMask(*(t[0] for t in both)),
-            ood_mask=PairMask(*(t[1] for t in both)),
+        i_ood, i_id = self.estimator.episode_bounds(
+            pairs.e, pairs.p, pairs.is_id, use_id=self.use_id, use_ood=self.use_ood
         )
         reg = (i_ood - i_id).reshape(-1)
         reg = reg.sum() if self.reduction == "sum" else reg.mean()
@@ -220,7 +230,7 @@ class MIRegularizationPlugin(SupervisedPlugin):
     def state_dict(self) -> dict:
         if self.estimator is None:
             return self._restored or {"estimator": None}
-        return {"estimator": self.estimator.state_dict(), "dim": self.estimator.q.e_dim}
+        return {"estimator": self.estimator.state_dict(), "dim": self._dim}
 
     def load_state_dict(self, state: dict) -> None:
         # Not rebuilt here: the plugin does not know the model's device yet. The networks are

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from avalanche.core import SupervisedPlugin
 
-from ..functional.ot import check_max_points, check_solver, ot_loss
+from .components import OptimalTransport, TransportLoss, refuse_replaced
 from .replay import FeatureReservoirReplayPlugin
 
 __all__ = ["OTFeatureLossPlugin"]
@@ -41,6 +41,11 @@ class OTFeatureLossPlugin(SupervisedPlugin):
     sweeps that reads nothing on the host, for a step captured as one CUDA graph) and
     ``"cvxpylayers"`` (the paper's differentiable convex layer; slow).
 
+    The loss itself is the plugin's :attr:`transport` (a
+    :class:`~avalanche_sets.order.components.TransportLoss`): the paper's
+    :class:`~avalanche_sets.order.components.OptimalTransport` by default, or one of your own
+    (``transport=``), given the points, their mask and the sub-sampling generator.
+
     Args:
         beta: weight β (paper: 0.003). Must be ≥ 0.
         solver: ``"exact"``, ``"sinkhorn"`` or ``"cvxpylayers"``.
@@ -51,6 +56,9 @@ class OTFeatureLossPlugin(SupervisedPlugin):
             sweeps); ``None`` (default): exactly ``n_iter`` sweeps, no host read.
         seed: seed of the sub-sampling generator (created on the model's device at first
             use; saved and restored with :meth:`state_dict`).
+        transport: the transport loss of one's own; given, ``solver``, ``max_points``,
+            ``eps``, ``n_iter`` and ``tol`` must be left at their defaults (they are the
+            default's).
     """
 
     #: The plugins it reads from (checked when the strategy is built).
@@ -68,17 +76,23 @@ class OTFeatureLossPlugin(SupervisedPlugin):
         n_iter: int = 200,
         tol: float | None = None,
         seed: int = 0,
+        transport: TransportLoss | None = None,
     ) -> None:
         super().__init__()
         if not beta >= 0:
             raise ValueError(f"beta must be >= 0, got {beta}")
-        check_solver(solver)
-        check_max_points(solver, max_points)
+        options = {"solver": solver, "max_points": max_points, "eps": eps, "n_iter": n_iter}
+        refuse_replaced(
+            "transport loss", transport, {**options, "tol": tol}, OTFeatureLossPlugin.__init__
+        )
+        self.transport = transport or OptimalTransport(
+            solver=solver, max_points=max_points, eps=eps, n_iter=n_iter, tol=tol
+        )
+        """The loss between current and stored features
+        (:class:`~avalanche_sets.order.components.TransportLoss`)."""
         self.beta = float(beta)
         self.solver = solver
         self.max_points = max_points
-        if tol is not None and not tol > 0:
-            raise ValueError(f"tol must be positive or None, got {tol!r}")
         self.eps = eps
         self.n_iter = n_iter
         self.tol = tol
@@ -150,18 +164,7 @@ class OTFeatureLossPlugin(SupervisedPlugin):
             self.last_value = None
             return None
         current, stored, mask = self.current_and_stored(it.state, it.replayed)
-        value = ot_loss(
-            current,
-            stored,
-            mask=mask,
-            solver=self.solver,
-            eps=self.eps,
-            n_iter=self.n_iter,
-            tol=self.tol,
-            max_points=self.max_points,
-            generator=self.generator(current.device),
-            refuse_non_finite=False,  # the template refuses a non-finite term, by name
-        )
+        value = self.transport(current, stored, mask=mask, generator=self.generator(current.device))
         self.last_value = value.detach()  # a tensor: no host synchronisation per iteration
         return self.beta * value
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, NamedTuple
 
@@ -250,11 +251,19 @@ class FeatureReservoirReplayPlugin(MetaBatchReplay, SupervisedPlugin):
     template does not fire. When the task is replayed, ``strategy.iteration.replayed`` gives
     its row, slot and payload; ``strategy.iteration.current_rows`` are the current tasks.
 
+    **The memory's policy** (which tasks are kept) is :attr:`reservoir`'s
+    :meth:`~avalanche_sets.functional.reservoir.Reservoir.choose_slot`: Algorithm R by default;
+    ``memory=`` makes it of another class (a subclass of
+    :class:`~avalanche_sets.functional.reservoir.Reservoir` with its own ``choose_slot``),
+    built as ``memory(mem_size, seed=seed)``.
+
     Args:
         mem_size: capacity ``M`` in tasks (paper: 200).
         replay_batch: memory tasks replayed per iteration ``|B|``.
         store_unlabeled_features: keep ``U_id`` features besides the support's.
         seed: seed of the reservoir decisions and of replay sampling.
+        memory: ``(capacity, seed=...) -> Reservoir``, the memory and its policy (default:
+            :class:`~avalanche_sets.functional.reservoir.Reservoir`, Algorithm R).
     """
 
     def __init__(
@@ -264,6 +273,7 @@ class FeatureReservoirReplayPlugin(MetaBatchReplay, SupervisedPlugin):
         replay_batch: int = REPLAY_BATCH,
         store_unlabeled_features: bool = True,
         seed: int = 0,
+        memory: Callable[..., Reservoir] | None = None,
     ) -> None:
         super().__init__()
         check_mem_size(mem_size, when=" when replay is on")
@@ -272,7 +282,14 @@ class FeatureReservoirReplayPlugin(MetaBatchReplay, SupervisedPlugin):
         self.mem_size = mem_size
         self.replay_batch = replay_batch
         self.store_unlabeled_features = bool(store_unlabeled_features)
-        self.reservoir = Reservoir(mem_size, seed=seed)
+        self.reservoir = (memory or Reservoir)(mem_size, seed=seed)
+        """The stored tasks, by slot; its ``choose_slot`` is the memory's policy."""
+        if not isinstance(self.reservoir, Reservoir) or self.reservoir.capacity != mem_size:
+            raise TypeError(
+                f"memory={getattr(memory, '__name__', memory)!r} made a "
+                f"{type(self.reservoir).__name__}; fix: give a Reservoir subclass (its policy "
+                f"in choose_slot), built as memory(capacity, seed=...) with capacity {mem_size}"
+            )
         self._rng = np.random.default_rng([seed, 1])
         # The training samplers of the experiences seen so far, by experience index, and the
         # sources of this iteration's current tasks (None: their images are kept).

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import ClassVar, Literal
 
 import torch
@@ -10,11 +10,13 @@ import torch.nn.functional as F
 
 from ..defaults import MEM_SIZE, REPLAY_BATCH, check_mem_size
 from ..functional.ot import check_solver
+from ..functional.reservoir import Reservoir
 from ..method import Method
 from ..models.backbone import cpu_backbone
 from ..models.episodic import PrototypicalModel
 from ..training.cuda_settings import default_adam
 from ..training.template import EpisodicTemplate
+from .components import MIBounds, OODDetector, TransportLoss, refuse_replaced
 from .mi_regularization import MIRegularizationPlugin
 from .ood_split import OODSplitPlugin
 from .ot_loss import OTFeatureLossPlugin
@@ -74,6 +76,13 @@ class OrderStrategy(Method, EpisodicTemplate):
     ("OOD filtering only"), and ``use_ood_split=False`` (plain soft k-means on all unlabeled
     data; MI then has no split and must be off).
 
+    Every component can be replaced, to test an idea on one part and keep the rest of ORDER:
+    ``ood_detector``, ``mi_estimator``, ``memory`` and ``transport`` take your own
+    (:mod:`avalanche_sets.order.components` says what each takes and gives). The options only
+    the replaced default reads (``ood_k``, ``ood_rule``, ``ood_n_id``; ``ot_solver``,
+    ``ot_max_points``) are then refused when set, and a part given for a component switched
+    off is refused.
+
     Args:
         model: an episodic model with ``encode``/``classify``; default: a
             :class:`PrototypicalModel` with soft k-means refinement on the 4-block CPU backbone.
@@ -89,6 +98,16 @@ class OrderStrategy(Method, EpisodicTemplate):
         ood_k: threshold in standard deviations (paper: 1). ood_rule: ``"threshold"`` or
             ``"topk"`` (the authors' code, needs ``ood_n_id``).
         seed: seed of the plugins' own randomness (reservoir, replay, OT sub-sampling, MI nets).
+        ood_detector: the OOD split (an
+            :class:`~avalanche_sets.order.components.OODDetector`); default the paper's
+            ``PrototypeDistanceDetector(k=ood_k, rule=ood_rule, n_id=ood_n_id)``.
+        mi_estimator: ``(dim, device) -> MIBounds``, the MI terms' estimator; default the
+            paper's :class:`~avalanche_sets.functional.mi.MIEstimator`.
+        memory: ``(capacity, seed=...) -> Reservoir``, the memory and its policy; default
+            :class:`~avalanche_sets.functional.reservoir.Reservoir` (Algorithm R).
+        transport: the transport loss (a
+            :class:`~avalanche_sets.order.components.TransportLoss`); default the paper's
+            ``OptimalTransport(solver=ot_solver, max_points=ot_max_points)``.
         train_mb_size: episodes per meta-batch (paper: 2). Other keyword arguments go to
             :class:`EpisodicTemplate` (``evaluator``, ``plugins``, ``device``, ...).
     """
@@ -128,11 +147,34 @@ class OrderStrategy(Method, EpisodicTemplate):
         use_ot: bool = True,
         ot_unlabeled: bool = True,
         seed: int = 0,
+        ood_detector: OODDetector | None = None,
+        mi_estimator: Callable[[int, torch.device], MIBounds] | None = None,
+        memory: Callable[..., Reservoir] | None = None,
+        transport: TransportLoss | None = None,
         train_mb_size: int = 2,
         plugins: Sequence | None = None,
         **kwargs,
     ) -> None:
         # Validate everything before building anything (bad settings fail at construction).
+        for part, given, switch, on in (
+            ("ood_detector", ood_detector, "use_ood_split", use_ood_split),
+            ("mi_estimator", mi_estimator, "use_mi", use_mi),
+            ("memory", memory, "use_replay", use_replay),
+            ("transport", transport, "use_ot", use_ot),
+        ):
+            if given is not None and not on:
+                raise ValueError(
+                    f"{part} was given but {type(self).__name__} runs with {switch}=False, so "
+                    f"it would never run; fix: drop {part}, or use a method with {switch}=True"
+                )
+        refuse_replaced(
+            "OOD detector", ood_detector,
+            {"ood_k": ood_k, "ood_rule": ood_rule, "ood_n_id": ood_n_id}, OrderStrategy.__init__,
+        )  # fmt: skip
+        refuse_replaced(
+            "transport loss", transport,
+            {"ot_solver": ot_solver, "ot_max_points": ot_max_points}, OrderStrategy.__init__,
+        )  # fmt: skip
         if not lam >= 0:
             raise ValueError(f"lam (λ) must be >= 0, got {lam}")
         check_solver(ot_solver)
@@ -170,12 +212,15 @@ class OrderStrategy(Method, EpisodicTemplate):
                 replay_batch=replay_batch,
                 store_unlabeled_features=ot_unlabeled,
                 seed=seed,
+                memory=memory,
             )
             if use_replay
             else None
         )
         self.ood_split = (
-            OODSplitPlugin(k=ood_k, rule=ood_rule, n_id=ood_n_id) if use_ood_split else None
+            OODSplitPlugin(detector=ood_detector, k=ood_k, rule=ood_rule, n_id=ood_n_id)
+            if use_ood_split
+            else None
         )
         self.mi = (
             MIRegularizationPlugin(
@@ -184,12 +229,19 @@ class OrderStrategy(Method, EpisodicTemplate):
                 use_ood="ood" in mi_terms,
                 seed=seed,
                 reduction="sum",  # one λ(I_ood − I_id) per task, as the meta loss below
+                estimator=mi_estimator,
             )
             if use_mi
             else None
         )
         self.ot = (
-            OTFeatureLossPlugin(beta=beta, solver=ot_solver, max_points=ot_max_points, seed=seed)
+            OTFeatureLossPlugin(
+                beta=beta,
+                solver=ot_solver,
+                max_points=ot_max_points,
+                seed=seed,
+                transport=transport,
+            )  # fmt: skip
             if use_ot
             else None
         )

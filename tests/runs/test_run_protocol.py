@@ -209,7 +209,7 @@ def test_records_name_what_their_run_did_not_read(method, tmp_path):
 
 
 def test_one_value_in_two_spellings_is_one_value_and_a_bool_is_no_number():
-    from avalanche_sets.methods.reads import _same
+    from avalanche_sets.method import same_value as _same
 
     assert _same(["id", "ood"], ("id", "ood")) and _same(1e-5, 0.00001) and _same(None, None)
     assert not _same(True, 1) and not _same(0, False) and not _same(("id",), ("id", "ood"))
