@@ -4,6 +4,7 @@ dictionary it was made from."""
 
 import dataclasses
 import pickle
+import re
 from collections.abc import Mapping
 from functools import partial
 
@@ -121,3 +122,21 @@ def test_the_naming_functions_take_a_config_and_refuse_a_dictionary_naming_the_f
         ):
             call(config.as_dict())
     assert type(portable_preset(config)) is dict
+
+
+def test_a_data_folder_for_a_preset_that_generates_its_data_is_refused_naming_the_fix(tmp_path):
+    """In Python as on the command line, a ``root`` no source would read is refused, not
+    ignored (the command line reads it as ``source=packs``; Python is told to say so)."""
+    (tmp_path / "shapes.npz").write_bytes(b"")  # a folder of packs: still not read by synthetic
+    assert PRESETS["quick"]["source"] == "synthetic"
+    refused = (
+        rf"root={re.escape(repr(str(tmp_path)))} is set, but source 'synthetic' reads no data folder .*the folder "
+        r"would be ignored; fix: .*source=packs.*source=paper.*drop"
+    )
+    with pytest.raises(ValueError, match=refused):
+        resolve_preset("quick", root=str(tmp_path))
+    settings = resolve_preset("quick").as_dict()
+    with pytest.raises(ValueError, match=refused):
+        RunConfig.of({**settings, "root": str(tmp_path)})
+    # the fix: a source that reads the folder
+    assert resolve_preset("quick", root=str(tmp_path), source="packs").root == str(tmp_path)

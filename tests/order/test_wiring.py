@@ -595,6 +595,49 @@ def test_objective_is_eq10_each_task_once_and_beta_ot_once(carrier):
     assert float(rec["loss_terms"]["meta"]) == pytest.approx(sum(parts["meta"]), rel=1e-5)
 
 
+class SmoothedCE(torch.nn.Module):
+    """A criterion of one's own (not the plain cross-entropy ORDER batches over every task):
+    label-smoothed cross-entropy that records the rows it is handed, one call per task."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def forward(self, logits, labels):
+        self.calls.append((logits.detach().clone(), labels.clone()))
+        return F.cross_entropy(logits, labels, label_smoothing=0.1)
+
+
+def test_a_criterion_of_ones_own_gives_every_task_its_meta_loss_replayed_ones_too(carrier):
+    """With ``criterion=`` a loss of one's own, the meta loss is still Σ over the 2 current and
+    the 2 replayed tasks of that criterion on each task's queries: the replayed tasks are not
+    left out of it."""
+    criterion, parts = SmoothedCE(), {}
+
+    def hook(rec, strategy):
+        if rec["rows"] is None:
+            return
+        state = rec["state"]
+        logits = rec["logits"].detach().reshape(len(state), -1, N_WAY)
+        labels = rec["batch"].query_y.reshape(len(state), -1)
+        parts["rows"] = list(rec["rows"].rows)
+        parts["logits"] = logits
+        parts["meta"] = [
+            float(F.cross_entropy(logits[b], labels[b], label_smoothing=0.1))
+            for b in range(len(state))
+        ]
+        parts["calls"] = list(criterion.calls)
+
+    _, rec = _ot_step(carrier, hook=hook, criterion=criterion)
+    assert parts["rows"] == [2, 3] and len(parts["meta"]) == 4  # 2 current, 2 replayed tasks
+    assert min(parts["meta"]) > 1e-2, parts["meta"]
+    assert float(rec["loss_terms"]["meta"]) == pytest.approx(sum(parts["meta"]), rel=1e-5)
+    calls = parts["calls"][2:]  # the first step's 2 tasks, then this step's
+    assert len(calls) == 4
+    for b, (logits, _) in enumerate(calls):
+        torch.testing.assert_close(logits, parts["logits"][b])  # the replayed rows among them
+
+
 # ============================================================================ split → head
 @pytest.mark.parametrize("refine", ["none", "mskm"])
 def test_ood_split_with_a_head_that_ignores_it_is_refused(refine):
