@@ -109,3 +109,99 @@ def test_a_continual_baseline_takes_its_tuned_options_from_their_one_home(monkey
     assert (plugin.logit_weight, plugin.label_weight) == (0.25, 0.75)
     built = build_strategy("semi-der", preset, logit_weight=0.125)
     assert built.cl_plugin.logit_weight == 0.125
+
+
+# ------------------------------------------------------------------ a class is its method
+def _described(strategy) -> dict:
+    """What a strategy is: its plugins (class and plain settings, in order), its optimiser's
+    class and hyper-parameters, its batch sizes and device, its model's weights."""
+    plain = (bool, int, float, str, tuple, type(None))
+
+    def settings(obj) -> dict:
+        return {k: v for k, v in vars(obj).items() if isinstance(v, plain) and k[0] != "_"}
+
+    return {
+        "plugins": [(type(p).__name__, settings(p)) for p in strategy.plugins],
+        "optimizer": (type(strategy.optimizer).__name__, strategy.optimizer.defaults),
+        "strategy": {k: getattr(strategy, k) for k in ("train_mb_size", "eval_mb_size")},
+        "device": str(strategy.device),
+        "model": {k: v.clone() for k, v in strategy.model.state_dict().items()},
+    }
+
+
+def _built_directly(name: str, preset):
+    """Method ``name``'s class built as a Python user builds it: the preset's network from the
+    seed, its batch sizes, device, learning rate and memory, the seed; nothing of the class's
+    own (its fixed and tuned options are its own business)."""
+    from avalanche_sets.methods import make_backbone, method_options
+    from avalanche_sets.training import quiet_evaluator
+
+    cls = method_class(name)
+    takes = method_options(name)[0]
+    torch.manual_seed(0)
+    kwargs = dict(cls.model_arguments(preset, make_backbone(preset), {}))
+    kwargs.update(train_mb_size=preset.meta_batch, eval_mb_size=preset.eval_mb_size)
+    kwargs.update(device=preset.device, evaluator=quiet_evaluator())
+    if cls.own_lr is None:
+        kwargs["lr"] = preset.lr
+    kwargs.update({k: getattr(preset, k) for k in ("mem_size", "replay_batch") if k in takes})
+    if "seed" in takes:
+        kwargs["seed"] = 0
+    return cls(**kwargs)
+
+
+@pytest.mark.parametrize("name", builtin_methods())
+def test_a_class_built_directly_is_the_method_build_strategy_builds(name, bench):
+    """Every built-in class, built directly with the preset's options, is the strategy
+    ``build_strategy`` (the command line's) builds: the same plugins with the same settings,
+    the same optimiser, weights and, trained on the same stream, the same results."""
+    torch.set_num_threads(1)
+    preset = resolve_preset("quick", width=4, mem_size=4, threads=1)
+    built, direct = build_strategy(name, preset, seed=0), _built_directly(name, preset)
+    a, b = _described(built), _described(direct)
+    assert a["plugins"] == b["plugins"] and a["optimizer"] == b["optimizer"]
+    assert a["strategy"] == b["strategy"] and a["device"] == b["device"]
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    stream = training_benchmark(name, bench, seed=0)
+    results = [run_sets(s, stream, threads=1, interim_episodes=1) for s in (built, direct)]
+    assert results[0].final == results[1].final and results[0].matrix == results[1].matrix
+    trained = [s.model.state_dict() for s in (built, direct)]
+    assert all(torch.equal(trained[0][k], trained[1][k]) for k in trained[0])
+
+
+def test_an_ablation_built_directly_is_the_ablation():
+    from avalanche_sets.order import OrderStrategy, OTFeatureLossPlugin
+    from avalanche_sets.order.variants import OrderMIOnly, OrderNoOT
+
+    no_ot = OrderNoOT(seed=0)
+    assert no_ot.ot is None and not any(isinstance(p, OTFeatureLossPlugin) for p in no_ot.plugins)
+    assert no_ot.replay is not None and no_ot.mi is not None
+    with pytest.raises(ValueError, match=r"use_ot=True contradicts it; fix: use method 'order'"):
+        OrderNoOT(use_ot=True)
+    assert OrderNoOT(use_ot=False).ot is None  # the fixed value itself is no contradiction
+    mi_only = OrderMIOnly(seed=0)
+    assert mi_only.replay is None and mi_only.ot is None and mi_only.mi is not None
+    assert type(OrderStrategy(seed=0).ot) is OTFeatureLossPlugin
+
+
+def test_a_class_of_ones_own_applies_its_fixed_and_tuned_options_when_built_directly():
+    from avalanche_sets.baselines import LST, SemiDER
+    from avalanche_sets.order import OrderStrategy
+
+    class Quiet(OrderStrategy):
+        name, summary = "quiet-order", "ORDER with a small β and no MI"
+        fixed = {"use_mi": False}
+        tuned = {"beta": 0.5}
+
+    s = Quiet()
+    assert s.mi is None and s.ot.beta == 0.5 and Quiet(beta=0.1).ot.beta == 0.1
+    with pytest.raises(ValueError, match=r"method 'quiet-order' is ORDER with use_mi=False"):
+        Quiet(use_mi=True)
+
+    class OneStage(LST):  # a tuned option of its model goes to the model
+        name, summary = "one-stage-lst", "LST with one self-training stage"
+        tuned = {"n_stages": 1}
+
+    assert OneStage().model.n_stages == 1
+    assert OneStage(model_options={"n_stages": 2}).model.n_stages == 2
+    assert SemiDER().cl_plugin.logit_weight == SemiDER.tuned["logit_weight"]

@@ -91,7 +91,8 @@ def preset_options(cls: type[Method], config: RunConfig) -> dict[str, Any]:
     options; the class adds its fixed and tuned options itself: :meth:`Method.own_arguments`):
     the batch sizes and the device, the preset's ``lr`` (not for a method with a rate of its
     own: :attr:`Method.own_lr`), and the preset's ``mem_size`` and ``replay_batch`` where
-    ``cls`` takes them and does not tune them."""
+    ``cls`` takes them; none that the class tunes or fixes (its own value wins, as
+    :func:`declared_defaults` says)."""
     accepted = _accepted_options(cls)
     out: dict[str, Any] = {
         "train_mb_size": config.meta_batch,
@@ -100,10 +101,8 @@ def preset_options(cls: type[Method], config: RunConfig) -> dict[str, Any]:
     }
     if cls.own_lr is None:
         out["lr"] = config.lr
-    out.update(
-        {k: getattr(config, k) for k in PRESET_OPTIONS if k in accepted and k not in cls.tuned}
-    )
-    return out
+    out.update({k: getattr(config, k) for k in PRESET_OPTIONS if k in accepted})
+    return {k: v for k, v in out.items() if k not in cls.tuned and k not in cls.fixed}
 
 
 def declared_defaults(cls: type[Method], config: RunConfig) -> dict[str, Any]:
