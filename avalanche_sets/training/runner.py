@@ -32,8 +32,8 @@ from avalanche.core import SupervisedPlugin
 
 from ..data.benchmark import SETSExperience
 from ..metrics import episode_accuracies as _per_episode
-from ..metrics.ood_detection import OODSplitCollector
 from ..metrics import stats
+from ..metrics.ood_detection import OODSplitCollector
 from .allocator import keep_freed_memory
 from .checkpoint import (
     CheckpointPlugin,
