@@ -316,6 +316,9 @@ def _summary(recs: list[RunRecord]) -> dict:
     row["codes"] = sorted({code_label(r) for r in recs})
     row["data_sources"] = sorted({data_label(r) for r in recs})
     row["numeric_paths"] = sorted({numerics_label(r) for r in recs})
+    from .ood_table import ood_summary  # it reads this module's helpers
+
+    row["ood"] = ood_summary(recs)  # None: no run of the row records an OOD split
     return row
 
 
@@ -457,6 +460,7 @@ _VALUE_FIELDS = (
     "numeric_paths",
     "protocol_settings",
     "delta",
+    "ood",
 )
 
 
@@ -590,12 +594,25 @@ def table_footer(rows: list[dict]) -> list[str]:
     return lines + protocol_lines(rows)
 
 
-def write_table(rows: list[dict], out: str | Path | None = None) -> str:
+def write_table(
+    rows: list[dict], out: str | Path | None = None, *, metric: str = "accuracy"
+) -> str:
     """Markdown table (accuracy % ± 95% CI, forgetting and BWT ± theirs, the Δ when the rows
     have one, per-domain final accuracy, seeds) with :func:`table_footer`; also, when ``out``
     is given, ``out``.md (the same), ``out``.csv (one line per row, plain: any CSV reader takes
     it as it is) and ``out``.json, the CSV's companion: ``{"csv", "protocol":
-    table_protocol(rows), "footer": table_footer(rows)}``."""
+    table_protocol(rows), "footer": table_footer(rows)}``.
+
+    ``metric``: ``"accuracy"``, or a measure of the OOD split (``"ood_auroc"``,
+    ``"ood_precision"``, ``"ood_recall"``: :func:`.ood_table.write_ood_table`).
+
+    Raises:
+        ValueError: another ``metric`` (:func:`.ood_table.check_table_metric`).
+    """
+    if metric != "accuracy":
+        from .ood_table import write_ood_table
+
+        return write_ood_table(rows, metric, out)
     if not rows:
         return ""
     keys, domains = _labels(rows), _domains(rows)
