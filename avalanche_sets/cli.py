@@ -27,7 +27,8 @@ from .presets import PRESETS, RunConfig, command_config, preset_names, run_targe
 from .presets import parse_settings as _parse_sets  # as the benchmarks' scripts import it
 from .runs.figure_formats import add_figure_arguments, figure_formats
 from .runs.folder import check_tag  # the standard library alone
-from .runs.record import OOD_METRICS, RunRecord
+from .runs.record import RunRecord
+from .runs.table_metrics import add_metric_argument, table_metric  # the standard library alone
 from .suggest import did_you_mean
 from .training.loggers import check_loggers  # the standard library alone
 
@@ -256,14 +257,7 @@ def _table_parser(sub) -> None:
         help="add the paired Δ of every row against METHOD's row of the same setting (per seed "
         "on the same test episodes)",
     )  # fmt: skip
-    table.add_argument(
-        "--metric", default="accuracy", choices=("accuracy", *(f"ood_{m}" for m in OOD_METRICS)),
-        help="what the table shows: the accuracy (default; with forgetting, BWT, --vs, the "
-        "pictures) or a measure of the OOD split of the unlabeled images at the final "
-        "evaluation, against the oracle: AUROC of its score, precision or recall of the images "
-        "it kept as in-distribution (result.json's ood_split; '—' for runs without a split; "
-        "--out writes the table, no pictures)",
-    )  # fmt: skip
+    add_metric_argument(table)  # --metric
     table.add_argument(
         "--pool-code", action="store_true",
         help="let runs that differ only in the code that made them (commit, uncommitted "
@@ -562,20 +556,16 @@ def _records(folders: list[str]) -> list[RunRecord]:
 
 def _cmd_table(args) -> int:
     from .runs import aggregate_results, write_row_plots, write_table
-    from .runs.ood_table import check_table_metric
 
-    formats = figure_formats(args)  # refused before any record is read
-    check_table_metric(args.metric, args.vs)
+    formats, metric = figure_formats(args), table_metric(args)  # before any record is read
     records = _records(args.folders)
     if not records:
         return 2
     by = [k.strip() for k in args.by.split(",")]
     rows = aggregate_results(records, by=by, pool_code=args.pool_code, vs=args.vs)
-    print(write_table(rows, args.out, metric=args.metric))
-    if args.out:  # the pictures draw the accuracy
-        pics = [] if args.metric != "accuracy" else write_row_plots(
-            rows, Path(args.out), formats=formats
-        )  # fmt: skip
+    print(write_table(rows, args.out, metric=metric))
+    if args.out:  # the pictures draw the accuracy only
+        pics = write_row_plots(rows, args.out, formats=formats) if metric == "accuracy" else []
         written = [*map(Path(args.out).with_suffix, (".md", ".csv", ".json")), *pics]
         print("\nwrote " + ", ".join(map(str, written)))
     return 0

@@ -22,12 +22,9 @@ import numpy as np
 from ..metrics import stats
 from .record import OOD_METRICS, RunRecord
 from .report import _domains, _labels, protocol_lines, table_protocol
+from .table_metrics import check_table_metric
 
-__all__ = ["TABLE_METRICS", "check_table_metric", "ood_summary", "ood_footer", "write_ood_table"]
-
-TABLE_METRICS = ("accuracy", *(f"ood_{m}" for m in OOD_METRICS))
-"""What ``table --metric`` tabulates: the accuracy (with forgetting, BWT, the Δ) or one measure
-of the OOD split (:data:`~.record.OOD_METRICS`)."""
+__all__ = ["ood_summary", "ood_footer", "write_ood_table"]
 
 _TITLES = {"auroc": "OOD AUROC", "precision": "ID precision", "recall": "ID recall"}
 _MEANS = {
@@ -37,23 +34,6 @@ _MEANS = {
     "are in-distribution",
     "recall": "of the in-distribution unlabeled images, the share the split kept",
 }
-
-
-def check_table_metric(metric: str, vs: str | None = None) -> str:
-    """``metric`` once it is one of :data:`TABLE_METRICS` (and, for an OOD measure, no ``vs``:
-    the paired Δ compares accuracies on the same test episodes).
-
-    Raises:
-        ValueError: another name (with the choices), or ``vs`` with an OOD measure (the fix).
-    """
-    if metric not in TABLE_METRICS:
-        raise ValueError(f"--metric {metric!r}: choose one of {', '.join(TABLE_METRICS)}")
-    if metric != "accuracy" and vs is not None:
-        raise ValueError(
-            f"--vs {vs} gives the paired Δ of the accuracy; --metric {metric} has none: drop "
-            "--vs, or table --metric accuracy"
-        )
-    return metric
 
 
 def ood_summary(recs: Sequence[RunRecord]) -> dict | None:
