@@ -145,7 +145,8 @@ class OODDetection(PluginMetric[dict]):
 
     Records: ``last_results`` (experience index → :class:`OODResult`, last ``eval`` call),
     ``last_stream_results`` (stream name → :class:`OODResult`) and ``history`` (every
-    ``(stream, OODResult)`` emitted at ``after_eval``).
+    ``(stream, OODResult)`` emitted at ``after_eval``). A run's ``result.json`` keeps the final
+    evaluation's values as ``ood_split`` (:class:`OODSplitCollector`, :func:`ood_split_record`).
     """
 
     def __init__(self) -> None:

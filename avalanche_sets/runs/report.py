@@ -360,7 +360,8 @@ def aggregate_results(
     of ``vs`` itself, or None when no row of ``vs`` shares its setting. Each row also holds
     ``protocol_settings`` (its :func:`.protocols.protocol_settings`), ``data_sources`` and
     ``numeric_paths`` (its runs' distinct :func:`.protocols.data_label` and
-    :func:`.protocols.numerics_label`): :func:`table_protocol` reads them.
+    :func:`.protocols.numerics_label`): :func:`table_protocol` reads them, and ``ood``: its
+    runs' OOD split over seeds (:func:`.ood_table.ood_summary`; ``None``: no run holds one).
 
     Raises:
         ValueError: a ``by`` key no record has, a ``vs`` method no record has (both with "did
