@@ -316,7 +316,7 @@ def _summary(recs: list[RunRecord]) -> dict:
     row["codes"] = sorted({code_label(r) for r in recs})
     row["data_sources"] = sorted({data_label(r) for r in recs})
     row["numeric_paths"] = sorted({numerics_label(r) for r in recs})
-    from .ood_table import ood_summary  # it reads this module's helpers
+    from .ood_table import ood_summary  # loaded here: it imports this module
 
     row["ood"] = ood_summary(recs)  # None: no run of the row records an OOD split
     return row
@@ -608,7 +608,7 @@ def write_table(
     ``"ood_precision"``, ``"ood_recall"``: :func:`.ood_table.write_ood_table`).
 
     Raises:
-        ValueError: another ``metric`` (:func:`.ood_table.check_table_metric`).
+        ValueError: another ``metric`` (:func:`.table_metrics.check_table_metric`).
     """
     if metric != "accuracy":
         from .ood_table import write_ood_table

@@ -228,7 +228,8 @@ def run_sets(
     from here on, cuDNN's autotuner on CUDA.
 
     Returns:
-        the :class:`RunResult` with the accuracy matrix.
+        the :class:`RunResult` with the accuracy matrix and, for a learner that splits its
+        unlabeled images, the final evaluation's OOD split (``ood_split``).
     """
     threads, interim_episodes = _preset_settings(strategy, threads, interim_episodes)
     set_up_process(strategy.device)
