@@ -28,6 +28,7 @@ from .presets import parse_settings as _parse_sets  # as the benchmarks' scripts
 from .runs.figure_formats import add_figure_arguments, figure_formats
 from .runs.folder import check_tag  # the standard library alone
 from .runs.record import RunRecord
+from .runs.table_metrics import add_metric_argument, table_metric  # the standard library alone
 from .suggest import did_you_mean
 from .training.loggers import check_loggers  # the standard library alone
 
@@ -256,6 +257,7 @@ def _table_parser(sub) -> None:
         help="add the paired Δ of every row against METHOD's row of the same setting (per seed "
         "on the same test episodes)",
     )  # fmt: skip
+    add_metric_argument(table)  # --metric
     table.add_argument(
         "--pool-code", action="store_true",
         help="let runs that differ only in the code that made them (commit, uncommitted "
@@ -555,15 +557,15 @@ def _records(folders: list[str]) -> list[RunRecord]:
 def _cmd_table(args) -> int:
     from .runs import aggregate_results, write_row_plots, write_table
 
-    formats = figure_formats(args)  # refused before any record is read
+    formats, metric = figure_formats(args), table_metric(args)  # before any record is read
     records = _records(args.folders)
     if not records:
         return 2
     by = [k.strip() for k in args.by.split(",")]
     rows = aggregate_results(records, by=by, pool_code=args.pool_code, vs=args.vs)
-    print(write_table(rows, args.out))
-    if args.out:
-        pics = write_row_plots(rows, Path(args.out), formats=formats)
+    print(write_table(rows, args.out, metric=metric))
+    if args.out:  # the pictures draw the accuracy only
+        pics = write_row_plots(rows, args.out, formats=formats) if metric == "accuracy" else []
         written = [*map(Path(args.out).with_suffix, (".md", ".csv", ".json")), *pics]
         print("\nwrote " + ", ".join(map(str, written)))
     return 0

@@ -9,13 +9,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import torch
+from avalanche.core import SupervisedPlugin
 from avalanche.evaluation import PluginMetric
 from avalanche.evaluation.metric_results import MetricResult, MetricValue
 from torch import Tensor
 
 from ._common import _nan_to_none, _none_to_nan, _phase, _stream_name, _value_name, _x_plot
 
-__all__ = ["OODResult", "OODDetection", "auroc"]
+__all__ = ["OODResult", "OODDetection", "OODSplitCollector", "auroc", "ood_split_record"]
 
 
 def _average_ranks(x: np.ndarray) -> np.ndarray:
@@ -144,7 +145,8 @@ class OODDetection(PluginMetric[dict]):
 
     Records: ``last_results`` (experience index → :class:`OODResult`, last ``eval`` call),
     ``last_stream_results`` (stream name → :class:`OODResult`) and ``history`` (every
-    ``(stream, OODResult)`` emitted at ``after_eval``).
+    ``(stream, OODResult)`` emitted at ``after_eval``). A run's ``result.json`` keeps the final
+    evaluation's values as ``ood_split`` (:class:`OODSplitCollector`, :func:`ood_split_record`).
     """
 
     def __init__(self) -> None:
@@ -290,3 +292,80 @@ def _ood_from_dict(d: dict[str, Any]) -> OODResult:
         n_unlabeled=int(d["n_unlabeled"]),
         n_episodes=int(d["n_episodes"]),
     )
+
+
+# ---------------------------------------------------------------------------- the run's record
+def ood_split_record(
+    per_domain: Sequence[OODResult | None], pooled: OODResult, domains: Sequence[str]
+) -> dict[str, Any]:
+    """The ``ood_split`` of a run's ``result.json``: the split's quality on every evaluated
+    domain (``per_domain[j]``: domain ``j``'s :class:`OODResult`, ``None`` where it had no
+    unlabeled image to judge) and over the whole stream (``pooled``).
+
+    ``{"domains": [...], "auroc": [...], "precision": [...], "recall": [...],
+    "n_unlabeled": [...], "pooled": {"auroc", "precision", "recall", "n_unlabeled"}}``: one
+    entry per domain in stream order, an undefined value ``null``
+    (:class:`OODDetection` says when a value is undefined).
+
+    Raises:
+        ValueError: ``per_domain`` and ``domains`` of different lengths.
+    """
+    if len(per_domain) != len(domains):
+        raise ValueError(
+            f"ood_split_record: {len(per_domain)} results for {len(domains)} domains; pass "
+            "one result (or None) per domain of the evaluated stream"
+        )
+
+    def value(r: OODResult | None, name: str) -> float | None:
+        return None if r is None else _nan_to_none(getattr(r, name))
+
+    record: dict[str, Any] = {"domains": list(domains)}
+    for name in ("auroc", "precision", "recall"):
+        record[name] = [value(r, name) for r in per_domain]
+    record["n_unlabeled"] = [0 if r is None else int(r.n_unlabeled) for r in per_domain]
+    record["pooled"] = {
+        **{name: value(pooled, name) for name in ("auroc", "precision", "recall")},
+        "n_unlabeled": int(pooled.n_unlabeled),
+    }
+    return record
+
+
+class OODSplitCollector(SupervisedPlugin):
+    """Measures the OOD split of the evaluations it sees, for the run's record, with the
+    computation of :class:`OODDetection` (one inside it, driven by the strategy's callbacks):
+    the record and the logged ``OOD_*`` values are one computation, whatever metrics the
+    strategy's evaluator holds.
+
+    Add it to a strategy's plugins around one ``eval`` call (the runner does, for the final
+    evaluation), then read :meth:`record`. Like the metric, it reads the prediction from
+    ``strategy.iteration.ood_split`` and the ground truth from the batch's oracle only; a
+    learner without a split leaves it empty.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.metric = OODDetection()
+
+    def before_eval(self, strategy, *args, **kwargs) -> None:
+        self.metric.before_eval(strategy)
+
+    def before_eval_exp(self, strategy, *args, **kwargs) -> None:
+        self.metric.before_eval_exp(strategy)
+
+    def after_eval_iteration(self, strategy, *args, **kwargs) -> None:
+        self.metric.after_eval_iteration(strategy)
+
+    def after_eval_exp(self, strategy, *args, **kwargs) -> None:
+        self.metric.after_eval_exp(strategy)
+
+    def after_eval(self, strategy, *args, **kwargs) -> None:
+        self.metric.after_eval(strategy)
+
+    def record(self, domains: Sequence[str]) -> dict[str, Any] | None:
+        """:func:`ood_split_record` of the last evaluation, experience ``j`` as ``domains[j]``;
+        ``None`` when it judged no unlabeled image (no split, or no oracle)."""
+        per_exp = self.metric.last_results
+        if not per_exp:
+            return None
+        (pooled,) = self.metric.last_stream_results.values()  # one stream per eval call
+        return ood_split_record([per_exp.get(j) for j in range(len(domains))], pooled, domains)

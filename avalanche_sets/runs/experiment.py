@@ -682,6 +682,7 @@ def _write(run: Run, started: _Started, trained: _Trained) -> None:
         data=run.data,
         memory=tuple(f.to_dict() for f in started.fills),
         result=trained.result.to_dict(),
+        ood_split=trained.result.ood_split,  # None (left out): a learner without a split
         provenance=Provenance.from_json({"seconds": trained.seconds, **how}),
     )
     write_run_report(started.out, record)

@@ -7,9 +7,10 @@ A finished run folder holds two records (:mod:`avalanche_sets.runs.folder`):
   one :class:`RunRecord` field per top-level key, in the order the file lists them
   (``format``, ``avalanche_sets``, ``method``, ``seed``, ``preset``, ``eval_stream``,
   ``strategy_overrides``, ``unread_settings``, ``plugins``, ``user_code``, ``tag``, ``code``,
-  ``numerics``, ``data``, ``memory``, ``result``). ``plugins``, ``user_code``, ``tag`` and
-  ``memory`` are written only when the run has them (a built-in run without plugins, tag or
-  memory has no such key); ``avalanche_sets``, ``numerics`` and ``data`` only when known;
+  ``numerics``, ``data``, ``memory``, ``result``, ``ood_split``). ``plugins``, ``user_code``,
+  ``tag``, ``memory`` and ``ood_split`` are written only when the run has them (a built-in run
+  without plugins, tag or memory has no such key, a learner without an OOD split no
+  ``ood_split``); ``avalanche_sets``, ``numerics`` and ``data`` only when known;
 * ``run.json`` (:data:`RUN_FILE`) — how it was computed: :class:`Provenance` (wall time,
   command, date, machine, code, host, pid, resumes).
 
@@ -46,6 +47,8 @@ __all__ = [
     "RESULT_FORMAT",
     "RECORD_KEYS",
     "UNREAD_FIELD",
+    "OOD_METRICS",
+    "OOD_SPLIT_KEYS",
     "ResultsVersionError",
     "RecordError",
     "Provenance",
@@ -84,6 +87,11 @@ class RecordError(ValueError):
     """A run record that is not one this version writes (edited or made by hand)."""
 
 
+OOD_METRICS = ("auroc", "precision", "recall")
+"""The measures of an OOD split a record holds (:attr:`RunRecord.ood_split`)."""
+OOD_SPLIT_KEYS = ("domains", *OOD_METRICS, "n_unlabeled", "pooled")
+"""The keys of a record's ``ood_split``, in the order it writes them."""
+
 # What a value of each kind is in JSON, and how a field's value is written back.
 _KINDS: dict[str, tuple[str, Any]] = {
     "str": ("a string", lambda v: isinstance(v, str)),
@@ -94,7 +102,33 @@ _KINDS: dict[str, tuple[str, Any]] = {
                  lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)),
     "list_dict": ("a list of objects",
                   lambda v: isinstance(v, list) and all(isinstance(x, dict) for x in v)),
+    "ood_split": ("an object of OOD split lists, one entry per domain, and their pooled values "
+                  f"(keys {', '.join(OOD_SPLIT_KEYS)})", lambda v: _is_ood_split(v)),
 }  # fmt: skip
+
+
+def _is_ood_split(v: Any) -> bool:
+    """Whether ``v`` is an ``ood_split`` as a run writes it
+    (:func:`~avalanche_sets.metrics.ood_split_record`): :data:`OOD_SPLIT_KEYS`, a list per
+    measure of one value in [0, 1] or ``null`` per domain, the images judged per domain, and
+    ``pooled`` with one of each."""
+    if not isinstance(v, dict) or tuple(v) != OOD_SPLIT_KEYS:
+        return False
+    domains, pooled = v["domains"], v["pooled"]
+    if not (isinstance(domains, list) and all(isinstance(d, str) for d in domains)):
+        return False
+    if not isinstance(pooled, dict) or tuple(pooled) != (*OOD_METRICS, "n_unlabeled"):
+        return False
+    is_int = _KINDS["int"][1]
+    measure = lambda x: x is None or (_KINDS["number"][1](x) and 0 <= x <= 1)  # noqa: E731
+    lists = [v[name] for name in (*OOD_METRICS, "n_unlabeled")]
+    return (
+        all(isinstance(x, list) and len(x) == len(domains) for x in lists)
+        and all(measure(x) for name in OOD_METRICS for x in v[name])
+        and all(is_int(n) for n in v["n_unlabeled"])
+        and all(measure(pooled[name]) for name in OOD_METRICS)
+        and is_int(pooled["n_unlabeled"])
+    )
 
 
 def _key(kind: str, *, omit: str = "never", key: str | None = None) -> dict[str, Any]:
@@ -288,6 +322,11 @@ class RunRecord:
     """Every memory's filling (:meth:`~avalanche_sets.training.MemoryFill.to_dict`)."""
     result: dict[str, Any] = field(metadata=_key("dict"))
     """What it computed (:meth:`~avalanche_sets.training.RunResult.to_dict`)."""
+    ood_split: dict[str, Any] | None = field(default=None, metadata=_key("ood_split", omit="none"))
+    """How well its learner told in-distribution from OOD unlabeled images at the final
+    evaluation, against the oracle (:func:`~avalanche_sets.metrics.ood_split_record`: per
+    domain and ``pooled``, keys :data:`OOD_SPLIT_KEYS`); ``None`` (not written) for a learner
+    that splits no unlabeled images."""
     provenance: Provenance | None = field(default=None)
     """Its ``run.json`` (``None``: the folder has none)."""
     folder: Path | None = field(default=None, compare=False)
@@ -310,6 +349,23 @@ class RunRecord:
     def mean_accuracy(self) -> float:
         """The mean over domains of the final accuracy (``result["mean_accuracy"]``)."""
         return self.result["mean_accuracy"]
+
+    def ood_value(self, measure: str) -> float | None:
+        """The pooled value of ``measure`` (one of :data:`OOD_METRICS`) of its OOD split: NaN
+        where undefined, ``None`` where the record holds no split.
+
+        Raises:
+            ValueError: a measure that is not one of :data:`OOD_METRICS`.
+        """
+        if measure not in OOD_METRICS:
+            raise ValueError(
+                f"ood_value({measure!r}): no such measure of an OOD split; use one of "
+                f"{', '.join(OOD_METRICS)}"
+            )
+        if self.ood_split is None:
+            return None
+        value = self.ood_split["pooled"][measure]
+        return math.nan if value is None else float(value)
 
     @property
     def where(self) -> str:

@@ -316,6 +316,9 @@ def _summary(recs: list[RunRecord]) -> dict:
     row["codes"] = sorted({code_label(r) for r in recs})
     row["data_sources"] = sorted({data_label(r) for r in recs})
     row["numeric_paths"] = sorted({numerics_label(r) for r in recs})
+    from .ood_table import ood_summary  # loaded here: it imports this module
+
+    row["ood"] = ood_summary(recs)  # None: no run of the row records an OOD split
     return row
 
 
@@ -357,7 +360,8 @@ def aggregate_results(
     of ``vs`` itself, or None when no row of ``vs`` shares its setting. Each row also holds
     ``protocol_settings`` (its :func:`.protocols.protocol_settings`), ``data_sources`` and
     ``numeric_paths`` (its runs' distinct :func:`.protocols.data_label` and
-    :func:`.protocols.numerics_label`): :func:`table_protocol` reads them.
+    :func:`.protocols.numerics_label`): :func:`table_protocol` reads them, and ``ood``: its
+    runs' OOD split over seeds (:func:`.ood_table.ood_summary`; ``None``: no run holds one).
 
     Raises:
         ValueError: a ``by`` key no record has, a ``vs`` method no record has (both with "did
@@ -457,6 +461,7 @@ _VALUE_FIELDS = (
     "numeric_paths",
     "protocol_settings",
     "delta",
+    "ood",
 )
 
 
@@ -590,12 +595,25 @@ def table_footer(rows: list[dict]) -> list[str]:
     return lines + protocol_lines(rows)
 
 
-def write_table(rows: list[dict], out: str | Path | None = None) -> str:
+def write_table(
+    rows: list[dict], out: str | Path | None = None, *, metric: str = "accuracy"
+) -> str:
     """Markdown table (accuracy % ± 95% CI, forgetting and BWT ± theirs, the Δ when the rows
     have one, per-domain final accuracy, seeds) with :func:`table_footer`; also, when ``out``
     is given, ``out``.md (the same), ``out``.csv (one line per row, plain: any CSV reader takes
     it as it is) and ``out``.json, the CSV's companion: ``{"csv", "protocol":
-    table_protocol(rows), "footer": table_footer(rows)}``."""
+    table_protocol(rows), "footer": table_footer(rows)}``.
+
+    ``metric``: ``"accuracy"``, or a measure of the OOD split (``"ood_auroc"``,
+    ``"ood_precision"``, ``"ood_recall"``: :func:`.ood_table.write_ood_table`).
+
+    Raises:
+        ValueError: another ``metric`` (:func:`.table_metrics.check_table_metric`).
+    """
+    if metric != "accuracy":
+        from .ood_table import write_ood_table
+
+        return write_ood_table(rows, metric, out)
     if not rows:
         return ""
     keys, domains = _labels(rows), _domains(rows)

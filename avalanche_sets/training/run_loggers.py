@@ -27,6 +27,7 @@ interval, where ``TextLogger`` would keep only each term's last value until the 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -50,6 +51,10 @@ __all__ = [
     "loss_terms_of",
     "format_loss_terms",
 ]
+
+
+# OOD_AUROC/eval_phase/test_stream/Exp001 -> AUROC, test, 001; .../test_stream -> pooled
+_OOD_VALUE = re.compile(r"^OOD_(AUROC|Precision|Recall)/eval_phase/(\w+?)_stream(?:/Exp(\d+))?$")
 
 
 def loss_terms_of(metric_values) -> dict[int, dict[str, float]]:
@@ -123,9 +128,16 @@ class ResumableCSVLogger(_Resumable, CSVLogger):
     :class:`~avalanche_sets.training.loss_terms.LossTerms` logs: one row per term and interval,
     ``step`` (training iterations done), ``training_exp``, ``term`` and ``value`` (the term's
     mean over the interval).
+
+    A fourth, ``ood_split.csv``, holds the values of
+    :class:`~avalanche_sets.metrics.OODDetection` (a learner's OOD split against the oracle),
+    which ``eval_results.csv`` has no column for: one row per evaluation, domain and measure,
+    ``step``, ``training_exp`` (the domain trained last), ``stream``, ``eval_exp`` (the
+    evaluated domain; empty: pooled over the stream), ``measure`` (``auroc``, ``precision``,
+    ``recall``) and ``value``. A learner without a split leaves it with its header only.
     """
 
-    _FILES = ("training_results.csv", "eval_results.csv", "loss_terms.csv")
+    _FILES = ("training_results.csv", "eval_results.csv", "loss_terms.csv", "ood_split.csv")
 
     def __init__(self, log_folder: str | Path | None = None) -> None:
         # not CSVLogger.__init__: it truncates the files before a checkpoint can be loaded
@@ -136,6 +148,7 @@ class ResumableCSVLogger(_Resumable, CSVLogger):
         self.training_file = open(self._path(0), "a")  # noqa: SIM115
         self.eval_file = open(self._path(1), "a")  # noqa: SIM115
         self.loss_terms_file = open(self._path(2), "a")  # noqa: SIM115
+        self.ood_file = open(self._path(3), "a")  # noqa: SIM115
         self.training_exp_id = None
         self.in_train_phase = None
         self.val_acc, self.val_loss = 0, 0
@@ -145,7 +158,7 @@ class ResumableCSVLogger(_Resumable, CSVLogger):
 
     @property
     def _files(self) -> tuple:
-        return (self.training_file, self.eval_file, self.loss_terms_file)
+        return (self.training_file, self.eval_file, self.loss_terms_file, self.ood_file)
 
     def state_dict(self) -> dict:
         """How far the files are written, and the logger's position in the stream."""
@@ -168,9 +181,13 @@ class ResumableCSVLogger(_Resumable, CSVLogger):
         for f, size in zip(self._files, state["bytes"]):
             f.flush()
             f.truncate(int(size))
-        if len(state["bytes"]) < len(self._FILES):  # a checkpoint from before loss_terms.csv
+        # a checkpoint from before loss_terms.csv or ood_split.csv: those start afresh
+        if len(state["bytes"]) < 3:
             self.loss_terms_file.truncate(0)
             self._write_loss_terms_header()
+        if len(state["bytes"]) < 4:
+            self.ood_file.truncate(0)
+            self._write_ood_header()
         self.training_exp_id = state["training_exp_id"]
         self.in_train_phase = state["in_train_phase"]
         self.val_acc, self.val_loss = state["val_acc"], state["val_loss"]
@@ -185,6 +202,13 @@ class ResumableCSVLogger(_Resumable, CSVLogger):
             sep=",", file=self.eval_file, flush=True,
         )  # fmt: skip
         self._write_loss_terms_header()
+        self._write_ood_header()
+
+    def _write_ood_header(self) -> None:
+        print(
+            "step", "training_exp", "stream", "eval_exp", "measure", "value",
+            sep=",", file=self.ood_file, flush=True,
+        )  # fmt: skip
 
     def _write_loss_terms_header(self) -> None:
         print(
@@ -198,10 +222,19 @@ class ResumableCSVLogger(_Resumable, CSVLogger):
                 x_plot, self.training_exp_id, term, f"{float(value):.6g}",
                 sep=",", file=self.loss_terms_file, flush=True,
             )  # fmt: skip
+            return
+        match = _OOD_VALUE.match(name)
+        if match is not None:
+            measure, stream, exp = match.groups()
+            print(
+                x_plot, self.training_exp_id, stream, "" if exp is None else int(exp),
+                measure.lower(), f"{float(value):.6g}", sep=",", file=self.ood_file, flush=True,
+            )  # fmt: skip
 
     def close(self) -> None:
         super().close()
         self.loss_terms_file.close()
+        self.ood_file.close()
 
 
 class ResumableTensorboardLogger(_Resumable, TensorboardLogger):

@@ -33,6 +33,7 @@ from avalanche.core import SupervisedPlugin
 from ..data.benchmark import SETSExperience
 from ..metrics import episode_accuracies as _per_episode
 from ..metrics import stats
+from ..metrics.ood_detection import OODSplitCollector
 from .allocator import keep_freed_memory
 from .checkpoint import (
     CheckpointPlugin,
@@ -61,12 +62,18 @@ class RunResult:
         final: final per-domain accuracy (last row); ``final_ci95`` its CI half-widths.
         mean_accuracy: mean of the final row (the paper's reported accuracy).
         mean_ci95: 95% CI half-width of the mean (pooled over all test episodes).
+        ood_split: the OOD split's quality at the final evaluation, per domain and pooled
+            (:func:`~avalanche_sets.metrics.ood_split_record`); ``None`` for a learner that
+            splits no unlabeled images. The record keeps it beside ``result``
+            (:attr:`~avalanche_sets.runs.record.RunRecord.ood_split`), not in
+            :meth:`to_dict`.
     """
 
     domains: list[str]
     matrix: list[list[float]] = field(default_factory=list)
     ci95: list[list[float]] = field(default_factory=list)
     episode_acc: list[list[float]] = field(default_factory=list)
+    ood_split: dict | None = None
 
     @property
     def final(self) -> list[float]:
@@ -114,6 +121,7 @@ class RunResult:
         run) are ``null``.
         """
         d = asdict(self)
+        del d["ood_split"]  # a record field of its own
         d.update(
             final=self.final,
             final_ci95=self.final_ci95,
@@ -220,7 +228,8 @@ def run_sets(
     from here on, cuDNN's autotuner on CUDA.
 
     Returns:
-        the :class:`RunResult` with the accuracy matrix.
+        the :class:`RunResult` with the accuracy matrix and, for a learner that splits its
+        unlabeled images, the final evaluation's OOD split (``ood_split``).
     """
     threads, interim_episodes = _preset_settings(strategy, threads, interim_episodes)
     set_up_process(strategy.device)
@@ -245,11 +254,29 @@ def run_sets(
         for e in range(start_exp, len(benchmark.train_stream)):
             last = e == len(benchmark.train_stream) - 1
             _train_domain(strategy, benchmark.train_stream[e], start_it if e == start_exp else 0)
-            _add_row(result, episode_accuracies(strategy, stream if last else interim))
+            if last:  # the final evaluation: the record's accuracies and OOD split
+                _add_row(result, _final_evaluation(strategy, stream, result))
+            else:
+                _add_row(result, episode_accuracies(strategy, interim))
             if checkpoint_path is not None:
                 position = {"experience": e + 1, "iteration": 0}
                 save_checkpoint(checkpoint_path, strategy, position=position, extra=extra())
     return result
+
+
+def _final_evaluation(strategy, stream, result: RunResult) -> list[np.ndarray]:
+    """:func:`episode_accuracies` of the final evaluation, which also sets
+    ``result.ood_split`` (``None`` for a learner without an OOD split): the split's quality
+    against the oracle, measured as :class:`~avalanche_sets.metrics.OODDetection` measures it
+    (the learner never sees the oracle)."""
+    collector = OODSplitCollector()
+    strategy.plugins.append(collector)
+    try:
+        accs = episode_accuracies(strategy, stream)
+    finally:
+        strategy.plugins.remove(collector)
+    result.ood_split = collector.record(result.domains)
+    return accs
 
 
 def _resume_point(restored: dict | None, result: RunResult) -> tuple[int, int, RunResult]:

@@ -147,7 +147,7 @@ def test_a_run_killed_mid_domain_and_resumed_logs_what_an_uninterrupted_run_logs
             assert got_tb[tag] == points, tag
 
     # CSV: every row once, with the same values
-    for name in ("training_results.csv", "eval_results.csv", "loss_terms.csv"):
+    for name in ("training_results.csv", "eval_results.csv", "loss_terms.csv", "ood_split.csv"):
         got_csv, want_csv = csv_rows(folder, name), csv_rows(want, name)
         assert len(got_csv) == len(want_csv), name
         for i, (a, b) in enumerate(zip(got_csv, want_csv)):

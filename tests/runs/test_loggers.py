@@ -198,7 +198,7 @@ def test_a_resumed_run_logs_every_value_once_at_the_uninterrupted_runs_steps(
     } == set(TERM_STEPS)
 
     # CSV: the first process's rows are kept, none is written twice
-    for name in ("training_results.csv", "eval_results.csv"):
+    for name in ("training_results.csv", "eval_results.csv", "ood_split.csv"):
         want_rows, got_rows = csv_rows(uninterrupted, name), csv_rows(resumed, name)
         assert len(got_rows) == len(want_rows), name
         assert got_rows == want_rows, name
@@ -394,6 +394,55 @@ def test_the_loss_terms_reach_every_logger_and_the_run_log(uninterrupted):
         assert sorted(got) == sorted(want), name
         for key, value in want.items():
             assert got[key] == pytest.approx(value, rel=rel, abs=1e-9), (name, key)
+
+
+def test_the_ood_split_reaches_every_logger_and_the_record(uninterrupted):
+    """ORDER's OOD split against the oracle (``OOD_AUROC``, ``OOD_Precision``, ``OOD_Recall``
+    of every domain and pooled over the stream), after each domain and at the final
+    evaluation: the same values in TensorBoard, W&B, ``csv/ood_split.csv`` and ``log.txt``, the
+    final ones in ``result.json``'s ``ood_split``."""
+    import json
+    import re
+
+    tb = {t: p for t, p in tensorboard_scalars(uninterrupted).items() if t.startswith("OOD_")}
+    names = {"AUROC": "auroc", "Precision": "precision", "Recall": "recall"}
+    assert sorted(tb) == sorted(
+        f"OOD_{m}/eval_phase/test_stream{e}" for m in names for e in ("/Exp000", "/Exp001", "")
+    )
+    assert all([s for s, _ in points] == [ITERATIONS, 2 * ITERATIONS] for points in tb.values())
+    want = {(s, tag): v for tag, points in tb.items() for s, v in points}
+
+    record = json.loads((uninterrupted / "result.json").read_text())["ood_split"]
+    assert record["domains"] == ["shapes", "strokes"]
+    for m, key in names.items():
+        final = [
+            want[(2 * ITERATIONS, f"OOD_{m}/eval_phase/test_stream/Exp{j:03d}")] for j in (0, 1)
+        ]
+        assert record[key] == pytest.approx(final, rel=1e-6), key
+        pooled = want[(2 * ITERATIONS, f"OOD_{m}/eval_phase/test_stream")]
+        assert record["pooled"][key] == pytest.approx(pooled, rel=1e-6), key
+
+    rows = csv_rows(uninterrupted, "ood_split.csv")
+    measure = {v: k for k, v in names.items()}
+    in_csv = {
+        (int(r["step"]), f"OOD_{measure[r['measure']]}/eval_phase/{r['stream']}_stream"
+         + (f"/Exp{int(r['eval_exp']):03d}" if r["eval_exp"] else "")): float(r["value"])
+        for r in rows
+    }  # fmt: skip
+    assert len(rows) == len(want) and {r["training_exp"] for r in rows} == {"0", "1"}
+    wandb_rows, _ = _wandb_run(uninterrupted)
+    wandb = {(r["_step"], k): v for r in wandb_rows for k, v in r.items() if k.startswith("OOD_")}
+    log = (uninterrupted / "log.txt").read_text()
+    in_log: dict[str, list[float]] = {}  # log.txt: 4 decimals, one line per evaluation
+    for tag, value in re.findall(r"^\t(OOD_\S+) = ([\d.]+)$", log, re.M):
+        in_log.setdefault(tag, []).append(float(value))
+    assert sorted(in_log) == sorted(tb)
+    for tag, points in tb.items():
+        assert in_log[tag] == pytest.approx([v for _, v in points], abs=1e-4), tag
+    for name, got in (("CSV", in_csv), ("W&B", wandb)):
+        assert sorted(got) == sorted(want), name
+        for key, value in want.items():
+            assert got[key] == pytest.approx(value, rel=1e-5), (name, key)
 
 
 def test_loggers_a_finished_run_did_not_have_are_refused_with_the_fix(uninterrupted, tmp_path):
