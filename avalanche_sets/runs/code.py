@@ -8,9 +8,10 @@ A run's ``result.json`` names
   content hash of the package's own files (:func:`package_fingerprint`, recorded with or
   without git, so two installed versions of different files are told apart), and the torch
   and avalanche-lib versions;
-* ``user_code`` (:func:`user_code`): the content hash of the source of a method of one's own
-  and of every plugin added to a run whose class is defined outside this package (absent for a
-  run of built-in code only);
+* ``user_code`` (:func:`user_code`): the content hash of the source of a method of one's own,
+  of every plugin added to a run whose class is defined outside this package and of every
+  module of one's own their files import (an installed distribution: its version, git commit
+  and files); absent for a run of built-in code only;
 * ``numerics`` (:func:`numerics_info`): what decides the arithmetic: the precision and the
   device type that ran, torch's thread count, and whether the CPU has oneDNN's native bf16 path.
 
@@ -369,7 +370,9 @@ def _distribution_entry(name: str, path: Path, *, root: bool) -> dict[str, str]:
         except (ValueError, AttributeError):
             commit = None
         where = f", commit {commit}" if commit else ""
-        out[dist.metadata["Name"]] = f"version {dist.version}{where}, files {_digest(files)}"
+        out[dist.metadata["Name"] or parts[0]] = (
+            f"version {dist.version}{where}, files {_digest(files)}"
+        )
     return dict(sorted(out.items()))
 
 
