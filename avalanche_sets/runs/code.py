@@ -8,9 +8,10 @@ A run's ``result.json`` names
   content hash of the package's own files (:func:`package_fingerprint`, recorded with or
   without git, so two installed versions of different files are told apart), and the torch
   and avalanche-lib versions;
-* ``user_code`` (:func:`user_code`): the content hash of the source of a method of one's own
-  and of every plugin added to a run whose class is defined outside this package (absent for a
-  run of built-in code only);
+* ``user_code`` (:func:`user_code`): the content hash of the source of a method of one's own,
+  of every plugin added to a run whose class is defined outside this package and of every
+  module of one's own their files import (an installed distribution: its version, git commit
+  and files); absent for a run of built-in code only;
 * ``numerics`` (:func:`numerics_info`): what decides the arithmetic: the precision and the
   device type that ran, torch's thread count, and whether the CPU has oneDNN's native bf16 path.
 
@@ -32,17 +33,22 @@ This module loads with the standard library alone; :func:`numerics_info` and
 
 from __future__ import annotations
 
+import ast
 import datetime as _dt
 import functools
 import hashlib
 import importlib
 import importlib.metadata
+import importlib.util
+import json
 import os
 import platform
 import re
 import shutil
+import site
 import subprocess
 import sys
+import sysconfig
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
@@ -58,6 +64,7 @@ __all__ = [
     "package_fingerprint",
     "source_fingerprint",
     "user_code",
+    "short_code",
     "NO_SOURCE",
     "code_info",
     "numerics_info",
@@ -196,6 +203,38 @@ interactive session or a notebook, a compiled module): such a run is recorded an
 and a finished run of it is never taken for the same run (nothing says its code is unchanged)."""
 
 
+def _locate(module_name: str) -> tuple[str, Path, bool] | None:
+    """``(name, path, is_folder)`` of the source unit module ``module_name`` belongs to, found
+    without running it: a loaded module's file, else where the import system would find it.
+
+    The unit is the outermost enclosing package with a file of its own (a namespace package is
+    passed by): its folder; or the top-level module's file. ``None``: nothing is found, or it
+    has no file (built in, frozen).
+    """
+    parts = module_name.split(".")
+    for i in range(1, len(parts) + 1):
+        name = ".".join(parts[:i])
+        module = sys.modules.get(name)
+        if module is not None:
+            file, package = getattr(module, "__file__", None), hasattr(module, "__path__")
+        else:
+            try:
+                spec = importlib.util.find_spec(name)  # a parent it imports is a namespace
+            except (ImportError, ValueError):
+                return None
+            if spec is None:
+                return None
+            file = spec.origin if spec.has_location else None
+            package = spec.submodule_search_locations is not None
+        if not file:
+            if package:  # a namespace package: look further down
+                continue
+            return None
+        path = Path(file).resolve()
+        return (name, path.parent, True) if package else (name, path, False)
+    return None
+
+
 def _source_unit(module_name: str) -> tuple[str, Path | None, bool]:
     """``(name, path, is_folder)``: what :func:`source_fingerprint` hashes for a module.
 
@@ -211,23 +250,32 @@ def _source_unit(module_name: str) -> tuple[str, Path | None, bool]:
             return _source_unit(spec.name)
         file = getattr(main, "__file__", None)
         return "__main__", (Path(file).resolve() if file else None), False
-    parts = module_name.split(".")
-    for i in range(1, len(parts) + 1):
-        name = ".".join(parts[:i])
-        try:
-            module = sys.modules.get(name) or importlib.import_module(name)
-        except ImportError:
-            return name, None, False
-        file = getattr(module, "__file__", None)
-        if not file:  # a namespace package: look further down
-            continue
-        path = Path(file).resolve()
-        if hasattr(module, "__path__"):  # a regular package: its folder
-            return name, path.parent, True
-        if path.suffix != ".py":  # compiled: no source to hash
-            return name, None, False
-        return name, path, False
-    return module_name, None, False
+    try:
+        importlib.import_module(module_name)  # a method's or plugin's module: loaded already
+    except ImportError:
+        return module_name, None, False
+    unit = _locate(module_name)
+    if unit is None:
+        return module_name, None, False
+    name, path, folder = unit
+    if not folder and path.suffix != ".py":  # compiled: no source to hash
+        return name, None, False
+    return unit
+
+
+def _unit_files(path: Path, folder: bool) -> list[tuple[str, Path]]:
+    """The files a source unit is hashed by: a folder's ``.py`` files (``__pycache__`` left
+    out), or the one file, each with its path relative to the folder (a file: its name)."""
+    if not folder:
+        return [(path.name, path)]
+    files = []
+    for where, dirs, names in os.walk(path):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for name in names:
+            if name.endswith(".py"):
+                file = Path(where) / name
+                files.append((file.relative_to(path).as_posix(), file))
+    return files
 
 
 def source_fingerprint(module_name: str) -> tuple[str, str]:
@@ -237,25 +285,153 @@ def source_fingerprint(module_name: str) -> tuple[str, str]:
     name, path, folder = _source_unit(module_name)
     if path is None or not path.exists():
         return name, NO_SOURCE
-    if folder:
-        return name, tree_fingerprint(path, python_only=True)
-    return name, _digest([(path.name, path)])
+    return name, _digest(_unit_files(path, folder))
 
 
 def _outside_package(module_name: str) -> bool:
     return module_name.split(".")[0] != __name__.split(".")[0]
 
 
+@functools.lru_cache(maxsize=1)
+def _installation() -> tuple[Path, ...]:
+    """The folders of the Python installation: the standard library (this environment's and
+    its base's), the site-packages folders and, in a virtual environment, its prefix."""
+    found = []
+    for base in ({}, {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}):
+        paths = sysconfig.get_paths(vars=base or None)
+        found += [paths[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")]
+    found += getattr(site, "getsitepackages", list)()
+    if sys.prefix != sys.base_prefix:
+        found.append(sys.prefix)
+    return tuple(sorted({Path(p).resolve() for p in found}))
+
+
+def _installed(path: Path) -> bool:
+    """Whether ``path`` is part of the Python installation (:func:`_installation`, or any
+    ``site-packages`` or ``dist-packages`` folder) rather than code of one's own."""
+    if {"site-packages", "dist-packages"} & set(path.parts):
+        return True
+    return any(path.is_relative_to(top) for top in _installation())
+
+
+def _imported_names(files: Iterable[tuple[str, Path]]) -> set[str]:
+    """The modules the ``.py`` files import by absolute name, anywhere in them (relative
+    imports stay inside their package: a unit hashed already). ``from a import b`` names ``a``
+    and ``a.b`` (``b`` may be a module). A file that does not parse imports nothing."""
+    names: set[str] = set()
+    for _, path in files:
+        if path.suffix != ".py":
+            continue
+        try:
+            tree = ast.parse(path.read_bytes(), filename=str(path))
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names.add(node.module)
+                names.update(f"{node.module}.{a.name}" for a in node.names if a.name != "*")
+    names.discard("__main__")
+    return names
+
+
+def _distribution_entry(name: str, path: Path, *, root: bool) -> dict[str, str]:
+    """``{distribution: "version V[, commit C], files H"}`` of the installed distribution that
+    provides unit ``name`` at ``path``: one in the unit's site folder whose ``RECORD`` lists a
+    file of it (its ``top_level.txt``, where it has one, must name the module).
+
+    A unit the run names (``root``: the method's or a plugin's module) records its
+    distribution; a unit the code of one's own imports records it when it was installed from
+    a direct URL (a ``direct_url.json``: a git URL, a local folder or archive; a library from
+    a package index is the environment, as torch's version is). ``C``: the
+    ``vcs_info.commit_id`` of ``direct_url.json``; ``H``: the content hash of the files its
+    ``RECORD`` lists (its metadata folder, bytecode and files outside its site folder, such as
+    scripts, left out). Empty where no distribution of the site folder claims the unit.
+    """
+    parts = name.split(".")
+    site_dir = path.parents[len(parts) - 1]
+    out = {}
+    for dist in importlib.metadata.distributions(path=[str(site_dir)]):
+        direct = dist.read_text("direct_url.json")
+        top = (dist.read_text("top_level.txt") or parts[0]).split()
+        if (direct is None and not root) or parts[0] not in top:
+            continue
+        files = [
+            (f.as_posix(), site_dir / f)
+            for f in dist.files or ()
+            if f.parts and f.parts[0] != ".." and not f.parts[0].endswith(".dist-info")
+            and f.suffix != ".pyc" and (site_dir / f).is_file()
+        ]  # fmt: skip
+        if not any(file.is_relative_to(path) for _, file in files):
+            continue  # another distribution of the folder, or of a shared namespace
+        try:
+            commit = json.loads(direct or "{}").get("vcs_info", {}).get("commit_id")
+        except (ValueError, AttributeError):
+            commit = None
+        where = f", commit {commit}" if commit else ""
+        out[dist.metadata["Name"] or parts[0]] = (
+            f"version {dist.version}{where}, files {_digest(files)}"
+        )
+    return dict(sorted(out.items()))
+
+
+def _no_source(module: str) -> None:
+    warnings.warn(
+        f"the code of module {module!r} has no source file to fingerprint: the run "
+        "records it as not fingerprinted, and a finished run of it is never taken for "
+        "the same run again; fix: define it in a .py file",
+        stacklevel=3,
+    )
+
+
+def _code_of(units: list[tuple[str, Path, bool]]) -> dict[str, str]:
+    """``{name: hash}`` of the source units a run names (``units``: those of its method and
+    plugins) and of every unit of one's own they import, directly or through one another
+    (:func:`user_code` says which count)."""
+    out: dict[str, str] = {}
+    pending = [(unit, True) for unit in units]
+    seen: set[str] = set()
+    while pending:
+        (name, path, folder), root = pending.pop(0)
+        if name in seen:
+            continue
+        seen.add(name)
+        if _installed(path):
+            found = _distribution_entry(name, path, root=root)
+            out.update(found)
+            if found or not root:
+                continue  # else: an installed unit no distribution claims, hashed as files
+        if not path.exists():
+            _no_source(name)
+            out[name] = NO_SOURCE
+            continue
+        files = _unit_files(path, folder)
+        out[name] = _digest(files)
+        for imported in sorted(_imported_names(files)):
+            unit = _locate(imported)
+            if unit is not None and _outside_package(unit[0]) and unit[0] not in seen:
+                pending.append((unit, False))
+    return out
+
+
 def user_code(method: str, plugins: Iterable[object] = ()) -> dict[str, str]:
     """The ``user_code`` of a run: ``{source name: content hash}`` of the code of one's own that
     defines it, read from the files as they are when it is called (the run's start).
 
-    Counted: a method of one's own (``package.module:Class`` or an installed entry point whose
-    module lies outside this package: the module it names and the module that defines the
-    class) and every plugin in ``plugins`` whose class is defined
-    outside this package, each by :func:`source_fingerprint` (a module of a package counts its
-    whole top-level package, so a helper module it imports from that package counts too).
-    Empty for built-in methods with built-in plugins (the package's own hash is in
+    The run names its sources: a method of one's own (``package.module:Class`` or an installed
+    entry point whose module lies outside this package: the module it names and the module
+    that defines the class) and every plugin in ``plugins`` whose class is defined outside
+    this package. Each source is a unit (:func:`source_fingerprint`: a module of a package
+    counts its whole top-level package's ``.py`` files, a top-level module its file, a class of
+    the running script the script). Counted with them: every unit of one's own that their files
+    import by an ``import`` statement, directly or through one another (a flat helper module
+    next to the method file, a local package), each by its own hash; not the modules the
+    process loaded for other reasons (a test runner's files, the script that starts the run).
+    A unit in the Python installation (:func:`_installed`) is an installed distribution,
+    recorded by name, version, git commit and files (:func:`_distribution_entry`): the one that
+    provides a method or plugin, and one its code imports that was installed from a direct
+    URL. Empty for built-in methods with built-in plugins (the package's own hash is in
     :func:`code_info`). Code without a source file is recorded as :data:`NO_SOURCE`, with a
     warning.
     """
@@ -267,19 +443,28 @@ def user_code(method: str, plugins: Iterable[object] = ()) -> dict[str, str]:
         modules.append(method_class(method).__module__)
     modules += [type(p).__module__ for p in plugins]
     out: dict[str, str] = {}
+    units = []
     for module in modules:
         if not _outside_package(module):
             continue
-        name, digest = source_fingerprint(module)
-        if digest == NO_SOURCE and name not in out:
-            warnings.warn(
-                f"the code of module {module!r} has no source file to fingerprint: the run "
-                "records it as not fingerprinted, and a finished run of it is never taken for "
-                "the same run again; fix: define it in a .py file",
-                stacklevel=2,
-            )
-        out[name] = digest
+        name, path, folder = _source_unit(module)
+        if path is None or not path.exists():
+            if name not in out:
+                _no_source(module)
+            out[name] = NO_SOURCE
+        else:
+            units.append((name, path, folder))
+    out.update({k: v for k, v in _code_of(units).items() if out.get(k) != NO_SOURCE})
     return dict(sorted(out.items()))
+
+
+_LONG_HEX = re.compile(r"\b([0-9a-f]{7})(?:[0-9a-f]{57}|[0-9a-f]{33})\b")
+
+
+def short_code(value: str) -> str:
+    """A ``user_code`` value as a message or a table shows it: every content hash (64 hex
+    digits) and commit (40) in it cut to its first 7 digits, as git shortens a commit."""
+    return _LONG_HEX.sub(r"\1", value)
 
 
 @functools.lru_cache(maxsize=1)

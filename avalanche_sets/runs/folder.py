@@ -48,7 +48,7 @@ from ..data.content import data_content, data_root
 from ..files import atomic_write
 from ..methods import method_folder_name
 from ..presets import NAMING_PRESETS, PRESETS, RunConfig, require_config
-from .code import NO_SOURCE, code_info
+from .code import NO_SOURCE, code_info, short_code
 from .lock import LOCK_FILE, RunLock, RunLockedError
 from .record import (
     RESULT_FILE,
@@ -283,13 +283,7 @@ def record_identity(record: RunRecord) -> dict:
 
 
 def _short(fingerprint: str | None) -> str:
-    return (
-        "(none)"
-        if not fingerprint
-        else fingerprint
-        if fingerprint == NO_SOURCE
-        else fingerprint[:7]
-    )
+    return "(none)" if not fingerprint else short_code(fingerprint)
 
 
 def _user_code_differences(

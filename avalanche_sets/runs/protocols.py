@@ -31,6 +31,7 @@ import json
 from collections.abc import Iterable, Sequence
 
 from ..suggest import did_you_mean
+from .code import short_code
 from .folder import record_identity
 from .record import RunRecord
 
@@ -114,7 +115,7 @@ def protocol_settings(record: RunRecord) -> dict[str, str]:
     out = {}
     for path, value in flat.items():
         if path[0] == "user_code":
-            value = value[:7] if len(value) == 64 else value  # a short hash, as a commit's
+            value = short_code(value)  # short hashes, as a commit's
         short = path[-1] if path[0] in _BARE and bare.count(path[-1]) == 1 else ".".join(path)
         out[short] = value
     return out
