@@ -36,6 +36,7 @@ from ..suggest import did_you_mean
 __all__ = [
     "BOOL_SPELLINGS",
     "NONE_SPELLINGS",
+    "ORDER_PARTS",
     "OptionSpec",
     "OptionValueError",
     "RUN_ARGUMENTS",
@@ -53,6 +54,10 @@ NONE_SPELLINGS = ("none", "null")
 
 _EMPTY = inspect.Parameter.empty
 
+#: ORDER's replaceable parts (:mod:`avalanche_sets.order.components`): objects, which a run
+#: would name by their ``repr`` only; a method class of one's own passes them instead.
+ORDER_PARTS = ("ood_detector", "mi_estimator", "memory", "transport")
+
 #: Constructor arguments that a run builds or takes from its preset, never strategy options a
 #: user sets (``--strategy-set`` refuses them, and no option list names them), with where each
 #: comes from.
@@ -67,6 +72,11 @@ RUN_ARGUMENTS: dict[str, str] = {
     "device": "a preset setting: --set device=...",
     "train_mb_size": "a preset setting: --set meta_batch=...",
     "eval_mb_size": "a preset setting: --set eval_mb_size=...",
+    **{
+        part: "a part of ORDER's, replaced in a method class of one's own that passes it "
+        "(docs/guide/custom-method.md, 'Replacing a part of ORDER')"
+        for part in ORDER_PARTS
+    },
 }
 _PLAIN = (bool, int, float, str)
 

@@ -2,10 +2,9 @@
 (paper Tables 2-3 and the appendix ablation tables).
 
 Each class is one method (:class:`~avalanche_sets.method.Method`); its ``fixed`` options are the
-switches of :class:`~.strategy.OrderStrategy` it sets, and an option given that contradicts one
-is refused (``order-no-ot`` with ``use_ot=True``: use ``order``).
-:func:`~avalanche_sets.methods.build_strategy` hands a class its ``fixed`` options; built by
-hand, it takes them as arguments like any other (``OrderNoOT(use_ot=False)``).
+switches of :class:`~.strategy.OrderStrategy` it sets, wherever it is built: ``OrderNoOT()`` in
+Python is ``--method order-no-ot`` on the command line, and an option given that contradicts one
+is refused, in its constructor too (``OrderNoOT(use_ot=True)``: use ``order``).
 """
 
 from __future__ import annotations

@@ -28,8 +28,9 @@ __all__ = ["ood_summary", "ood_footer", "write_ood_table"]
 
 _TITLES = {"auroc": "OOD AUROC", "precision": "ID precision", "recall": "ID recall"}
 _MEANS = {
-    "auroc": "area under the ROC curve of the split's score (minus the distance to the nearest "
-    "prototype) with the in-distribution unlabeled images as positives",
+    "auroc": "area under the ROC curve of minus the split's OOD score (ORDER's: the distance to "
+    "the nearest prototype; a detector of one's own: its own) with the in-distribution "
+    "unlabeled images as positives",
     "precision": "of the unlabeled images the split kept as in-distribution, the share that "
     "are in-distribution",
     "recall": "of the in-distribution unlabeled images, the share the split kept",

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..methods import normal_options, tuned_options, unread_settings
+from ..methods.options import ORDER_PARTS
 from ..presets import RunConfig, require_config
 from .code import user_code
 from .folder import (
@@ -103,6 +104,14 @@ class Run:
             "hand the settings to run_experiment, which checks them once",
         )  # fmt: skip
         check_tag(self.tag)
+        parts = sorted(set(self.strategy_options) & set(ORDER_PARTS))
+        if parts:
+            raise ValueError(
+                f"{parts} given as options of a run of {self.method!r}: a run names its options "
+                "by value and would know a part of ORDER by its repr only; fix: a method class "
+                "of your own that passes it to OrderStrategy (docs/guide/custom-method.md, "
+                "'Replacing a part of ORDER'), run as --method module:Class"
+            )
         options = normal_options(self.method, self.config, self.strategy_options)
         precision = run_precision(self.config)  # "auto" resolved: once per run
         unread = unread_settings(self.method, self.config, options, eval_stream=self.eval_stream)

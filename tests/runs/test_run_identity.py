@@ -52,3 +52,17 @@ def test_a_tag_is_checked_and_names_the_folder():
     assert Run.of("protonet", config, seed=0, tag="v2").name.endswith("-seed0-tag_v2")
     with pytest.raises(ValueError, match="tag 'a b' is not a name"):
         Run.of("protonet", config, seed=0, tag="a b")
+
+
+def test_a_part_of_order_is_no_option_of_a_run():
+    """A part of ORDER handed to a run as an option would be named by its repr: refused, from
+    Python and from the command line, with the fix (a method class that passes it)."""
+    from avalanche_sets.cli import main
+    from avalanche_sets.order import PrototypeDistanceDetector
+
+    with pytest.raises(ValueError, match=r"\['ood_detector'\] given as options .* fix: a method"):
+        Run.of(
+            "order", resolve_preset("quick"), seed=0,
+            strategy_overrides={"ood_detector": PrototypeDistanceDetector()},
+        )  # fmt: skip
+    assert main(["run", "--method", "order", "--strategy-set", "transport=1"]) == 2
