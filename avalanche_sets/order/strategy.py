@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import ClassVar, Literal
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
@@ -34,6 +34,45 @@ def _is_plain_cross_entropy(criterion) -> bool:
         and criterion.label_smoothing == 0.0
         and criterion.ignore_index == -100
     )
+
+
+#: Each part of ORDER's that a constructor argument replaces: the switch of its component, what
+#: it is, and the options only its default reads.
+_PARTS = {
+    "ood_detector": ("use_ood_split", "OOD detector", ("ood_k", "ood_rule", "ood_n_id")),
+    "mi_estimator": ("use_mi", "MI estimator", ()),
+    "memory": ("use_replay", "memory", ()),
+    "transport": ("use_ot", "transport loss", ("ot_solver", "ot_max_points")),
+}
+
+
+def _check_arguments(owner: str, arguments: Mapping[str, Any]) -> None:
+    """Refuse bad settings before anything is built (``arguments``: the constructor's, by name):
+    λ, the solver, the MI terms, switches that need another, the memory's size, a part given
+    for a component switched off, an option only the default of a replaced part reads."""
+    a = arguments
+    if not a["lam"] >= 0:
+        raise ValueError(f"lam (λ) must be >= 0, got {a['lam']}")
+    check_solver(a["ot_solver"])
+    if set(a["mi_terms"]) - {"id", "ood"} or not a["mi_terms"]:
+        raise ValueError(
+            f"mi_terms must be a non-empty subset of ('id', 'ood'), got {a['mi_terms']}"
+        )
+    if a["use_mi"] and not a["use_ood_split"]:
+        raise ValueError("use_mi=True needs use_ood_split=True (MI separates U_id from U_ood)")
+    if a["use_ot"] and not a["use_replay"]:
+        raise ValueError("use_ot=True needs use_replay=True (OT regularises replayed tasks)")
+    if a["use_replay"]:
+        check_mem_size(a["mem_size"], when=" when replay is on")
+    for part, (switch, what, read) in _PARTS.items():
+        if a[part] is None:
+            continue
+        if not a[switch]:
+            raise ValueError(
+                f"{part} was given but {owner} runs with {switch}=False, so it would never "
+                f"run; fix: drop {part}, or use a method with {switch}=True"
+            )
+        refuse_replaced(what, a[part], {k: a[k] for k in read}, OrderStrategy.__init__)
 
 
 class OrderStrategy(Method, EpisodicTemplate):
@@ -156,39 +195,7 @@ class OrderStrategy(Method, EpisodicTemplate):
         **kwargs,
     ) -> None:
         # Validate everything before building anything (bad settings fail at construction).
-        for part, given, switch, on in (
-            ("ood_detector", ood_detector, "use_ood_split", use_ood_split),
-            ("mi_estimator", mi_estimator, "use_mi", use_mi),
-            ("memory", memory, "use_replay", use_replay),
-            ("transport", transport, "use_ot", use_ot),
-        ):
-            if given is not None and not on:
-                raise ValueError(
-                    f"{part} was given but {type(self).__name__} runs with {switch}=False, so "
-                    f"it would never run; fix: drop {part}, or use a method with {switch}=True"
-                )
-        refuse_replaced(
-            "OOD detector", ood_detector,
-            {"ood_k": ood_k, "ood_rule": ood_rule, "ood_n_id": ood_n_id}, OrderStrategy.__init__,
-        )  # fmt: skip
-        refuse_replaced(
-            "transport loss", transport,
-            {"ot_solver": ot_solver, "ot_max_points": ot_max_points}, OrderStrategy.__init__,
-        )  # fmt: skip
-        if not lam >= 0:
-            raise ValueError(f"lam (λ) must be >= 0, got {lam}")
-        check_solver(ot_solver)
-        unknown = set(mi_terms) - {"id", "ood"}
-        if unknown or not mi_terms:
-            raise ValueError(
-                f"mi_terms must be a non-empty subset of ('id', 'ood'), got {mi_terms}"
-            )
-        if use_mi and not use_ood_split:
-            raise ValueError("use_mi=True needs use_ood_split=True (MI separates U_id from U_ood)")
-        if use_ot and not use_replay:
-            raise ValueError("use_ot=True needs use_replay=True (OT regularises replayed tasks)")
-        if use_replay:
-            check_mem_size(mem_size, when=" when replay is on")
+        _check_arguments(type(self).__name__, locals())
         if model is None:
             model = PrototypicalModel(cpu_backbone(), refine="soft_kmeans")
         if not (hasattr(model, "encode") and hasattr(model, "classify")):
