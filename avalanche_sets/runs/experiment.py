@@ -47,13 +47,7 @@ from ..methods import (
 from ..metrics import episode_metrics
 from ..presets import RunConfig
 from ..training.checkpoint import previous_checkpoint_path, resume_note
-from ..training.loggers import (
-    LOGGERS_FILE,
-    check_finished_loggers,
-    check_loggers,
-    check_resumed_loggers,
-    record_loggers,
-)
+from ..training.loggers import LOGGERS_FILE, check_finished_loggers, check_loggers, keep_history
 from ..training.loss_terms import DEFAULT_LOG_EVERY, LossTerms, RunEvaluator, check_log_every
 from ..training.memory_fill import MemoryFill, memory_fills
 from ..training.progress import DomainProgressLogger
@@ -571,15 +565,12 @@ def _start(
     """Open the run's log and loggers, build its strategy, then what it trains on (the strategy
     first: a factory's or a plugin's errors come before any data loads), and say what its
     memory does (:func:`note_memory`). A resume with other history loggers than the run
-    started with is refused first (:func:`~avalanche_sets.training.loggers.check_resumed_loggers`).
+    started with is refused first (:func:`~avalanche_sets.training.loggers.keep_history`).
     A failure here closes what was opened and leaves no
     folder this call ``made`` (:func:`_remove_unstarted`) unless the run resumes."""
     checkpoint = out / CHECKPOINT_FILE
     resuming = checkpoint.exists() or previous_checkpoint_path(checkpoint).exists()
-    if resuming:  # a history logger added or removed is refused before anything is opened
-        check_resumed_loggers(out, loggers)
-    else:
-        record_loggers(out, loggers)
+    keep_history(out, loggers, resuming=resuming)  # before anything is opened
     torch.set_num_threads(int(run.config.threads))
     # The run log: every metric value (and resumes); closed with the loggers after training.
     log = open(out / LOG_FILE, "a", buffering=1)  # noqa: SIM115

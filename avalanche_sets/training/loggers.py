@@ -24,6 +24,7 @@ __all__ = [
     "LOGGERS_FILE",
     "record_loggers",
     "check_resumed_loggers",
+    "keep_history",
 ]
 
 LOGGERS = ("progress", "interactive", "csv", "tensorboard", "wandb")
@@ -139,3 +140,16 @@ def check_resumed_loggers(folder: str | Path, loggers) -> None:
         f"fix: resume with the loggers it started with: {flag} (in Python "
         f"loggers={started!r}); or start anew into another folder with another --out or --tag"
     )
+
+
+def keep_history(folder: str | Path, loggers, *, resuming: bool) -> None:
+    """Record the loggers of a run that starts in ``folder`` (:func:`record_loggers`); refuse
+    other history loggers than those for a run that resumes (:func:`check_resumed_loggers`).
+
+    Raises:
+        ValueError: as :func:`check_resumed_loggers`.
+    """
+    if resuming:
+        check_resumed_loggers(folder, loggers)
+    else:
+        record_loggers(folder, loggers)
