@@ -97,10 +97,11 @@ def _methods_help(list_methods: bool) -> str:
     if list_methods:
         from .methods import method_names
 
-        listed = f"{', '.join(method_names())}; or a method of your own"
+        listed = f"{', '.join(method_names())} (built in or installed)"
     else:
-        listed = "a built-in method, or one of your own"
-    return f"{listed}: package.module:factory (see docs/guide/custom-method.md)"
+        listed = "a built-in method or an installed one (an entry point's name)"
+    own = "package.module:Class (see docs/guide/custom-method.md)"
+    return f"{listed}; or a method class of your own: {own}"
 
 
 def _add_run_arguments(sp: argparse.ArgumentParser, methods_help: str, *, many: bool) -> None:

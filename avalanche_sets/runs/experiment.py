@@ -303,16 +303,16 @@ def check_run(
     :func:`~avalanche_sets.methods.check_method` (the method's name, preset, options and
     ``given`` settings; the options typed once, or taken as they are when typed already:
     :class:`~avalanche_sets.methods.MethodOptions`), then the strategy built once and dropped — with a silent evaluator and
-    no added plugins — so that what only its construction checks (a method factory of one's own
+    no added plugins — so that what only its construction checks (a method class of one's own
     and the plugins it builds, a strategy's own argument checks) fails here, before the stream
-    is built or described. A factory is therefore called twice per run: here, and by
+    is built or described. A method class is therefore built twice per run: here, and by
     :func:`run_experiment`, which builds the run's strategy with its evaluator and plugins.
     Building a strategy is cheap (a small network, no data) and seeds its own model, so the
     probe changes nothing the run computes.
 
     Raises:
         ValueError, TypeError: as :func:`~avalanche_sets.methods.check_method`, and whatever
-            the strategy's (or the factory's, or its plugins') construction raises.
+            the strategy's (or its plugins') construction raises.
     """
     config, options = checked_method(
         method, preset, strategy_overrides, given=given, eval_stream=eval_stream
@@ -563,7 +563,7 @@ def _start(
     bench_config: RunConfig,
 ) -> _Started:
     """Open the run's log and loggers, build its strategy, then what it trains on (the strategy
-    first: a factory's or a plugin's errors come before any data loads), and say what its
+    first: a method's or a plugin's errors come before any data loads), and say what its
     memory does (:func:`note_memory`). A resume with other history loggers than the run
     started with is refused first (:func:`~avalanche_sets.training.loggers.keep_history`).
     A failure here closes what was opened and leaves no

@@ -138,7 +138,7 @@ def check_specs(specs: Sequence[RunSpec], *, given: Iterable[str] = ()) -> list[
         key = (spec.method, spec.preset, spec.eval_stream, spec.strategy_overrides)
         if key in probed:
             continue
-        # the strategy built once (check_run): a factory's or plugin's construction errors
+        # the strategy built once (check_run): a method's or plugin's construction errors
         check_run(
             spec.method, spec.preset, spec.strategy_overrides, seed=spec.seed,
             given=given - read, eval_stream=spec.eval_stream,
