@@ -637,10 +637,9 @@ def _train(run: Run, started: _Started, *, checkpoint_every: int | None) -> _Tra
                 "date": utc_now(),
             }
         )
-        message = (
-            f"resuming {out} from {restored['path']} at domain {pos['experience']}, "
-            f"iteration {pos['iteration']}"
-        )
+        domain, n_domains = pos["experience"] + 1, len(started.bench.train_stream)  # from 1
+        at = f"domain {domain}, iteration {pos['iteration']}" if domain <= n_domains else "its end"
+        message = f"resuming {out} from {restored['path']} at {at}"
         print(message, file=sys.stderr, flush=True)
         print(message, file=log, flush=True)
         note = resume_note(restored)  # epoch metrics over the iterations after it only

@@ -293,6 +293,20 @@ def test_a_history_logger_added_on_resume_is_refused_a_terminal_one_is_not(tmp_p
     assert len(record.provenance.resumes) == 1
 
 
+def test_the_resume_message_counts_domains_from_1_as_the_progress_bars_do(
+    tmp_path, monkeypatch, capsys
+):
+    """Stopped in the second of two domains, its checkpoint written after one iteration of it,
+    the run resumes "at domain 2, iteration 1", as its progress bar names it "domain 2/2"."""
+    out = tmp_path / "runs"
+    _interrupted_then_resumed(out, "training", monkeypatch, ("progress",))
+    err = capsys.readouterr().err
+    (line,) = [x for x in err.splitlines() if x.startswith("resuming ")]
+    assert line.endswith(" at domain 2, iteration 1"), line
+    assert line in (_folder(out) / "log.txt").read_text().splitlines()
+    assert "domain 2/2" in err
+
+
 def test_wandb_without_wandb_is_refused_before_anything_runs(tmp_path, monkeypatch):
     import importlib.util
 
