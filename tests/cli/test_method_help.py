@@ -34,12 +34,12 @@ def test_no_help_text_of_run_or_sweep_offers_a_factory(command):
 
 
 def test_what_the_help_offers_is_accepted_and_a_factory_is_not(tmp_path, monkeypatch):
-    (tmp_path / "mine.py").write_text(
+    (tmp_path / "offered.py").write_text(
         "from avalanche_sets.baselines import MSKM\n\n\n"
         "class Mine(MSKM):\n    name = 'mine'\n    summary = 'mine'\n\n\n"
         "def make_mine(**kwargs):\n    return Mine(**kwargs)\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    assert method_class("mine:Mine").__name__ == "Mine"  # package.module:Class
+    assert method_class("offered:Mine").__name__ == "Mine"  # package.module:Class
     with pytest.raises((TypeError, ValueError)):
-        method_class("mine:make_mine")  # a factory function
+        method_class("offered:make_mine")  # a factory function
