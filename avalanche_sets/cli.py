@@ -28,6 +28,7 @@ from .presets import parse_settings as _parse_sets  # as the benchmarks' scripts
 from .runs.figure_formats import add_figure_arguments, figure_formats
 from .runs.folder import RunLockedError, check_tag  # the standard library alone
 from .runs.record import RunRecord
+from .runs.terminal_warnings import one_line_warnings  # the standard library alone
 from .training.loggers import check_loggers  # the standard library alone
 
 if TYPE_CHECKING:  # the command line parses without torch
@@ -626,7 +627,8 @@ def main(argv: list[str] | None = None) -> int:
         "presets": _cmd_presets,
     }[args.command]
     try:
-        return handler(args)
+        with one_line_warnings():  # each as `warning: ...`, once per command
+            return handler(args)
     except Exception as err:
         if (code := _exit_code(err, verbose=getattr(args, "verbose", False))) is None:
             raise  # a bug: its traceback is the report
