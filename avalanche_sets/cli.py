@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING
 from .presets import PRESETS, RunConfig, command_config, preset_names, run_target
 from .presets import parse_settings as _parse_sets  # as the benchmarks' scripts import it
 from .runs.figure_formats import add_figure_arguments, figure_formats
-from .runs.folder import check_tag  # the standard library alone
+from .runs.folder import RunLockedError, check_tag  # the standard library alone
 from .runs.record import RunRecord
 from .runs.table_metrics import add_metric_argument, table_metric  # the standard library alone
-from .suggest import did_you_mean
+from .runs.terminal_warnings import one_line_warnings  # the standard library alone
 from .training.loggers import check_loggers  # the standard library alone
 
 if TYPE_CHECKING:  # the command line parses without torch
@@ -39,59 +39,11 @@ __all__ = ["main", "build_parser"]
 
 
 def _strategy_options(items: list[str] | None, methods: list[str]) -> dict[str, MethodOptions]:
-    """``--strategy-set [METHOD:]KEY=VALUE`` → each method's typed options.
+    """``--strategy-set [METHOD:]KEY=VALUE`` → each method's typed options
+    (:func:`~avalanche_sets.methods.check.strategy_set_options`)."""
+    from .methods.check import strategy_set_options
 
-    A plain ``KEY=VALUE`` goes to every method; ``METHOD:KEY=VALUE`` to that method only (the
-    ``:`` before the key is the last one, so ``pkg.module:factory:weight=0.5`` names a factory).
-    The text is typed by the option's type (:func:`~avalanche_sets.methods.parse_options`),
-    once: the run takes the typed options it gives
-    (:class:`~avalanche_sets.methods.MethodOptions`) as they are.
-
-    Raises:
-        ValueError: an item without ``=``; a method not in the command; an option given twice
-            to one method (the later would win unseen); a plain option some method does not
-            take while others do (naming which); text that is no value of the option's type.
-    """
-    from .methods import method_options, parse_options
-
-    texts: dict[str, dict[str, str]] = {m: {} for m in methods}
-    given: dict[str, dict[str, str]] = {m: {} for m in methods}  # key -> the item that gave it
-    shared: dict[str, str] = {}
-    for item in items or []:
-        target, eq, value = item.partition("=")
-        method, _, key = target.rpartition(":")
-        if not eq or not key:
-            raise ValueError(f"--strategy-set expects [METHOD:]key=value, got {item!r}")
-        if method and method not in texts:
-            hint = did_you_mean(method, methods)
-            raise ValueError(
-                f"--strategy-set {item}: method {method!r} is not run by this command{hint}; "
-                f"fix: name one of {methods}, or give key=value to every method"
-            )
-        for m in [method] if method else methods:
-            if key in texts[m]:
-                raise ValueError(
-                    f"--strategy-set gives option {key!r} of method {m!r} twice "
-                    f"({given[m][key]} and {item}); fix: give it once"
-                )
-            texts[m][key], given[m][key] = value, item
-        if not method:
-            shared[key] = item
-    for key, item in shared.items():
-        lacking = [m for m in methods if not _takes_option(method_options(m), key)]
-        if lacking and len(lacking) < len(methods):
-            takers = [m for m in methods if m not in lacking]
-            raise ValueError(
-                f"--strategy-set {item} goes to every method, but {lacking} take(s) no option "
-                f"{key!r}; fix: give it to the method(s) that take it: "
-                + " ".join(f"--strategy-set {m}:{item}" for m in takers)
-            )
-    return {m: parse_options(m, texts[m]) for m in methods}
-
-
-def _takes_option(options: tuple[dict, bool], key: str) -> bool:
-    named, open_ = options
-    return open_ or key in named
+    return strategy_set_options(items, methods)
 
 
 def _positive_int(text: str) -> int:
@@ -147,10 +99,11 @@ def _methods_help(list_methods: bool) -> str:
     if list_methods:
         from .methods import method_names
 
-        listed = f"{', '.join(method_names())}; or a method of your own"
+        listed = f"{', '.join(method_names())} (built in or installed)"
     else:
-        listed = "a built-in method, or one of your own"
-    return f"{listed}: package.module:factory (see docs/guide/custom-method.md)"
+        listed = "a built-in method or an installed one (an entry point's name)"
+    own = "package.module:Class (see docs/guide/custom-method.md)"
+    return f"{listed}; or a method class of your own: {own}"
 
 
 def _add_run_arguments(sp: argparse.ArgumentParser, methods_help: str, *, many: bool) -> None:
@@ -197,7 +150,7 @@ def _add_run_arguments(sp: argparse.ArgumentParser, methods_help: str, *, many: 
     sp.add_argument(
         "-v", "--verbose", action="store_true",
         help="also print every metric value on the terminal (they always go to the run "
-        "folder's log.txt)",
+        "folder's log.txt), and the traceback of an error building a method",
     )  # fmt: skip
 
 
@@ -676,23 +629,29 @@ def main(argv: list[str] | None = None) -> int:
         "presets": _cmd_presets,
     }[args.command]
     try:
-        return handler(args)
-    except (ValueError, FileNotFoundError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:
-        # the reader went away (`avalanche-sets presets | head`): stop quietly, as Unix tools
-        # do, instead of a traceback; stdout goes to devnull so the interpreter's final flush
-        # cannot raise again
+        with one_line_warnings():  # each as `warning: ...`, once per command
+            return handler(args)
+    except Exception as err:
+        if (code := _exit_code(err, verbose=getattr(args, "verbose", False))) is None:
+            raise  # a bug: its traceback is the report
+        return code
+
+
+def _exit_code(err: Exception, *, verbose: bool) -> int | None:
+    """Print an error reported in one line and return the exit code (2; 3: a run folder another
+    process holds; 141: a closed pipe), or ``None`` for an exception to raise as it is."""
+    from .methods.build import building_error
+
+    report = building_error(err, verbose=verbose)  # a method's construction raised it: any type
+    if report is not None or isinstance(err, (ValueError, FileNotFoundError, RunLockedError)):
+        print(report or f"error: {err}", file=sys.stderr)
+        return 3 if isinstance(err, RunLockedError) else 2
+    if isinstance(err, BrokenPipeError):
+        # the reader went away (`presets | head`): stop quietly, as Unix tools do; stdout to
+        # devnull so that the interpreter's final flush cannot raise again
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141  # 128 + SIGPIPE, what a shell reports for a tool killed by the pipe
-    except RuntimeError as err:
-        from .runs.folder import RunLockedError  # loaded by the command that raised it
-
-        if not isinstance(err, RunLockedError):
-            raise
-        print(f"error: {err}", file=sys.stderr)
-        return 3
+    return None
 
 
 if __name__ == "__main__":  # pragma: no cover

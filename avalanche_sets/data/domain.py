@@ -114,9 +114,7 @@ class Domain:
         self._labeled, self._unlabeled = [], []
         for idx in self._class_index:
             perm = idx[rng.permutation(idx.size)]
-            n_lab = int(round(self.labeled_fraction * idx.size))
-            if idx.size >= 2:
-                n_lab = min(max(n_lab, 1), idx.size - 1)
+            n_lab, _ = class_parts(idx.size, self.labeled_fraction)
             self._labeled.append(np.sort(perm[:n_lab]))
             self._unlabeled.append(np.sort(perm[n_lab:]))
 
@@ -177,13 +175,20 @@ class Domain:
         )
 
 
+def class_parts(size: int, labeled_fraction: float) -> tuple[int, int]:
+    """The labeled and unlabeled images of a class of ``size`` images, as :class:`Domain` splits
+    it: ``labeled_fraction`` of them, rounded, and at least one of each part from 2 images."""
+    lab = int(round(labeled_fraction * size))
+    if size >= 2:
+        lab = min(max(lab, 1), size - 1)
+    return lab, size - lab
+
+
 def _min_class_size(labeled_fraction: float, n_labeled: int, n_unlabeled: int) -> int | None:
     """Fewest images a class needs so that its labeled/unlabeled parts (as :class:`Domain`
     splits them) hold ``n_labeled`` and ``n_unlabeled`` images; None if none up to 10^5 does."""
     for n in range(max(1, n_labeled + n_unlabeled), 100_001):
-        lab = int(round(labeled_fraction * n))
-        if n >= 2:
-            lab = min(max(lab, 1), n - 1)
+        lab, _ = class_parts(n, labeled_fraction)
         if lab >= n_labeled and n - lab >= n_unlabeled:
             return n
     return None

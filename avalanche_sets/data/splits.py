@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .domain import SPLITS, _min_class_size
+from .domain import SPLITS, _min_class_size, class_parts
 from .images import split_classes
 
 __all__ = [
@@ -34,6 +34,8 @@ __all__ = [
     "min_class_images",
     "split_counts",
     "usable_counts",
+    "fitting_episode",
+    "nth_largest_sizes",
     "warn_small_classes",
 ]
 
@@ -234,6 +236,35 @@ def min_class_images(target: RunTarget, labeled_fraction: float = 0.4) -> int:
     if least is None:  # pragma: no cover - the presets' shapes all fit
         raise ValueError(f"no class size fits the {t.preset} preset's episode shape")
     return least
+
+
+def fitting_episode(
+    size: int, target: RunTarget, labeled_fraction: float = 0.4
+) -> dict[str, int] | None:
+    """The largest episode of ``target``'s shape that a class of ``size`` images gives: its
+    ``n_shot`` (1 when the labeled part holds too few for it and a query), as many queries as
+    the labeled part holds besides (at most ``n_query``), as many unlabeled images as the
+    unlabeled part holds (at most ``n_unlabeled``); ``None`` when not even 1 shot and 1 query
+    fit."""
+    lab, unl = class_parts(size, labeled_fraction)
+    shot = target.n_shot if lab > target.n_shot else 1
+    if lab <= shot:
+        return None
+    return {
+        "n_shot": shot,
+        "n_query": min(target.n_query, lab - shot),
+        "n_unlabeled": min(target.n_unlabeled, unl),
+    }
+
+
+def nth_largest_sizes(sizes: Sequence[int], cls_split: np.ndarray, n: int) -> dict[str, int]:
+    """``{split: images}`` of the ``n``-th largest class of each split (0 for a split of fewer
+    classes): the class size that decides whether ``n``-way episodes can draw from it."""
+    out = {}
+    for s in SPLITS:
+        part = sorted((int(k) for k, p in zip(sizes, cls_split) if p == s), reverse=True)
+        out[s] = part[n - 1] if len(part) >= n else 0
+    return out
 
 
 def usable_counts(sizes: Sequence[int], cls_split: np.ndarray, target: RunTarget) -> dict[str, int]:

@@ -61,8 +61,10 @@ from .packs import (
 from .splits import (
     RunTarget,
     class_split,
+    fitting_episode,
     min_class_images,
     min_classes,
+    nth_largest_sizes,
     split_counts,
     usable_counts,
     warn_small_classes,
@@ -415,7 +417,7 @@ def _write_packs(
 ) -> list[dict[str, Any]]:
     """Write every item's pack, in stream order; return their manifest entries."""
     entries = []
-    for item, role, _ in roles:
+    for item, role, need in roles:
         path = out / files[item.name]
         if item.kind == "folder":
             read = folders.pop(item.name)
@@ -431,6 +433,8 @@ def _write_packs(
         if role == "stream":
             sizes = np.bincount(dom.labels, minlength=dom.n_classes)
             entry["usable"] = usable_counts(sizes, dom.class_split, target)
+            # the class size its episodes are limited by, in each split (what fits: the advice)
+            entry["nth_class_images"] = nth_largest_sizes(sizes, dom.class_split, need)
         entries.append(entry)
     return entries
 
@@ -441,9 +445,7 @@ def _manifest(
     """``manifest.json``: the run command of the usable domains, settings, stream, pack entries."""
     n_way = settings["n_way"]
     unusable = {
-        e["name"]: e["usable"]
-        for e in entries
-        if e["role"] == "stream" and min(e["usable"].values()) < n_way
+        e["name"]: e for e in entries if e["role"] == "stream" and min(e["usable"].values()) < n_way
     }
     usable = [i.name for i in id_items if i.name not in unusable]
     why = _unusable_note(unusable, target, n_way, usable)
@@ -518,16 +520,36 @@ def _unusable_note(
         return ""
     need = min_class_images(target)
     each = ", ".join(
-        f"{name!r} has {'/'.join(map(str, left.values()))}" for name, left in unusable.items()
+        f"{name!r} has {'/'.join(map(str, e['usable'].values()))}" for name, e in unusable.items()
     )
     why = (
         f"{n_way}-way episodes of the {target.preset} preset need {n_way} classes of at least "
         f"{need} images in each of train/val/test, and {each} (train/val/test); fix: add "
-        "images to their classes, or prepare the stream with fewer ways (--n-way)"
+        f"images to their classes (at least {need} per class)"
+        + "".join(f"; {_smaller_episodes(name, e, target, n_way)}" for name, e in unusable.items())
     )
     if usable:
         return f"the run command leaves out stream domain(s) {list(unusable)}: {why}"
     return f"no run command: {target.preset} runs can use none of the stream domains: {why}"
+
+
+def _smaller_episodes(name: str, entry: dict[str, Any], target: RunTarget, n_way: int) -> str:
+    """What lets runs use stream domain ``name`` besides more images: the episode sizes its
+    ``n_way``-th largest class of each split fits (:func:`~.splits.fitting_episode`), and fewer
+    ways where more of its classes are large enough (``usable``) in every split."""
+    split, size = min(entry["nth_class_images"].items(), key=lambda kv: kv[1])
+    fits = fitting_episode(size, target)
+    where = f"{name!r}: the smallest of its {n_way} largest {split} classes has {size} images"
+    if fits is None:
+        said = f"{where}, too few for any episode (1 shot and 1 query labeled)"
+    else:
+        sets = " ".join(f"--set {k}={v}" for k, v in fits.items() if v != getattr(target, k))
+        shape = ", ".join(f"{k}={v}" for k, v in fits.items())
+        said = f"{where}, enough for episodes of {shape}: runs with {sets} can use it"
+    k = min(entry["usable"].values())
+    if 2 <= k < n_way:  # more of its classes are large enough for fewer ways
+        said += f", or prepare the stream with --n-way {k}"
+    return said
 
 
 def run_command(

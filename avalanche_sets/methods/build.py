@@ -27,12 +27,42 @@ if TYPE_CHECKING:  # torch loads only when a strategy is built (the CLI parses w
     from ..models.backbone import ConvBackbone
 
 __all__ = [
+    "building_error",
+    "building_method",
     "build_checked_strategy",
     "build_strategy",
     "make_backbone",
     "training_benchmark",
     "training_config",
 ]
+
+
+#: The attribute :func:`build_checked_strategy` sets on an exception that building a method
+#: raised (its constructor, ``model_arguments``/``make_model``, the plugins it builds): the
+#: method's name, so the command line reports it in one line (:func:`building_method`).
+_BUILDING = "avalanche_sets_building_method"
+
+
+def building_method(err: BaseException) -> str | None:
+    """The method whose construction raised ``err`` (the exception itself, unchanged, marked
+    by :func:`build_checked_strategy`), or ``None`` for an exception raised elsewhere."""
+    return getattr(err, _BUILDING, None)
+
+
+def building_error(err: BaseException, *, verbose: bool = False) -> str | None:
+    """What the command line prints for an exception that building a method raised
+    (:func:`building_method`), whatever its type: one line naming the method and the
+    exception's type, after its traceback when ``verbose``; ``None`` for any other exception."""
+    method = building_method(err)
+    if method is None:
+        return None
+    line = f"error: building method {method!r} raised {type(err).__name__}: "
+    line += " ".join(str(err).split())  # one line
+    if not verbose:
+        return line + " (-v prints the traceback)"
+    import traceback
+
+    return "".join(traceback.format_exception(err)) + line
 
 
 def make_backbone(config: RunConfig | str) -> ConvBackbone:
@@ -127,6 +157,8 @@ def build_checked_strategy(
         TypeError: ``config`` is no :class:`~avalanche_sets.presets.RunConfig`, or ``options``
             are not typed (a plain dictionary: :func:`build_strategy` types it).
         MethodOptionError: ``options`` typed for another method.
+        Exception: whatever building the method raises, as it is, marked with the method's
+            name (:func:`building_method`).
     """
     config = require_config(config, "build_checked_strategy")
     if not isinstance(options, MethodOptions):
@@ -141,10 +173,16 @@ def build_checked_strategy(
     from ..training.template import quiet_evaluator
 
     evaluator = evaluator if evaluator is not None else quiet_evaluator()
-    strategy = _build(
-        method_class(name), config, seed=seed, evaluator=evaluator, plugins=list(plugins or []),
-        options=options,
-    )  # fmt: skip
+    cls = method_class(name)
+    try:
+        strategy = _build(
+            cls, config, seed=seed, evaluator=evaluator, plugins=list(plugins or []),
+            options=options,
+        )  # fmt: skip
+    except Exception as err:  # raised as it is, marked with the method (building_method)
+        if building_method(err) is None:
+            setattr(err, _BUILDING, name)
+        raise
     if isinstance(strategy.model, PrototypicalModel) and strategy.model.n_way is None:
         strategy.model.n_way = config.n_way  # labels checked on the device, N never read
     strategy.run_config = config

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..method import _settings, same_value
 from ..presets import RunConfig, require_config
+from ..suggest import did_you_mean
 from .options import OptionSpec, OptionValueError, close_names, describe_options
 from .reads import _class_options, _unread_of, declared_defaults
 from .resolve import method_class
@@ -32,6 +33,7 @@ __all__ = [
     "normal_options",
     "parse_options",
     "run_config",
+    "strategy_set_options",
     "tuned_options",
     "typed_options",
     "unread_settings",
@@ -122,6 +124,62 @@ def parse_options(name: str, texts: Mapping[str, str]) -> MethodOptions:
         settable = {k: o for k, o in options.items() if o.from_text}
         raise MethodOptionError(f"{err}; its options: {describe_options(settable)}") from None
     return _typed(name, values)
+
+
+def strategy_set_options(
+    items: Iterable[str] | None, methods: list[str]
+) -> dict[str, MethodOptions]:
+    """``--strategy-set [METHOD:]KEY=VALUE`` → each method's typed options.
+
+    A plain ``KEY=VALUE`` goes to every method; ``METHOD:KEY=VALUE`` to that method only (the
+    ``:`` before the key is the last one, so ``pkg.module:Class:weight=0.5`` gives a method class's option).
+    The text is typed by the option's type (:func:`~avalanche_sets.methods.parse_options`),
+    once: the run takes the typed options it gives
+    (:class:`~avalanche_sets.methods.MethodOptions`) as they are.
+
+    Raises:
+        ValueError: an item without ``=``; a method not in the command; an option given twice
+            to one method (the later would win unseen); a plain option some method does not
+            take while others do (naming which); text that is no value of the option's type.
+    """
+    texts: dict[str, dict[str, str]] = {m: {} for m in methods}
+    given: dict[str, dict[str, str]] = {m: {} for m in methods}  # key -> the item that gave it
+    shared: dict[str, str] = {}
+    for item in items or []:
+        target, eq, value = item.partition("=")
+        method, _, key = target.rpartition(":")
+        if not eq or not key:
+            raise ValueError(f"--strategy-set expects [METHOD:]key=value, got {item!r}")
+        if method and method not in texts:
+            hint = did_you_mean(method, methods)
+            raise ValueError(
+                f"--strategy-set {item}: method {method!r} is not run by this command{hint}; "
+                f"fix: name one of {methods}, or give key=value to every method"
+            )
+        for m in [method] if method else methods:
+            if key in texts[m]:
+                raise ValueError(
+                    f"--strategy-set gives option {key!r} of method {m!r} twice "
+                    f"({given[m][key]} and {item}); fix: give it once"
+                )
+            texts[m][key], given[m][key] = value, item
+        if not method:
+            shared[key] = item
+    for key, item in shared.items():
+        lacking = [m for m in methods if not _takes_option(method_options(m), key)]
+        if lacking and len(lacking) < len(methods):
+            takers = [m for m in methods if m not in lacking]
+            raise ValueError(
+                f"--strategy-set {item} goes to every method, but {lacking} take(s) no option "
+                f"{key!r}; fix: give it to the method(s) that take it: "
+                + " ".join(f"--strategy-set {m}:{item}" for m in takers)
+            )
+    return {m: parse_options(m, texts[m]) for m in methods}
+
+
+def _takes_option(options: tuple[dict, bool], key: str) -> bool:
+    named, open_ = options
+    return open_ or key in named
 
 
 def default_options(name: str, config: RunConfig) -> dict[str, Any]:

@@ -267,7 +267,7 @@ def accuracy_matrix_figure(
         (
             str(domain_names[j])
             if j < len(domain_names) and domain_names[j] is not None
-            else f"domain {j}"
+            else f"domain {j + 1}"
         )
         for j in range(max(n_cols, n_rows))
     ]

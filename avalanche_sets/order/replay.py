@@ -153,7 +153,7 @@ class MemoryTask:
         if self.sampler is None:
             raise RuntimeError(
                 f"the images of memory task {self.source} come from the training sampler of "
-                f"experience {self.source.experience}, which the memory has not seen yet: a "
+                f"domain {self.source.experience + 1}, which the memory has not seen yet: a "
                 "restored memory learns the stream's samplers when training starts"
             )
         episode = self.sampler.sample(self.source.index)
@@ -332,7 +332,7 @@ class FeatureReservoirReplayPlugin(MetaBatchReplay, SupervisedPlugin):
         if sampler is not None and _episodes_key(sampler) != task.source.sampler:
             raise ValueError(
                 f"the memory holds episode {task.source.index} of {task.source.sampler}, but "
-                f"experience {task.source.experience} of this stream is drawn by {sampler!r}: "
+                f"domain {task.source.experience + 1} of this stream is drawn by {sampler!r}: "
                 "the run resumed on another stream; resume with the stream (preset, domains, "
                 "seed) that wrote the checkpoint"
             )
@@ -371,7 +371,7 @@ class FeatureReservoirReplayPlugin(MetaBatchReplay, SupervisedPlugin):
             drawn = sampler.sample(indices[0]).support_x.to(strategy.mb_x.support_x.device)
             if not torch.equal(drawn, strategy.mb_x.support_x[0]):
                 warnings.warn(
-                    f"the training batches of experience {exp} are not the episodes its "
+                    f"the training batches of domain {exp + 1} are not the episodes its "
                     "sampler draws (a transform or another plugin changed them), so the replay "
                     "memory keeps their images",
                     stacklevel=2,

@@ -47,7 +47,7 @@ from ..methods import (
 from ..metrics import episode_metrics
 from ..presets import RunConfig
 from ..training.checkpoint import previous_checkpoint_path, resume_note
-from ..training.loggers import check_finished_loggers, check_loggers
+from ..training.loggers import LOGGERS_FILE, check_finished_loggers, check_loggers, keep_history
 from ..training.loss_terms import DEFAULT_LOG_EVERY, LossTerms, RunEvaluator, check_log_every
 from ..training.memory_fill import MemoryFill, memory_fills
 from ..training.progress import DomainProgressLogger
@@ -303,16 +303,16 @@ def check_run(
     :func:`~avalanche_sets.methods.check_method` (the method's name, preset, options and
     ``given`` settings; the options typed once, or taken as they are when typed already:
     :class:`~avalanche_sets.methods.MethodOptions`), then the strategy built once and dropped — with a silent evaluator and
-    no added plugins — so that what only its construction checks (a method factory of one's own
+    no added plugins — so that what only its construction checks (a method class of one's own
     and the plugins it builds, a strategy's own argument checks) fails here, before the stream
-    is built or described. A factory is therefore called twice per run: here, and by
+    is built or described. A method class is therefore built twice per run: here, and by
     :func:`run_experiment`, which builds the run's strategy with its evaluator and plugins.
     Building a strategy is cheap (a small network, no data) and seeds its own model, so the
     probe changes nothing the run computes.
 
     Raises:
         ValueError, TypeError: as :func:`~avalanche_sets.methods.check_method`, and whatever
-            the strategy's (or the factory's, or its plugins') construction raises.
+            the strategy's (or its plugins') construction raises.
     """
     config, options = checked_method(
         method, preset, strategy_overrides, given=given, eval_stream=eval_stream
@@ -563,11 +563,14 @@ def _start(
     bench_config: RunConfig,
 ) -> _Started:
     """Open the run's log and loggers, build its strategy, then what it trains on (the strategy
-    first: a factory's or a plugin's errors come before any data loads), and say what its
-    memory does (:func:`note_memory`). A failure here closes what was opened and leaves no
+    first: a method's or a plugin's errors come before any data loads), and say what its
+    memory does (:func:`note_memory`). A resume with other history loggers than the run
+    started with is refused first (:func:`~avalanche_sets.training.loggers.keep_history`).
+    A failure here closes what was opened and leaves no
     folder this call ``made`` (:func:`_remove_unstarted`) unless the run resumes."""
     checkpoint = out / CHECKPOINT_FILE
     resuming = checkpoint.exists() or previous_checkpoint_path(checkpoint).exists()
+    keep_history(out, loggers, resuming=resuming)  # before anything is opened
     torch.set_num_threads(int(run.config.threads))
     # The run log: every metric value (and resumes); closed with the loggers after training.
     log = open(out / LOG_FILE, "a", buffering=1)  # noqa: SIM115
@@ -634,10 +637,9 @@ def _train(run: Run, started: _Started, *, checkpoint_every: int | None) -> _Tra
                 "date": utc_now(),
             }
         )
-        message = (
-            f"resuming {out} from {restored['path']} at domain {pos['experience']}, "
-            f"iteration {pos['iteration']}"
-        )
+        domain, n_domains = pos["experience"] + 1, len(started.bench.train_stream)  # from 1
+        at = f"domain {domain}, iteration {pos['iteration']}" if domain <= n_domains else "its end"
+        message = f"resuming {out} from {restored['path']} at {at}"
         print(message, file=sys.stderr, flush=True)
         print(message, file=log, flush=True)
         note = resume_note(restored)  # epoch metrics over the iterations after it only
@@ -688,5 +690,5 @@ def _write(run: Run, started: _Started, trained: _Trained) -> None:
     write_run_report(started.out, record)
     write_record(started.out, record)
     checkpoint = started.out / CHECKPOINT_FILE
-    for ckpt in (checkpoint, previous_checkpoint_path(checkpoint)):
+    for ckpt in (checkpoint, previous_checkpoint_path(checkpoint), started.out / LOGGERS_FILE):
         ckpt.unlink(missing_ok=True)

@@ -68,7 +68,7 @@ __all__ = [
 
 def fit_title(text: str, width: int = 60, max_lines: int = 3) -> str:
     """``text`` wrapped to lines of at most ``width`` characters (a long method name such as
-    ``my_package.methods:my_factory`` is broken too), at most ``max_lines`` of them (the last
+    ``my_package.methods:MyMethod`` is broken too), at most ``max_lines`` of them (the last
     ends in ``…`` when cut): a picture's title that fits its figure."""
     lines = textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=False)
     if len(lines) > max_lines:

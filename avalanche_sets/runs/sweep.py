@@ -28,6 +28,7 @@ from .experiment import check_run, run_experiment
 from .folder import RunLockedError, check_tag, is_finished
 from .record import RunRecord
 from .run import Run
+from .terminal_warnings import recorded_warnings, show_recorded
 
 __all__ = ["RunSpec", "RunOutcome", "check_specs", "run_one", "run_sweep"]
 
@@ -138,7 +139,7 @@ def check_specs(specs: Sequence[RunSpec], *, given: Iterable[str] = ()) -> list[
         key = (spec.method, spec.preset, spec.eval_stream, spec.strategy_overrides)
         if key in probed:
             continue
-        # the strategy built once (check_run): a factory's or plugin's construction errors
+        # the strategy built once (check_run): a method's or plugin's construction errors
         check_run(
             spec.method, spec.preset, spec.strategy_overrides, seed=spec.seed,
             given=given - read, eval_stream=spec.eval_stream,
@@ -178,9 +179,16 @@ def run_one(
 
 
 def _task(item: tuple[int, RunSpec, bool, bool]) -> tuple[int, RunOutcome]:
-    """One run in a worker (pool process or Ray task), its specs checked by the driver."""
+    """One run, its specs checked by the driver."""
     i, spec, wait, keep_going = item
     return i, run_one(spec, wait=wait, keep_going=keep_going, checked=True)
+
+
+def _worker_task(item: tuple[int, RunSpec, bool, bool]) -> tuple[int, RunOutcome, list]:
+    """:func:`_task` in a worker (pool process or Ray task), with the warnings it raised, which
+    the driver shows (:func:`~.terminal_warnings.show_recorded`)."""
+    (i, outcome), warned = recorded_warnings(lambda: _task(item))
+    return i, outcome, warned
 
 
 def _parallel(spec: RunSpec, threads: int | None, **changes: Any) -> RunSpec:
@@ -249,7 +257,8 @@ def _pass(
     results: list[RunOutcome | None] = [None] * len(items)
     bar = tqdm(total=len(items), desc="runs", disable=not progress)
 
-    def done(i: int, outcome: RunOutcome) -> None:
+    def done(i: int, outcome: RunOutcome, warned: Sequence = ()) -> None:
+        show_recorded(warned)  # a worker's warnings, shown here
         results[i] = outcome
         if on_done is not None and outcome.status != "locked":
             on_done(outcome)
@@ -261,8 +270,8 @@ def _pass(
         elif jobs > 1:
             items = [(i, _parallel(s, threads), w, k) for i, s, w, k in items]
             with mp.get_context("spawn").Pool(jobs) as pool:
-                for i, outcome in pool.imap_unordered(_task, items, chunksize=1):
-                    done(i, outcome)
+                for result in pool.imap_unordered(_worker_task, items, chunksize=1):
+                    done(*result)
         else:
             for item in items:
                 done(*_task(item))
@@ -300,7 +309,7 @@ def _ray_pass(
         )
     try:
         pending = [
-            ray.remote(num_cpus=cpus, num_gpus=int(gpu))(_task).remote(item)
+            ray.remote(num_cpus=cpus, num_gpus=int(gpu))(_worker_task).remote(item)
             for item, gpu, cpus in todo
         ]
         while pending:  # report runs as they finish, in any order

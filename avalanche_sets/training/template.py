@@ -110,14 +110,15 @@ class NonFiniteLossError(FloatingPointError):
     Attributes:
         term: the offending loss term (``"meta"``, ``"mi"``, ``"ot"``, ...), ``"total"`` when
             no single named term is non-finite, or ``"gradient of <parameter>"``.
-        experience: index of the training experience (domain) in the stream.
+        experience: index of the training experience (domain) in the stream, from 0 (Avalanche's
+            ``current_experience``; the message counts domains from 1).
         iteration: meta-batch index inside that experience.
     """
 
     def __init__(self, term: str, *, experience: int, iteration: int, detail: str = "") -> None:
         self.term, self.experience, self.iteration = term, experience, iteration
         super().__init__(
-            f"non-finite {term} at training experience {experience}, iteration {iteration}"
+            f"non-finite {term} at training domain {experience + 1}, iteration {iteration}"
             f"{f' ({detail})' if detail else ''}: the optimiser step was refused and the "
             "weights were not updated, so the last checkpoint is the last good state. Lower the "
             "learning rate or the term's weight, or check the input data"
@@ -599,7 +600,7 @@ class EpisodicTemplate(SupervisedTemplate):
         self._deferred = None
         if "support labels" in bad:
             raise ValueError(
-                f"the support labels at training experience {experience}, iteration "
+                f"the support labels at training domain {experience + 1}, iteration "
                 f"{iteration} break the model's {self.model.n_way}-way contract (a label "
                 "outside 0..N-1, or an episode without a support example of some class); the "
                 "step and every later one were skipped, so the weights are those before it"
@@ -625,8 +626,8 @@ class EpisodicTemplate(SupervisedTemplate):
         if label_error is not None and bool(label_error):
             support_n_way(self.mb_x.support_y)  # explains labels below 0 or a missing class
             raise ValueError(
-                f"the support labels at training experience "
-                f"{self.experience.current_experience}, iteration {self.exp_iteration} break "
+                f"the support labels at training domain "
+                f"{self.experience.current_experience + 1}, iteration {self.exp_iteration} break "
                 f"the model's {self.model.n_way}-way contract (a label outside 0..N-1); the "
                 "optimiser step was refused"
             )

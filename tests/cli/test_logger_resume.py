@@ -122,7 +122,7 @@ def test_a_run_killed_mid_domain_and_resumed_logs_what_an_uninterrupted_run_logs
     assert "resuming" in again.stderr
     log = (folder / "log.txt").read_text()
     (resume,) = re.findall(r"^resuming .* at domain (\d+), iteration (\d+)$", log, re.M)
-    assert resume[0] == "1" and 0 < int(resume[1]) < ITERATIONS, "not killed mid-domain"
+    assert resume[0] == "2" and 0 < int(resume[1]) < ITERATIONS, "not killed mid-domain"
     assert "cover only the iterations after the resume" not in log  # the state was saved
 
     # W&B: one offline run, the killed process's id, every step once, with its values

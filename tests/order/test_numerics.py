@@ -183,7 +183,7 @@ def test_non_finite_term_refuses_the_step_and_keeps_the_checkpoint(tmp_path):
     poison = _Poison(at=4)
     s.plugins.insert(0, poison)
     ckpt = tmp_path / "ckpt.pt"
-    with pytest.raises(NonFiniteLossError, match=r"non-finite mi at training experience 0, "
+    with pytest.raises(NonFiniteLossError, match=r"non-finite mi at training domain 1, "
                        r"iteration 4.*step was refused") as info:  # fmt: skip
         run_sets(s, bench, checkpoint_path=ckpt, checkpoint_every=3)
     assert info.value.term == "mi" and info.value.iteration == 4
@@ -230,7 +230,7 @@ def test_non_finite_embeddings_refuse_the_step_as_the_meta_term():
 
     poison = _NaNEmbeddings()
     s.plugins.append(poison)
-    with pytest.raises(NonFiniteLossError, match="non-finite meta at training experience 0, "
+    with pytest.raises(NonFiniteLossError, match="non-finite meta at training domain 1, "
                        "iteration 4") as info:  # fmt: skip
         s.train(bench.train_stream[0])
     assert info.value.term == "meta"
@@ -256,7 +256,7 @@ def test_a_non_finite_term_without_a_gradient_refuses_the_step():
     s = _strategy(None, plugins=[term])  # a term reaches the loss through the criterion
     s.optimizer = torch.optim.Adam(s.model.parameters(), lr=1e-2)
     s.make_optimizer()
-    with pytest.raises(NonFiniteLossError, match="non-finite const at training experience 0, "
+    with pytest.raises(NonFiniteLossError, match="non-finite const at training domain 1, "
                        "iteration 2") as info:  # fmt: skip
         s.train(bench.train_stream[0])
     assert info.value.term == "const"

@@ -268,15 +268,43 @@ def test_a_checkpoint_without_the_epoch_metrics_state_resumes_with_a_note(
     assert got[1]["training_loss"] != want[1]["training_loss"]  # 2 of its 4 iterations
 
 
-def test_a_logger_added_on_resume_logs_at_the_restored_steps(tmp_path, monkeypatch):
-    """A run stopped in its second domain with the terminal logger only and resumed with
-    TensorBoard logs the rest at the uninterrupted run's step (the clock comes from the
-    checkpoint, which has no state for the new logger: it starts fresh)."""
+def test_a_history_logger_added_on_resume_is_refused_a_terminal_one_is_not(tmp_path, monkeypatch):
+    """A run stopped in its second domain with the terminal logger only: resumed with
+    TensorBoard it is refused before anything is opened (``tb/`` would begin at the resume,
+    the first domain missing); resumed with another terminal logger it finishes, resuming once."""
     out = tmp_path / "runs"
-    _interrupted_then_resumed(out, "training", monkeypatch, ("progress",), then=("tensorboard",))
-    scalars = tensorboard_scalars(_folder(out))
-    steps = {s for t, points in scalars.items() if not t.startswith("AccMatrix") for s, _ in points}
-    assert steps == {6, 2 * ITERATIONS}  # a loss-term interval ends at 6, the domain at 8
+    real = training.run_sets
+
+    def killed_run_sets(strategy, *args, **kwargs):
+        strategy.plugins.append(_Kill("training"))
+        return real(strategy, *args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(training, "run_sets", killed_run_sets)
+        with pytest.raises(_Killed):
+            _run(out, ("progress",))
+    (folder,) = {p.parent for p in out.rglob(CHECKPOINT_FILE)}
+    checkpoint = (folder / CHECKPOINT_FILE).read_bytes()
+    with pytest.raises(ValueError, match=r"adds tensorboard .*--loggers progress \("):
+        _run(out, ("tensorboard",))
+    assert not (folder / "tb").exists()
+    assert (folder / CHECKPOINT_FILE).read_bytes() == checkpoint
+    record = _run(out, ("interactive",))
+    assert len(record.provenance.resumes) == 1
+
+
+def test_the_resume_message_counts_domains_from_1_as_the_progress_bars_do(
+    tmp_path, monkeypatch, capsys
+):
+    """Stopped in the second of two domains, its checkpoint written after one iteration of it,
+    the run resumes "at domain 2, iteration 1", as its progress bar names it "domain 2/2"."""
+    out = tmp_path / "runs"
+    _interrupted_then_resumed(out, "training", monkeypatch, ("progress",))
+    err = capsys.readouterr().err
+    (line,) = [x for x in err.splitlines() if x.startswith("resuming ")]
+    assert line.endswith(" at domain 2, iteration 1"), line
+    assert line in (_folder(out) / "log.txt").read_text().splitlines()
+    assert "domain 2/2" in err
 
 
 def test_wandb_without_wandb_is_refused_before_anything_runs(tmp_path, monkeypatch):

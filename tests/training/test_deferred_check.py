@@ -122,7 +122,7 @@ def test_a_bad_step_and_every_later_one_are_skipped_and_named_at_the_domain_end(
     bench = build_benchmark(PRESET, seed=0)
     with pytest.raises(
         NonFiniteLossError,
-        match=rf"non-finite {term} at training experience 0, iteration {K} "
+        match=rf"non-finite {term} at training domain 1, iteration {K} "
         r"\(skipped on the device\)",
     ) as info:
         s.train(bench.train_stream[0])
@@ -135,7 +135,7 @@ def test_the_periodic_check_point_names_the_first_bad_iteration():
     s, watch = _strategy(_NaNTerm(2))
     s.deferred_check_every = 2  # reads after iterations 1, 3, 5
     bench = build_benchmark(PRESET, seed=0)
-    with pytest.raises(NonFiniteLossError, match="non-finite poison at training experience 0, "
+    with pytest.raises(NonFiniteLossError, match="non-finite poison at training domain 1, "
                        "iteration 2 ") as info:  # fmt: skip
         s.train(bench.train_stream[0])
     assert info.value.iteration == 2
@@ -166,7 +166,7 @@ def test_no_checkpoint_is_written_after_the_bad_step(tmp_path):
 
 def test_labels_that_break_the_n_way_contract_are_refused_at_the_check_point():
     s, watch = _strategy(_BadLabels(K))
-    with pytest.raises(ValueError, match=rf"support labels at training experience 0, iteration "
+    with pytest.raises(ValueError, match=rf"support labels at training domain 1, iteration "
                        rf"{K} break the model's 2-way contract"):  # fmt: skip
         s.train(build_benchmark(PRESET, seed=0).train_stream[0])
     assert watch.started == list(range(N_ITER))
