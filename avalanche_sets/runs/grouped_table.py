@@ -58,14 +58,15 @@ def check_columns(rows: Sequence[Mapping], columns: str) -> None:
     varying = [k for k in _labels(list(rows)) if k != "method"
                and len({str(r[k]) for r in rows}) > 1]  # fmt: skip
     if columns == "method":
-        raise ValueError("--columns method: the methods are the rows; name a setting, e.g. "
-                         "--columns n_shot")  # fmt: skip
+        raise ValueError("--columns method: the methods are the rows; fix: name a setting "
+                         "the rows differ in, e.g. --columns n_shot")  # fmt: skip
     if not varying or columns not in varying:
         known = ", ".join(varying) or "none (the rows differ only in their method)"
         present = columns in rows[0] or columns in rows[0].get("protocol_settings", {})
         why = ("every row has the same value: nothing to group by" if present
                else f"no row has this setting{did_you_mean(columns, varying)}")  # fmt: skip
-        raise ValueError(f"--columns {columns}: {why}; the settings the rows differ in: {known}")
+        raise ValueError(f"--columns {columns}: {why}; fix: --columns one of the settings the "
+                         f"rows differ in: {known}")  # fmt: skip
 
 
 def _cell(row: Mapping, metric: str) -> Cell | None:

@@ -123,7 +123,7 @@ def check_labels(
         if key not in known:
             raise ValueError(
                 f"--label {key}={labels[key]}: no row of this table is of method {key!r} or is "
-                f"named so{did_you_mean(key, known)}; the methods and rows are "
+                f"named so{did_you_mean(key, known)}; fix: a KEY among the methods and rows "
                 f"{', '.join(map(repr, known))}"
             )
     named = row_names(rows, labels, skip=skip)
