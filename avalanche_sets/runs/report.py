@@ -46,7 +46,7 @@ from .protocols import (
     shared_settings,
 )
 from .record import RESULT_FILE, RunRecord, read_record
-from .row_names import companion_rows, label_column
+from .row_names import companion_rows, label_column, label_keys
 
 __all__ = [
     "run_table",
@@ -407,7 +407,7 @@ def aggregate_results(
         arms.append((group, arm))
     if vs is not None:
         _add_deltas(rows, arms, vs)
-    labels = [k for k in rows[0] if k not in _VALUE_FIELDS] if rows else []
+    labels = label_keys(rows) if rows else []
     order = sorted(range(len(rows)), key=lambda i: [_sort_key(rows[i][k]) for k in labels])
     return [rows[i] for i in order]
 
@@ -450,45 +450,13 @@ def _add_deltas(rows: list[dict], arms: list[tuple[list[RunRecord], dict]], vs: 
             }  # fmt: skip
 
 
-# the fields of an aggregated row that are values, not the labels it is shown by
-_VALUE_FIELDS = (
-    "seeds",
-    "seed_list",
-    "accuracy",
-    "ci95",
-    "ci_over",
-    "forgetting",
-    "forgetting_ci95",
-    "bwt",
-    "bwt_ci95",
-    "per_domain",
-    "per_domain_ci95",
-    "per_domain_each",
-    "matrix",
-    "matrix_ci95",
-    "matrix_each",
-    "seconds",
-    "codes",
-    "data_sources",
-    "numeric_paths",
-    "ood_sources",
-    "domain_orders",
-    "seed_accuracy",
-    "paired_setting",
-    "protocol_settings",
-    "delta",
-    "ood",
-)
-
-
 def _pts(v: float, ci: float = math.nan) -> str:
     if math.isnan(v):
         return "n/a"
     return f"{100 * v:.2f}" + ("" if math.isnan(ci) else f" ± {100 * ci:.2f}")
 
 
-def _labels(rows: list[dict]) -> list[str]:
-    return [k for k in rows[0] if k not in _VALUE_FIELDS]
+_labels = label_keys
 
 
 def _domains(rows: list[dict]) -> list[str]:

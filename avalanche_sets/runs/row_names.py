@@ -16,8 +16,46 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from ..suggest import did_you_mean
 
-__all__ = ["parse_labels", "row_method", "row_names", "check_labels", "label_column",
+__all__ = ["VALUE_FIELDS", "label_keys", "parse_labels", "row_method", "row_names", "check_labels", "label_column",
            "companion_rows"]  # fmt: skip
+
+#: the fields of an aggregated row (:func:`.report.aggregate_results`) that are values, not the
+#: labels it is shown by
+VALUE_FIELDS = (
+    "seeds",
+    "seed_list",
+    "accuracy",
+    "ci95",
+    "ci_over",
+    "forgetting",
+    "forgetting_ci95",
+    "bwt",
+    "bwt_ci95",
+    "per_domain",
+    "per_domain_ci95",
+    "per_domain_each",
+    "matrix",
+    "matrix_ci95",
+    "matrix_each",
+    "seconds",
+    "codes",
+    "data_sources",
+    "numeric_paths",
+    "ood_sources",
+    "domain_orders",
+    "seed_accuracy",
+    "paired_setting",
+    "protocol_settings",
+    "delta",
+    "ood",
+)
+
+
+def label_keys(rows: Sequence[Mapping]) -> list[str]:
+    """The label columns of aggregated rows (their first row's fields less
+    :data:`VALUE_FIELDS`), in the table's order."""
+    return [k for k in rows[0] if k not in VALUE_FIELDS]
+
 
 #: the label columns whose values are hashes, not settings a reader knows by name
 _HASHES = ("code", "data")
@@ -89,9 +127,7 @@ def row_names(
     table shows them); ``skip``: settings left out of the names (a grouped table's
     ``--columns`` setting, which its column heads name).
     """
-    from .report import _labels  # report imports this module
-
-    keys = list(_labels(list(rows)) if keys is None else keys)
+    keys = list(label_keys(rows) if keys is None else keys)
     labels = dict(labels or {})
     suffixes = _suffixes(rows, keys, skip)
     names = []
