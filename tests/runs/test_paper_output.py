@@ -20,6 +20,7 @@ from avalanche_sets.runs import report
 from avalanche_sets.runs.grouped_table import grouped_table
 from avalanche_sets.runs.record import write_record
 from avalanche_sets.runs.report import aggregate_results, find_results, write_table
+from avalanche_sets.runs.row_names import row_names
 from avalanche_sets.runs.row_plots import write_row_plots
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -67,11 +68,12 @@ def _looks(figs: dict, stem: str) -> dict[str, tuple]:
 
 def test_a_method_keeps_its_colour_marker_and_hatch_in_every_table(tmp_path, drawn):
     _three(tmp_path)
-    for stem, parts in (("one", ["a", "b"]), ("two", ["b", "c", "a"])):
+    # ORDER is the first row of one table and the second of the other
+    for stem, parts in (("one", ["a", "c"]), ("two", ["b", "c", "a"])):
         rows = aggregate_results(find_results([tmp_path / p for p in parts]))
         write_row_plots(rows, tmp_path / stem)
     one, two = _looks(drawn, "one"), _looks(drawn, "two")
-    assert set(one) == {"order", "mskm"} and set(two) == {"order", "mskm", "semi-der"}
+    assert set(one) == {"order", "semi-der"} and set(two) == {"order", "mskm", "semi-der"}
     for method in one:
         assert one[method] == two[method], method
     assert len({look[0] for look in two.values()}) == 3  # three methods, three colours
@@ -104,23 +106,31 @@ def test_label_renames_rows_in_every_output(tmp_path, drawn, capsys):
 
 
 def test_no_hash_in_a_legend_by_default(tmp_path, drawn):
-    """A method of one's own: its rows differ from the others in a code hash column, which the
-    legend leaves out (the CSV companion keeps it)."""
+    """A method of one's own, run twice with other code and another option: its rows differ in
+    a code hash column too, which their names leave out (the CSV companion keeps it); a hash
+    is named only where it alone tells two rows apart."""
     runs(tmp_path, "mskm", [(0.5, 0.4)])
-    folder = tmp_path / "mine-0"
-    folder.mkdir()
-    mine = dataclasses.replace(record("energy_order:EnergyOrder", 0, (0.6, 0.5)),
-                               user_code={"energy_order": "5b4ffc7" + "0" * 57})  # fmt: skip
-    write_record(folder, mine)
+    for k, (code, gamma) in enumerate((("5b4ffc7", None), ("9e8d7c6", 0.05))):
+        folder = tmp_path / f"mine-{k}"
+        folder.mkdir()
+        mine = dataclasses.replace(record("energy_order:EnergyOrder", 0, (0.6, 0.5), gamma=gamma),
+                                   user_code={"energy_order": code + "0" * 57})  # fmt: skip
+        write_record(folder, mine)
     rows = aggregate_results(find_results([tmp_path]))
     assert "user_code.energy_order" in rows[0]
     write_table(rows, tmp_path / "t")
     write_row_plots(rows, tmp_path / "t")
     legends = _legends(drawn)
-    assert sorted(set(legends)) == ["energy_order:EnergyOrder", "mskm"]
+    assert sorted(set(legends)) == ["energy_order:EnergyOrder", "energy_order:EnergyOrder, "
+                                    "gamma=0.05", "mskm"]  # fmt: skip
     assert not any(re.search(r"[0-9a-f]{7}", t) for t in legends)
     companion = json.loads((tmp_path / "t.json").read_text())
     assert any(r["settings"].get("user_code.energy_order") == "5b4ffc7" for r in companion["rows"])
+    # the same option: only the code tells the two rows apart, so their names say it
+    alike = [dict(r, gamma="—") for r in rows]
+    assert [n for n in row_names(alike) if "energy" in n] == [
+        "energy_order:EnergyOrder, user_code.energy_order=5b4ffc7",
+        "energy_order:EnergyOrder, user_code.energy_order=9e8d7c6"]  # fmt: skip
 
 
 def test_the_pictures_carry_no_caption_unless_asked(tmp_path, drawn):
