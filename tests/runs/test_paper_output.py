@@ -236,3 +236,21 @@ def test_bad_layout_options_are_refused_with_the_fix(argv, says, tmp_path, capsy
     assert main(["table", str(tmp_path / "runs"), "--by", "method", *argv]) == 2
     err = capsys.readouterr().err
     assert says in err and ("fix" in err or "write KEY=NAME" in err or "add --out" in err)
+
+
+def test_no_bold_between_rows_of_different_settings(tmp_path):
+    """Rows made in different settings drew different test episodes: the seed rule cannot
+    pair them, so however far apart, the best is not bold."""
+    for method, acc, tpd in (("order", 0.9, 40), ("mskm", 0.2, 80)):
+        for seed in range(3):
+            base = record(method, seed, (acc + seed / 100, acc))
+            folder = tmp_path / f"{method}-{seed}"
+            folder.mkdir()
+            write_record(folder, dataclasses.replace(
+                base, preset={**base.preset, "tasks_per_domain": tpd}))  # fmt: skip
+    rows = aggregate_results(find_results([tmp_path]))
+    assert "**" not in grouped_table(rows)
+    # the same rows, told they share a setting: resolved, bold
+    order, mskm = sorted(rows, key=lambda r: r["method"] != "order")
+    mskm["paired_setting"] = order["paired_setting"]
+    assert "**90.50 ± 1.24**" in grouped_table(rows)
