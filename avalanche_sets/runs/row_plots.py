@@ -304,7 +304,7 @@ def _stream_figure(rows, names, styles, domains, stream, caption: list | None):
 
     cols = min(len(domains), 3)
     n_panels = (len(domains) + cols - 1) // cols
-    fig = Figure(figsize=(5 * cols, 3.8 * n_panels + 1.2))
+    fig = Figure(figsize=(5 * cols, 3.8 * n_panels + 1.8))  # the legend under the panels
     FigureCanvasAgg(fig)
     _draw_stream(fig, rows, names, styles, domains, stream)
     handles = {h.get_label(): h for ax in fig.axes for h in ax.get_lines()
@@ -325,7 +325,7 @@ def _final_figure(rows, names, styles, domains, final, caption: list | None):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(max(6.0, 0.9 * len(domains) * max(len(rows), 2) * 0.5 + 3), 5))
+    fig = Figure(figsize=(max(6.0, 0.9 * len(domains) * max(len(rows), 2) * 0.5 + 3), 5.6))
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     _draw_final(ax, rows, names, styles, domains, final)
