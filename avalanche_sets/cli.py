@@ -28,6 +28,7 @@ from .presets import parse_settings as _parse_sets  # as the benchmarks' scripts
 from .runs.figure_formats import add_figure_arguments, figure_formats
 from .runs.folder import RunLockedError, check_tag  # the standard library alone
 from .runs.record import RunRecord
+from .runs.table_layout import add_layout_arguments, check_layout, run_table
 from .runs.table_metrics import add_metric_argument, table_metric  # the standard library alone
 from .runs.terminal_warnings import one_line_warnings  # the standard library alone
 from .training.loggers import check_loggers  # the standard library alone
@@ -211,6 +212,7 @@ def _table_parser(sub) -> None:
         "on the same test episodes)",
     )  # fmt: skip
     add_metric_argument(table)  # --metric
+    add_layout_arguments(table)  # --label, --format, --columns, --caption-inside
     table.add_argument(
         "--pool-code", action="store_true",
         help="let runs that differ only in the code that made them (commit, uncommitted "
@@ -508,19 +510,13 @@ def _records(folders: list[str]) -> list[RunRecord]:
 
 
 def _cmd_table(args) -> int:
-    from .runs import aggregate_results, write_row_plots, write_table
-
-    formats, metric = figure_formats(args), table_metric(args)  # before any record is read
+    # before any record is read: the formats, the metric, the labels
+    formats, metric, _ = figure_formats(args), table_metric(args), check_layout(args)
     records = _records(args.folders)
     if not records:
         return 2
-    by = [k.strip() for k in args.by.split(",")]
-    rows = aggregate_results(records, by=by, pool_code=args.pool_code, vs=args.vs)
-    print(write_table(rows, args.out, metric=metric))
-    if args.out:  # the pictures draw the accuracy only
-        pics = write_row_plots(rows, args.out, formats=formats) if metric == "accuracy" else []
-        written = [*map(Path(args.out).with_suffix, (".md", ".csv", ".json")), *pics]
-        print("\nwrote " + ", ".join(map(str, written)))
+    if wrote := run_table(args, records, formats, metric):
+        print(wrote)
     return 0
 
 

@@ -13,6 +13,7 @@ __all__ = [
     "PRECISIONS",
     "MEM_SIZE",
     "N_OOD",
+    "DEFAULT_OOD",
     "REPLAY_BATCH",
     "LOG_EVERY",
     "check_mem_size",
@@ -33,6 +34,14 @@ MEM_SIZE = 200
 
 N_OOD = 50
 """OOD images in an episode's unlabeled set (the paper's R = 50)."""
+
+DEFAULT_OOD: dict[str, tuple[str, ...]] = {
+    "synthetic": ("rings", "lattices", "spirals"),
+    "paper": ("omniglot", "vggflower", "fish"),
+}
+"""The OOD sources a source mixes into every episode when the preset names none (``ood``);
+a folder of packs decides its own (its ``ood_*`` packs or its stream manifest). Here, not in
+the data layer, so that a table names them without loading torch."""
 
 REPLAY_BATCH = 2
 """Memory tasks replayed per training iteration."""

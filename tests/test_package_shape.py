@@ -32,6 +32,7 @@ TORCH_FREE = {
     "runs/record.py",
     "runs/report.py",
     "runs/row_plots.py",
+    "runs/table_layout.py",
 }
 
 

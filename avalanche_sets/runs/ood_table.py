@@ -14,7 +14,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +22,7 @@ import numpy as np
 from ..metrics import stats
 from .record import OOD_METRICS, RunRecord
 from .report import _domains, _labels, protocol_lines, table_protocol
+from .row_names import companion_rows, label_column
 from .table_metrics import check_table_metric
 
 __all__ = ["ood_summary", "ood_footer", "write_ood_table"]
@@ -98,24 +99,33 @@ def ood_footer(rows: list[dict], measure: str) -> list[str]:
     return lines + protocol_lines(rows)
 
 
-def write_ood_table(rows: list[dict], metric: str, out: str | Path | None = None) -> str:
+def write_ood_table(
+    rows: list[dict],
+    metric: str,
+    out: str | Path | None = None,
+    *,
+    labels: Mapping[str, str] | None = None,
+) -> str:
     """Markdown table of one OOD split measure (``metric``: ``ood_auroc``, ``ood_precision``
     or ``ood_recall``) of :func:`~.report.aggregate_results`'s rows: its value % ± 95% interval
     over seeds, per domain, the seeds it is over; with :func:`ood_footer`. When ``out`` is
     given, also ``out``.md (the same), ``out``.csv and ``out``.json (``{"csv", "metric",
-    "protocol", "footer"}``)."""
+    "protocol", "footer", "rows"}``). ``labels``: as :func:`~.report.write_table`'s (a first
+    ``label`` column)."""
     measure = check_table_metric(metric).removeprefix("ood_")
     if measure not in OOD_METRICS:
         raise ValueError(f"write_ood_table: {metric!r} is no OOD measure; use write_table")
     if not rows:
         return ""
     keys, domains = _labels(rows), _domains(rows)
-    head = [*keys, f"{_TITLES[measure]} (%)", *domains, "seeds"]
+    named = label_column(rows, labels)
+    head = [*named, *keys, f"{_TITLES[measure]} (%)", *domains, "seeds"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in rows:
+    for i, r in enumerate(rows):
         ood = r.get("ood")
         got = ood[measure] if ood else None
         cells = [
+            *(names[i] for names in named.values()),
             *(str(r[k]) for k in keys),
             "—" if got is None else _cell(got["value"], got["ci95"]),
             *("—" if got is None or d not in got["per_domain"]
@@ -129,9 +139,11 @@ def write_ood_table(rows: list[dict], metric: str, out: str | Path | None = None
         out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.with_suffix(".md").write_text(text + "\n")
-        _write_csv(rows, keys, domains, measure, out.with_suffix(".csv"))
+        shown = [{"label": n, **r} for r, n in zip(rows, named["label"])] if named else rows
+        _write_csv(shown, [*named, *keys], domains, measure, out.with_suffix(".csv"))
         companion = {"csv": out.with_suffix(".csv").name, "metric": metric,
-                     "protocol": table_protocol(rows), "footer": footer}  # fmt: skip
+                     "protocol": table_protocol(rows), "footer": footer,
+                     "rows": companion_rows(rows, labels)}  # fmt: skip
         out.with_suffix(".json").write_text(json.dumps(companion, indent=2) + "\n")
     return text
 

@@ -18,8 +18,8 @@ something; runs of two protocols are never averaged together.
   setting both read (the pairing of ``table --vs``);
 * :func:`code_key` / :func:`code_label` — the code a record names;
 * :func:`check_setting_names` — a grouping key no record has, refused with "did you mean";
-* :func:`data_label` / :func:`numerics_label` / :func:`shared_settings` — what a table says of
-  the protocol all its rows share (its footer, its ``.json`` companion, its plots' captions).
+* :func:`data_label` / :func:`numerics_label` / :func:`ood_label` / :func:`domain_order_label`
+  / :func:`shared_settings` — what a table says of the protocol all its rows share (its footer, its ``.json`` companion, its plots' captions).
 
 Standard library only (with :mod:`.folder`): the ``table`` command reads thousands of records
 in well under a second.
@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 
+from ..defaults import DEFAULT_OOD
 from ..suggest import did_you_mean
 from .code import short_code
 from .folder import record_identity
@@ -47,6 +48,8 @@ __all__ = [
     "check_setting_names",
     "data_label",
     "numerics_label",
+    "ood_label",
+    "domain_order_label",
     "shared_settings",
 ]
 
@@ -240,6 +243,32 @@ def numerics_label(record: RunRecord) -> str:
         return "not recorded"
     keys = ("device", "precision", "threads", "cpu_bf16")
     return ", ".join(f"{k} {'not recorded' if num.get(k) is None else num[k]}" for k in keys)
+
+
+def ood_label(record: RunRecord) -> str:
+    """The OOD sources of a record's episodes as a table's protocol names them: the preset's
+    ``ood`` (``omniglot, vggflower, fish``), the source's default named
+    (:data:`~avalanche_sets.defaults.DEFAULT_OOD`), ``none (n_ood 0)``, or, for a folder of
+    packs that decides its own, what decided them (the run did not record their names)."""
+    preset = record.preset
+    if preset.get("n_ood") == 0:
+        return "none (n_ood 0)"
+    if preset.get("ood") is not None:
+        return ", ".join(map(str, preset["ood"])) or "none"
+    source = str(preset.get("source", "?"))
+    if source in DEFAULT_OOD:
+        return f"{', '.join(DEFAULT_OOD[source])} ({source}'s default)"
+    return (f"the default of {source} at {preset.get('root', '?')}: its ood_* packs or its "
+            "stream manifest (names not recorded by the run)")  # fmt: skip
+
+
+def domain_order_label(record: RunRecord) -> str:
+    """The domains of a record's stream in the order it trained on them (``a → b → c``), as
+    the record holds them (its result's ``domains``), with the paper's order number when the
+    preset names one (``order 2: …``)."""
+    order = record.preset.get("order")
+    names = " → ".join(map(str, record.result.get("domains") or ["not recorded"]))
+    return names if order is None else f"order {order}: {names}"
 
 
 def shared_settings(

@@ -23,7 +23,7 @@ import csv
 import json
 import math
 import textwrap
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -36,14 +36,17 @@ from .protocols import (
     code_label,
     data_label,
     did_you_mean,
+    domain_order_label,
     group_protocols,
     numerics_label,
+    ood_label,
     protocol_setting,
     protocol_settings,
     settings_agree,
     shared_settings,
 )
 from .record import RESULT_FILE, RunRecord, read_record
+from .row_names import companion_rows, label_column, label_keys
 
 __all__ = [
     "run_table",
@@ -316,6 +319,10 @@ def _summary(recs: list[RunRecord]) -> dict:
     row["codes"] = sorted({code_label(r) for r in recs})
     row["data_sources"] = sorted({data_label(r) for r in recs})
     row["numeric_paths"] = sorted({numerics_label(r) for r in recs})
+    row["ood_sources"] = sorted({ood_label(r) for r in recs})
+    row["domain_orders"] = sorted({domain_order_label(r) for r in recs})
+    # each seed's mean accuracy over its test episodes: what the seed rule pairs (paired_delta)
+    row["seed_accuracy"] = {r.seed: float(np.mean(r.result["episode_acc"])) for r in recs}
     from .ood_table import ood_summary  # loaded here: it imports this module
 
     row["ood"] = ood_summary(recs)  # None: no run of the row records an OOD split
@@ -360,8 +367,12 @@ def aggregate_results(
     of ``vs`` itself, or None when no row of ``vs`` shares its setting. Each row also holds
     ``protocol_settings`` (its :func:`.protocols.protocol_settings`), ``data_sources`` and
     ``numeric_paths`` (its runs' distinct :func:`.protocols.data_label` and
-    :func:`.protocols.numerics_label`): :func:`table_protocol` reads them, and ``ood``: its
-    runs' OOD split over seeds (:func:`.ood_table.ood_summary`; ``None``: no run holds one).
+    :func:`.protocols.numerics_label`), ``ood_sources`` and ``domain_orders``
+    (:func:`.protocols.ood_label`, :func:`.protocols.domain_order_label`): :func:`table_protocol`
+    reads them; ``ood``: its runs' OOD split over seeds (:func:`.ood_table.ood_summary`;
+    ``None``: no run holds one); ``seed_accuracy`` (``{seed: mean accuracy over its test
+    episodes}``) and ``paired_setting`` (its :func:`.protocols.protocol_setting`): what the
+    seed rule pairs when a table bolds a best row (:mod:`.grouped_table`).
 
     Raises:
         ValueError: a ``by`` key no record has, a ``vs`` method no record has (both with "did
@@ -390,12 +401,13 @@ def aggregate_results(
         row.update({k: setting[k] if k in setting else "—" for k in differing})
         if show_code:
             row["code"] = ", ".join(code)
-        row.update(_summary(group), protocol_settings=setting)
+        arm = protocol_setting(group[0], pool_code=pool_code)
+        row.update(_summary(group), protocol_settings=setting, paired_setting=arm)
         rows.append(row)
-        arms.append((group, protocol_setting(group[0], pool_code=pool_code)))
+        arms.append((group, arm))
     if vs is not None:
         _add_deltas(rows, arms, vs)
-    labels = [k for k in rows[0] if k not in _VALUE_FIELDS] if rows else []
+    labels = label_keys(rows) if rows else []
     order = sorted(range(len(rows)), key=lambda i: [_sort_key(rows[i][k]) for k in labels])
     return [rows[i] for i in order]
 
@@ -438,41 +450,13 @@ def _add_deltas(rows: list[dict], arms: list[tuple[list[RunRecord], dict]], vs: 
             }  # fmt: skip
 
 
-# the fields of an aggregated row that are values, not the labels it is shown by
-_VALUE_FIELDS = (
-    "seeds",
-    "seed_list",
-    "accuracy",
-    "ci95",
-    "ci_over",
-    "forgetting",
-    "forgetting_ci95",
-    "bwt",
-    "bwt_ci95",
-    "per_domain",
-    "per_domain_ci95",
-    "per_domain_each",
-    "matrix",
-    "matrix_ci95",
-    "matrix_each",
-    "seconds",
-    "codes",
-    "data_sources",
-    "numeric_paths",
-    "protocol_settings",
-    "delta",
-    "ood",
-)
-
-
 def _pts(v: float, ci: float = math.nan) -> str:
     if math.isnan(v):
         return "n/a"
     return f"{100 * v:.2f}" + ("" if math.isnan(ci) else f" ± {100 * ci:.2f}")
 
 
-def _labels(rows: list[dict]) -> list[str]:
-    return [k for k in rows[0] if k not in _VALUE_FIELDS]
+_labels = label_keys
 
 
 def _domains(rows: list[dict]) -> list[str]:
@@ -498,9 +482,10 @@ def table_protocol(rows: list[dict]) -> dict:
     """What every row of a table shares, and what tells them apart: ``settings`` (the
     :func:`.protocols.shared_settings` of the rows, less those shown as columns and the data's
     hash, which ``data`` names), ``columns`` (the settings the rows differ in or are labelled
-    by), ``data`` (:func:`.protocols.data_label` of every run), ``numerics``
-    (:func:`.protocols.numerics_label`) and ``code`` (:func:`.protocols.code_label`), each a
-    sorted list of the distinct values."""
+    by), ``data`` (:func:`.protocols.data_label` of every run), ``ood_sources``
+    (:func:`.protocols.ood_label`), ``domain_order`` (:func:`.protocols.domain_order_label`),
+    ``numerics`` (:func:`.protocols.numerics_label`) and ``code``
+    (:func:`.protocols.code_label`), each a sorted list of the distinct values."""
     labels = _labels(rows)
 
     def every(field: str) -> list[str]:
@@ -509,8 +494,9 @@ def table_protocol(rows: list[dict]) -> dict:
     return {
         "settings": shared_settings([r["protocol_settings"] for r in rows],
                                     skip=[*labels, "data"]),  # fmt: skip
-        "columns": labels, "data": every("data_sources"), "numerics": every("numeric_paths"),
-        "code": every("codes"),
+        "columns": labels, "data": every("data_sources"),
+        "ood_sources": every("ood_sources"), "domain_order": every("domain_orders"),
+        "numerics": every("numeric_paths"), "code": every("codes"),
     }  # fmt: skip
 
 
@@ -521,8 +507,8 @@ _FIRST = ("source", "n_way", "n_shot", "n_query", "n_unlabeled", "n_ood", "mem_s
 
 def protocol_lines(rows: list[dict]) -> list[str]:
     """The protocol of :func:`table_protocol` in words, one line each for the shared settings,
-    the data, the numeric path and the code (the end of a table's footer, a picture's
-    caption)."""
+    the data, the OOD sources, the domain order, the numeric path and the code (the end of a
+    table's footer, a picture's caption, the CSV's ``.json`` companion)."""
     p = table_protocol(rows)
     first = sorted(p["settings"], key=lambda k: _FIRST.index(k) if k in _FIRST else len(_FIRST))
     settings = ", ".join(f"{k} {p['settings'][k]}" for k in first) or "none"
@@ -530,6 +516,8 @@ def protocol_lines(rows: list[dict]) -> list[str]:
     lines = [
         f"Protocol (every row): {settings}.",
         f"Data{differ * (len(p['data']) > 1)}: {'; '.join(p['data'])}.",
+        f"OOD sources{differ * (len(p['ood_sources']) > 1)}: {'; '.join(p['ood_sources'])}.",
+        f"Domain order{differ * (len(p['domain_order']) > 1)}: {'; '.join(p['domain_order'])}.",
         f"Numerics{differ * (len(p['numerics']) > 1)}: {'; '.join(p['numerics'])}.",
     ]
     codes = p["code"]
@@ -596,13 +584,20 @@ def table_footer(rows: list[dict]) -> list[str]:
 
 
 def write_table(
-    rows: list[dict], out: str | Path | None = None, *, metric: str = "accuracy"
+    rows: list[dict],
+    out: str | Path | None = None,
+    *,
+    metric: str = "accuracy",
+    labels: Mapping[str, str] | None = None,
 ) -> str:
     """Markdown table (accuracy % ± 95% CI, forgetting and BWT ± theirs, the Δ when the rows
     have one, per-domain final accuracy, seeds) with :func:`table_footer`; also, when ``out``
     is given, ``out``.md (the same), ``out``.csv (one line per row, plain: any CSV reader takes
     it as it is) and ``out``.json, the CSV's companion: ``{"csv", "protocol":
-    table_protocol(rows), "footer": table_footer(rows)}``.
+    table_protocol(rows), "footer": table_footer(rows), "rows": companion_rows(rows, labels)}``.
+
+    ``labels``: ``{method or row name: name}`` (:mod:`.row_names`, ``--label``): a first
+    ``label`` column holds each row's name in the Markdown and the CSV; none without labels.
 
     ``metric``: ``"accuracy"``, or a measure of the OOD split (``"ood_auroc"``,
     ``"ood_precision"``, ``"ood_recall"``: :func:`.ood_table.write_ood_table`).
@@ -613,18 +608,20 @@ def write_table(
     if metric != "accuracy":
         from .ood_table import write_ood_table
 
-        return write_ood_table(rows, metric, out)
+        return write_ood_table(rows, metric, out, labels=labels)
     if not rows:
         return ""
     keys, domains = _labels(rows), _domains(rows)
+    named = label_column(rows, labels)
     with_delta = "delta" in rows[0]
     vs = next((r["delta"]["vs"] for r in rows if r.get("delta")), None)
-    head = [*keys, "accuracy (%)", *([f"Δ vs {vs} (pts)"] if with_delta else []),
+    head = [*named, *keys, "accuracy (%)", *([f"Δ vs {vs} (pts)"] if with_delta else []),
             "forgetting (pts)", "BWT (pts)", *domains, "seeds", "s/run"]  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in rows:
+    for i, r in enumerate(rows):
         ci = "n/a" if math.isnan(r["ci95"]) else f"{100 * r['ci95']:.2f}"
         cells = [
+            *(names[i] for names in named.values()),
             *(str(r[k]) for k in keys),
             f"{100 * r['accuracy']:.2f} ± {ci}" + ("" if r["ci_over"] == "seeds" else "*"),
             *([_delta_cell(r["delta"])] if with_delta else []),
@@ -641,25 +638,26 @@ def write_table(
         out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.with_suffix(".md").write_text(text + "\n")
-        _write_csv(rows, keys, domains, out.with_suffix(".csv"))
+        _write_csv(rows, keys, domains, out.with_suffix(".csv"), named)
         companion = {"csv": out.with_suffix(".csv").name, "protocol": table_protocol(rows),
-                     "footer": table_footer(rows)}  # fmt: skip
+                     "footer": table_footer(rows), "rows": companion_rows(rows, labels)}  # fmt: skip
         out.with_suffix(".json").write_text(json.dumps(companion, indent=2) + "\n")
     return text
 
 
-def _write_csv(rows: list[dict], keys: list[str], domains: list[str], path: Path) -> None:
+def _write_csv(rows: list[dict], keys: list[str], domains: list[str], path: Path,
+               named: dict[str, list[str]]) -> None:  # fmt: skip
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow([*keys, "accuracy", "ci95", "ci_over", "delta", "delta_ci95", "delta_seeds",
+        w.writerow([*named, *keys, "accuracy", "ci95", "ci_over", "delta", "delta_ci95", "delta_seeds",
                     "delta_per_seed", "delta_seeds_ci95", "delta_resolved",
                     "forgetting", "forgetting_ci95", "bwt", "bwt_ci95", *domains, "seeds",
                     "seed_list", "seconds", "codes"])  # fmt: skip
-        for r in rows:
+        for i, r in enumerate(rows):
             dl = r.get("delta") or {}
             each = dl.get("per_seed", {})
             w.writerow([
-                *(r[k] for k in keys), r["accuracy"], r["ci95"], r["ci_over"],
+                *(names[i] for names in named.values()), *(r[k] for k in keys), r["accuracy"], r["ci95"], r["ci_over"],
                 dl.get("delta", ""), dl.get("ci95", ""), " ".join(map(str, each)),
                 " ".join(map(str, each.values())), dl.get("seeds_ci95", ""),
                 dl.get("resolved", ""),

@@ -13,13 +13,18 @@ readable and honest:
   carries each seed's value as a hollow marker instead (its t-interval, t₀.₉₇₅ = 12.7, would
   cover the axis); a row of one seed carries the 95% interval over its test episodes (dotted
   error bars). The caption says which rows are which;
-* **equal rows stay visible**: every row has its own colour, marker, dash pattern (the bars:
-  hatch) and a small horizontal offset, so two rows with the same values sit side by side.
+* **one look per method**: a method has one colour, marker and hatch in every figure of a
+  project (:func:`.styles.method_style`, from its name, never from row order); rows of one
+  method differ in their dashes (bars: edge dashes and shade); every row is offset slightly
+  along x, so two rows with the same values sit side by side;
+* **names a reader knows**: the legend names each row by :func:`.row_names.row_names` (the
+  method, ``--label``; no hash unless two rows differ in nothing else).
 
 The data of each picture is beside it as CSV (the unclipped interval, the clipped one and each
 seed's value) and its caption (the marks, the seeds, :func:`~.report.protocol_lines`: the
-settings every row shares, the data, the numeric path, the code) both under the picture and
-beside it as markdown, so that a picture copied on its own still says what it shows.
+settings every row shares, the data, the OOD sources, the domain order, the numeric path, the
+code) beside it as markdown, where a paper takes its caption from; the picture itself carries
+no title and no caption unless asked (``caption_inside``, ``table --caption-inside``).
 matplotlib loads in the function that draws.
 """
 
@@ -28,23 +33,22 @@ from __future__ import annotations
 import csv
 import math
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
 
 from .figure_formats import check_formats
-from .report import _domains, _labels, fit_title, protocol_lines, row_label
+from .report import _domains, fit_title, protocol_lines
+from .row_names import check_labels, row_method, row_names
+from .styles import method_style, variant_dashes
 
-__all__ = ["MIN_SEEDS_FOR_BAND", "write_row_plots"]
+__all__ = ["MIN_SEEDS_FOR_BAND", "TITLES", "write_row_plots"]
 
 #: the fewest seeds whose Student-t interval is drawn (t₀.₉₇₅ is 4.3 for 3 seeds, 12.7 for 2)
 MIN_SEEDS_FOR_BAND = 3
 #: what an accuracy can take, in percent: the axis of every panel and the clip of an interval
 BOUNDS = (0.0, 100.0)
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
-DASHES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 2)), (0, (8, 3)))
-HATCHES = ("", "//", "..", "xx", "\\\\", "oo", "++", "--")
 _T2 = "t₀.₉₇₅ = 12.7 for 2 seeds"
 
 
@@ -94,10 +98,10 @@ def _point(r: dict, name: str, domain: str, y: float, half: float, each: list) -
     }  # fmt: skip
 
 
-def _stream_points(rows: list[dict], labels: list[str]) -> list[dict]:
+def _stream_points(rows: list[dict], rnames: list[str]) -> list[dict]:
     """Each row's accuracy on each domain from its own training to the end of the stream."""
     points = []
-    for r in rows:
+    for r, name in zip(rows, rnames):
         if "matrix" not in r:  # the seeds' matrices differ in shape: no mean to draw
             continue
         m, h = np.asarray(r["matrix"]), np.asarray(r["matrix_ci95"])
@@ -106,17 +110,17 @@ def _stream_points(rows: list[dict], labels: list[str]) -> list[dict]:
         one_row = m.shape[0] < len(doms)  # Joint: one row, every domain trained at once
         for j, dom in enumerate(doms):
             for i in [m.shape[0] - 1] if one_row else range(j, m.shape[0]):
-                p = _point(r, row_label(r, labels), dom, m[i, j], h[i, j], list(each[:, i, j]))
+                p = _point(r, name, dom, m[i, j], h[i, j], list(each[:, i, j]))
                 points.append({**p, "trained_at": "" if one_row else j + 1,
                                "after_domain": len(doms) if one_row else i + 1})  # fmt: skip
     return points
 
 
-def _final_points(rows: list[dict], labels: list[str]) -> list[dict]:
+def _final_points(rows: list[dict], rnames: list[str]) -> list[dict]:
     return [
-        {**_point(r, row_label(r, labels), d, v, r["per_domain_ci95"][d],
+        {**_point(r, name, d, v, r["per_domain_ci95"][d],
                   r.get("per_domain_each", {}).get(d, [])), "ci_over": r["ci_over"]}
-        for r in rows for d, v in r["per_domain"].items()
+        for r, name in zip(rows, rnames) for d, v in r["per_domain"].items()
     ]  # fmt: skip
 
 
@@ -142,15 +146,13 @@ def _clipped(points: list[dict], where) -> str:
     )
 
 
-def _marks(rows: list[dict], names: dict[str, str], labels: list[str], bars: bool) -> list[str]:
+def _marks(rows: list[dict], rnames: list[str], bars: bool) -> list[str]:
     """The caption's lines on what each row's marks are, one per kind of row present, each
     naming its rows and their seeds."""
     by_kind: dict[str, list[str]] = {}
-    for r in rows:
+    for r, name in zip(rows, rnames):
         seeds = ", ".join(map(str, r["seed_list"]))
-        by_kind.setdefault(_kind(r), []).append(
-            f"{row_label(r, labels)} (seed{'s' * (r['seeds'] > 1)} {seeds})"
-        )
+        by_kind.setdefault(_kind(r), []).append(f"{name} (seed{'s' * (r['seeds'] > 1)} {seeds})")
     what = {
         "seeds": ("solid error bars" if bars else "shaded band (edges in the row's dashes; "
                   "a solid error bar on a single point)")
@@ -165,9 +167,15 @@ def _marks(rows: list[dict], names: dict[str, str], labels: list[str], bars: boo
     return [f"{head[k]} — {'; '.join(by_kind[k])}: {what[k]}." for k in head if k in by_kind]
 
 
-def _style(k: int) -> dict:
-    return {"color": f"C{k % 10}", "marker": MARKERS[k % len(MARKERS)],
-            "ls": DASHES[k % len(DASHES)]}  # fmt: skip
+def _styles(rows: list[dict]) -> list[dict]:
+    """Each row's look: its method's colour, marker and hatch (:func:`.styles.method_style`),
+    its dashes by its place among its method's rows (:func:`.styles.variant_dashes`)."""
+    methods = [row_method(r) for r in rows]
+    dashes = variant_dashes(methods)
+    return [
+        {**method_style(m)._asdict(), "ls": ls, "first": ls == dashes[methods.index(m)]}
+        for m, ls in zip(methods, dashes)
+    ]
 
 
 def _save(fig, base: Path, formats: tuple[str, ...]) -> list[Path]:
@@ -185,7 +193,7 @@ def _save(fig, base: Path, formats: tuple[str, ...]) -> list[Path]:
     return paths
 
 
-def _draw_stream(fig, rows, names, labels, domains, stream) -> None:
+def _draw_stream(fig, rows, names, styles, domains, stream) -> None:
     cols = min(len(domains), 3)
     axes = fig.subplots((len(domains) + cols - 1) // cols, cols, squeeze=False, sharey=True)
     for ax in axes.flat[len(domains) :]:
@@ -196,7 +204,7 @@ def _draw_stream(fig, rows, names, labels, domains, stream) -> None:
             pts = [p for p in stream if p["row"] == name and p["domain"] == dom]
             if not pts:
                 continue
-            st, kind = _style(k), _kind(rows[k])
+            st, kind = styles[k], _kind(rows[k])
             x = np.array([p["after_domain"] for p in pts]) + (k - (len(names) - 1) / 2) * step
             y, lo, hi = (np.array([p[c] for p in pts])
                          for c in ("accuracy_pct", "low_drawn_pct", "high_drawn_pct"))  # fmt: skip
@@ -226,17 +234,18 @@ def _draw_stream(fig, rows, names, labels, domains, stream) -> None:
         ax.grid(alpha=0.3)
 
 
-def _draw_final(ax, rows, names, domains, final) -> None:
+def _draw_final(ax, rows, names, styles, domains, final) -> None:
     width = 0.8 / max(len(names), 1)
     for k, name in enumerate(names):
-        st, kind = _style(k), _kind(rows[k])
+        st, kind = styles[k], _kind(rows[k])
         pts = {p["domain"]: p for p in final if p["row"] == name}
         ds = [d for d in domains if d in pts]
         xs = np.array([domains.index(d) + (k - (len(names) - 1) / 2) * width for d in ds])
         ys, lo, hi = (np.array([pts[d][c] for d in ds])
                       for c in ("accuracy_pct", "low_drawn_pct", "high_drawn_pct"))  # fmt: skip
-        ax.bar(xs, ys, width * 0.92, color=st["color"], alpha=0.8, edgecolor="black", lw=0.5,
-               hatch=HATCHES[k % len(HATCHES)], label=names[name])  # fmt: skip
+        ax.bar(xs, ys, width * 0.92, color=st["color"], alpha=0.8 if st["first"] else 0.45,
+               edgecolor="black", lw=0.8, ls=st["ls"], hatch=st["hatch"],
+               label=names[name])  # fmt: skip
         if kind == "each":
             each = [np.array(pts[d]["each_seed_pct"].split(), dtype=float) for d in ds]
             for x, vs in zip(xs, each):
@@ -255,8 +264,88 @@ def _draw_final(ax, rows, names, domains, final) -> None:
     ax.grid(alpha=0.3, axis="y")
 
 
+TITLES = (
+    "Each domain's accuracy from its own training to the end of the stream (mean over each "
+    "row's seeds; marks: caption); a falling line is forgetting",
+    "Final accuracy per domain after the whole stream (mean over each row's seeds; marks: caption)",
+)
+"""The pictures' titles: the heading of their ``.md`` caption, in the picture only on request."""
+
+
+def _captions(rows: list[dict], rnames: list[str], stream: list, final: list) -> list[list]:
+    """The caption lines of the stream picture and of the bars picture."""
+    protocol = protocol_lines(rows)
+    joint = any(p["trained_at"] == "" for p in stream)
+    look = ("each method in its own colour and marker (the same in every figure of these "
+            "methods), rows of one method in their own dashes")  # fmt: skip
+    return [
+        ["Lines: each row's mean accuracy on the panel's domain after training domain #x, "
+         f"{look}, offset slightly along x so that equal rows stay side by side."
+         + (" Star: a row trained on every domain at once (a one-row matrix, e.g. Joint), at "
+            "the end of the stream." if joint else ""),
+         *_marks(rows, rnames, bars=False),
+         "Axis: test accuracy 0–100% on every panel (shared). "
+         + _clipped(stream, lambda p: f"{p['domain']} after #{p['after_domain']}"),
+         *protocol],
+        ["Bars: each row's final accuracy on each domain, the mean over its seeds, each method "
+         "in its own colour and hatch (the same in every figure), rows of one method in their "
+         "own edge dashes and shade.",
+         *_marks(rows, rnames, bars=True),
+         "Axis: final test accuracy 0–100%. " + _clipped(final, lambda p: p["domain"]),
+         *protocol],
+    ]  # fmt: skip
+
+
+def _stream_figure(rows, names, styles, domains, stream, caption: list | None):
+    """The stream picture; ``caption``: its lines, drawn under it with its title (else
+    neither)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # heavy: pictures only
+    from matplotlib.figure import Figure
+
+    cols = min(len(domains), 3)
+    n_panels = (len(domains) + cols - 1) // cols
+    fig = Figure(figsize=(5 * cols, 3.8 * n_panels + 1.8))  # the legend under the panels
+    FigureCanvasAgg(fig)
+    _draw_stream(fig, rows, names, styles, domains, stream)
+    handles = {h.get_label(): h for ax in fig.axes for h in ax.get_lines()
+               if not h.get_label().startswith("_")}  # fmt: skip
+    foot = 0.0 if caption is None else _caption(fig, caption, 13 * 5 * cols)
+    fig.legend(list(handles.values()), list(handles), loc="lower center", fontsize=8,
+               ncol=min(len(handles), 3), frameon=False, bbox_to_anchor=(0.5, foot))  # fmt: skip
+    legend_rows = (len(handles) + 2) // 3 * max(n.count("\n") + 1 for n in names.values())
+    if caption is not None:
+        fig.suptitle(fit_title(TITLES[0], 30 * cols))
+    legend = min(0.03 * legend_rows + 0.02, 0.4) * (1 - foot)
+    fig.tight_layout(rect=(0, foot + legend, 1, 1))
+    return fig
+
+
+def _final_figure(rows, names, styles, domains, final, caption: list | None):
+    """The bars picture; ``caption`` as :func:`_stream_figure`'s."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(max(6.0, 0.9 * len(domains) * max(len(rows), 2) * 0.5 + 3), 5.6))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    _draw_final(ax, rows, names, styles, domains, final)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.08), frameon=False,
+              ncol=min(len(names), 3))  # fmt: skip
+    foot = 0.0
+    if caption is not None:
+        ax.set_title(fit_title(TITLES[1], int(11 * fig.get_figwidth())), fontsize=10)
+        foot = _caption(fig, caption, int(13 * fig.get_figwidth()))
+    fig.tight_layout(rect=(0, foot, 1, 1))
+    return fig
+
+
 def write_row_plots(
-    rows: list[dict], out: str | Path, *, formats: Iterable[str] = ("png",)
+    rows: list[dict],
+    out: str | Path,
+    *,
+    formats: Iterable[str] = ("png",),
+    labels: Mapping[str, str] | None = None,
+    caption_inside: bool = False,
 ) -> list[Path]:
     """Pictures of a table's rows, each with the data it plots beside it as CSV:
 
@@ -268,79 +357,36 @@ def write_row_plots(
     Both on an accuracy axis of 0–100% (every panel the same), intervals clipped to it; the
     marks of a row depend on its seeds (module docstring): the Student-t interval over seeds
     from :data:`MIN_SEEDS_FOR_BAND` seeds, each seed's value for two, the interval over test
-    episodes for one. Each picture carries its caption (the marks of each kind of row with its
-    rows and seeds, the axis, the intervals clipped, and :func:`~.report.protocol_lines`) under
-    it and beside it as ``<out>_stream.md`` / ``<out>_final.md`` (title, picture, caption).
-    Long row names wrap (:func:`~.report.fit_title`).
+    episodes for one. Each picture's caption (the marks of each kind of row with its rows and
+    seeds, the axis, the intervals clipped, and :func:`~.report.protocol_lines`) is beside it
+    as ``<out>_stream.md`` / ``<out>_final.md`` (title, picture, caption); ``caption_inside``
+    draws the title and caption into the picture too (a paper sets its own). Rows are named by
+    :func:`.row_names.row_names` with ``labels`` (``--label``), styled by method
+    (:mod:`.styles`); long names wrap (:func:`~.report.fit_title`).
 
     ``formats``: the files of each picture (:data:`.figure_formats.FORMATS`): PNG always, and
     ``"pdf"`` / ``"svg"`` when named. Returns the pictures' PNGs, their data, their captions,
     then any PDF/SVG copies.
 
     Raises:
-        ValueError: an unknown format (before anything is drawn).
+        ValueError: an unknown format (before anything is drawn), a ``labels`` key no row has
+            (:func:`.row_names.check_labels`).
     """
     formats = check_formats(formats)
-    from matplotlib.backends.backend_agg import FigureCanvasAgg  # heavy: pictures only
-    from matplotlib.figure import Figure
-
+    check_labels(rows, labels or {})
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    labels, domains = _labels(rows), _domains(rows)
-    names = {row_label(r, labels): fit_title(row_label(r, labels), 40) for r in rows}
-    stream, final = _stream_points(rows, labels), _final_points(rows, labels)
+    domains, rnames, styles = _domains(rows), row_names(rows, labels), _styles(rows)
+    names = {n: fit_title(n, 40) for n in rnames}
+    stream, final = _stream_points(rows, rnames), _final_points(rows, rnames)
     data = [_write_points(stream, out.with_name(out.name + "_stream.csv")),
             _write_points(final, out.with_name(out.name + "_final.csv"))]  # fmt: skip
-    protocol = protocol_lines(rows)
-    titles = [
-        "Each domain's accuracy from its own training to the end of the stream (mean over "
-        "each row's seeds; marks: caption); a falling line is forgetting",
-        "Final accuracy per domain after the whole stream (mean over each row's seeds; marks: "
-        "caption)",
-    ]
-    joint = any(p["trained_at"] == "" for p in stream)
-    captions = [
-        ["Lines: each row's mean accuracy on the panel's domain after training domain #x, "
-         "each row in its own colour, marker and dashes, offset slightly along x so that equal "
-         "rows stay side by side." + (" Star: a row trained on every domain at once (a "
-         "one-row matrix, e.g. Joint), at the end of the stream." if joint else ""),
-         *_marks(rows, names, labels, bars=False),
-         "Axis: test accuracy 0–100% on every panel (shared). "
-         + _clipped(stream, lambda p: f"{p['domain']} after #{p['after_domain']}"),
-         *protocol],
-        ["Bars: each row's final accuracy on each domain, the mean over its seeds, each row in "
-         "its own colour and hatch.",
-         *_marks(rows, names, labels, bars=True),
-         "Axis: final test accuracy 0–100%. " + _clipped(final, lambda p: p["domain"]),
-         *protocol],
-    ]  # fmt: skip
-
-    cols = min(len(domains), 3)
-    n_panels = (len(domains) + cols - 1) // cols
-    fig = Figure(figsize=(5 * cols, 3.8 * n_panels + 1.2))
-    FigureCanvasAgg(fig)
-    _draw_stream(fig, rows, names, labels, domains, stream)
-    handles = {h.get_label(): h for ax in fig.axes for h in ax.get_lines()
-               if not h.get_label().startswith("_")}  # fmt: skip
-    foot = _caption(fig, captions[0], 13 * 5 * cols)
-    fig.legend(list(handles.values()), list(handles), loc="lower center", fontsize=8,
-               ncol=min(len(handles), 3), frameon=False, bbox_to_anchor=(0.5, foot))  # fmt: skip
-    legend_rows = (len(handles) + 2) // 3 * max(n.count("\n") + 1 for n in names.values())
-    fig.suptitle(fit_title(titles[0], 30 * cols))
-    legend = min(0.03 * legend_rows + 0.02, 0.4) * (1 - foot)
-    fig.tight_layout(rect=(0, foot + legend, 1, 1))
-    pictures = [_save(fig, out.with_name(out.name + "_stream"), formats)]
-
-    fig = Figure(figsize=(max(6.0, 0.9 * len(domains) * max(len(rows), 2) * 0.5 + 3), 5))
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    _draw_final(ax, rows, names, domains, final)
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.08), frameon=False,
-              ncol=min(len(names), 3))  # fmt: skip
-    ax.set_title(fit_title(titles[1], int(11 * fig.get_figwidth())), fontsize=10)
-    foot = _caption(fig, captions[1], int(13 * fig.get_figwidth()))
-    fig.tight_layout(rect=(0, foot, 1, 1))
-    pictures.append(_save(fig, out.with_name(out.name + "_final"), formats))
+    captions = _captions(rows, rnames, stream, final)
+    inside = captions if caption_inside else [None, None]
+    figs = [_stream_figure(rows, names, styles, domains, stream, inside[0]),
+            _final_figure(rows, names, styles, domains, final, inside[1])]  # fmt: skip
+    pictures = [_save(fig, out.with_name(f"{out.name}_{part}"), formats)
+                for fig, part in zip(figs, ("stream", "final"))]  # fmt: skip
     pngs = [p[0] for p in pictures]
-    written = [_write_caption(png, t, c) for png, t, c in zip(pngs, titles, captions)]
+    written = [_write_caption(png, t, c) for png, t, c in zip(pngs, TITLES, captions)]
     return [*pngs, *data, *written, *(p for pics in pictures for p in pics[1:])]

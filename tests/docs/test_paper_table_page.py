@@ -58,7 +58,7 @@ def test_the_page_shows_the_committed_pictures_with_their_captions():
         width, height = struct.unpack(">II", head[16:24])
         assert width > 800 and height > 800, (fig, width, height)
         caption = " ".join(caption_lines((FIGURES / f"{fig}.md").read_text()))
-        for piece in ("0–100%", "Rows of 2 seeds — mskm (seeds 0, 1); order, mem_size=200, replay_batch=2 (seeds 0, 1)",
+        for piece in ("0–100%", "Rows of 2 seeds — mskm (seeds 0, 1); order (seeds 0, 1)",
                       "each seed's value, no interval drawn", "t₀.₉₇₅ = 12.7",
                       "Protocol (every row): source synthetic", "tasks_per_domain 4",
                       "Data: synthetic", "Code: every run was made by "):  # fmt: skip

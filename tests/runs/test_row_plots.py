@@ -81,7 +81,7 @@ def test_every_panel_shares_the_0_100_axis_and_intervals_are_clipped_and_said(tm
     rows = _mixed(tmp_path / "runs")
     order = next(r for r in rows if r["method"] == "order")
     assert 100 * (order["per_domain"]["shapes"] + order["per_domain_ci95"]["shapes"]) > 100
-    write_row_plots(rows, tmp_path / "fig")
+    write_row_plots(rows, tmp_path / "fig", caption_inside=True)
     stream, final = drawn["fig_stream.png"], drawn["fig_final.png"]
     panels = [ax for ax in stream.axes if ax.axison]
     assert len(panels) == 2
@@ -129,7 +129,8 @@ def test_a_two_seed_row_shows_each_seed_and_no_t_band(tmp_path, drawn):
     )
 
 
-def test_equal_rows_are_both_visible(tmp_path, drawn):
+def test_equal_rows_of_one_method_are_both_visible(tmp_path, drawn):
+    """Two rows of one method share its colour, marker and hatch and differ in dashes."""
     same = [(0.6, 0.5), (0.7, 0.55)]
     runs(tmp_path / "runs", "order", same)
     runs(tmp_path / "runs", "order", same, gamma=0.05)  # another row, the same values
@@ -138,17 +139,19 @@ def test_equal_rows_are_both_visible(tmp_path, drawn):
     write_row_plots(rows, tmp_path / "fig")
     shapes = drawn["fig_stream.png"].axes[0]
     a, b = (ln for ln in shapes.get_lines() if not ln.get_label().startswith("_"))
-    assert a.get_marker() != b.get_marker() and a.get_linestyle() != b.get_linestyle()
-    assert a.get_color() != b.get_color()
+    assert a.get_marker() == b.get_marker() and a.get_linestyle() != b.get_linestyle()
+    assert a.get_color() == b.get_color()
     assert list(a.get_ydata()) == list(b.get_ydata())
     assert all(xa < xb for xa, xb in zip(a.get_xdata(), b.get_xdata()))  # side by side
     patches = drawn["fig_final.png"].axes[0].patches
-    assert len({p.get_hatch() for p in patches}) == 2  # the bars: one hatch per row
+    assert len({p.get_hatch() for p in patches}) == 1  # the bars: the method's hatch
+    assert len({p.get_linestyle() for p in patches}) == 2  # each row its edge dashes
+    assert len({p.get_alpha() for p in patches}) == 2  # and shade
 
 
 def test_the_caption_says_what_each_rows_marks_are(tmp_path, drawn):
     rows = _mixed(tmp_path / "runs")
-    write_row_plots(rows, tmp_path / "fig")
+    write_row_plots(rows, tmp_path / "fig", caption_inside=True)
     want = [
         "Rows of 3+ seeds — order (seeds 0, 1, 2, 3, 4)",
         "95% Student-t interval over seeds",

@@ -410,12 +410,16 @@ def test_a_table_of_one_setting_says_its_protocol_in_md_csv_pictures_and_stdout(
                       preset={**mem, "n_shot": shot},
                       content="sha256:" + "0123abcd" * 8)  # fmt: skip
     out = tmp_path / "paper" / "table"
-    code, text, _ = table(capsys, tmp_path / "runs", "--vs", "mskm", "--out", out)
+    # --caption-inside: the pictures carry their caption too (by default only beside them)
+    code, text, _ = table(capsys, tmp_path / "runs", "--vs", "mskm", "--out", out,
+                          "--caption-inside")  # fmt: skip
     assert code == 0
     want = [
         "n_way 5, ",
         "mem_size 20, tasks_per_domain 40, ",
         "Data: synthetic, content sha256:0123abcd0123.",
+        "OOD sources: rings, lattices, spirals (synthetic's default).",
+        "Domain order: ",
         "Numerics: device cpu, precision fp32, threads 1, cpu_bf16 False.",
         f"Code: every run was made by {COMMIT_A[:7]}.",
     ]
@@ -468,10 +472,12 @@ def test_data_and_numerics_that_differ_between_runs_are_all_named():
     rows = [{"protocol_settings": {"n_way": "5", "n_shot": "1"}, "method": "order",
              "data_sources": [protocols.data_label(body)],
              "numeric_paths": sorted({protocols.numerics_label(r) for r in (body, other)}),
+             "ood_sources": ["fish"], "domain_orders": ["a → b"],
              "codes": ["aaaaaaa"]}]  # fmt: skip
     lines = report.protocol_lines(rows)
     assert lines[0] == "Protocol (every row): n_way 5, n_shot 1."
-    assert lines[2] == (
+    assert lines[2:4] == ["OOD sources: fish.", "Domain order: a → b."]
+    assert lines[4] == (
         "Numerics (runs differ): device cpu, precision fp32, threads 1, cpu_bf16 False; "
         "device cpu, precision fp32, threads 2, cpu_bf16 False."
     )

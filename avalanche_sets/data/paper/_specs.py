@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 
+from ...defaults import DEFAULT_OOD
 from ...suggest import did_you_mean
 from . import _archives as A
 from . import _releases as R
@@ -495,7 +496,7 @@ PAPER_ORDERS: dict[int, list[str]] = {
 #: The six in-distribution domains (order 1).
 PAPER_ID: list[str] = list(PAPER_ORDERS[1])
 #: The OOD sources, mixed equally in every episode.
-PAPER_OOD: list[str] = ["omniglot", "vggflower", "fish"]
+PAPER_OOD: list[str] = list(DEFAULT_OOD["paper"])
 
 
 _ALIASES: dict[str, str] = {}

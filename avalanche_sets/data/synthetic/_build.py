@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...defaults import DEFAULT_OOD
 from ...files import atomic_write
 from ..domain import SPLITS, Domain
 from ._domains import _ID_FAMILIES
@@ -30,7 +31,7 @@ SYNTHETIC_ID_DOMAINS: tuple[str, ...] = (
     "tilings",
     "textures",
 )
-SYNTHETIC_OOD_SOURCES: tuple[str, ...] = ("rings", "lattices", "spirals")
+SYNTHETIC_OOD_SOURCES: tuple[str, ...] = DEFAULT_OOD["synthetic"]
 SYNTHETIC_DOMAINS: tuple[str, ...] = SYNTHETIC_ID_DOMAINS + SYNTHETIC_OOD_SOURCES
 
 _DEFAULT_ID_CLASSES = 100
