@@ -240,4 +240,4 @@ def test_table_metric_ood_with_vs_or_a_wrong_name_is_refused(tmp_path, capsys):
         table(capsys, tmp_path, "--metric", "auroc")
     assert "invalid choice: 'auroc'" in capsys.readouterr().err
     code, out, _ = table(capsys, tmp_path)  # the default: the accuracy, as before
-    assert code == 0 and "accuracy (%)" in out and "OOD" not in out
+    assert code == 0 and "accuracy (%)" in out and "OOD AUROC" not in out
