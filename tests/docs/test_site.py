@@ -214,7 +214,7 @@ def test_the_paper_table_guide_shows_its_pictures_with_their_captions(site, serv
     text = rendered["text"]
     for piece in ("Axis: test accuracy 0–100% on every panel (shared).",
                   "Axis: final test accuracy 0–100%.",
-                  "Rows of 2 seeds — mskm (seeds 0, 1); order, mem_size=200, replay_batch=2 (seeds 0, 1): hollow markers",
+                  "Rows of 2 seeds — mskm (seeds 0, 1); order (seeds 0, 1): hollow markers",
                   "white markers on the bar: each seed's value, no interval drawn",
                   "Protocol (every row): source synthetic", "Code: every run was made by "):  # fmt: skip
         assert piece in text, piece
