@@ -89,10 +89,11 @@ class Reservoir(Generic[T]):
         slot = self.choose_slot(self._n_seen)
         if slot is None:
             return None
+        n_slots = len(self._items) + (len(self._items) < self.capacity)  # stored + next free
         if (
             isinstance(slot, bool)
             or not isinstance(slot, (int, np.integer))
-            or not (0 <= slot <= len(self._items) < self.capacity or 0 <= slot < len(self._items))
+            or not 0 <= slot < n_slots
         ):
             raise ValueError(
                 f"{type(self).__name__}.choose_slot({self._n_seen}) gave slot {slot!r}; a "
