@@ -21,7 +21,6 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .presets import PRESETS, RunConfig, command_config, preset_names, run_target
 from .presets import parse_settings as _parse_sets  # as the benchmarks' scripts import it
@@ -33,18 +32,7 @@ from .runs.table_metrics import add_metric_argument, table_metric  # the standar
 from .runs.terminal_warnings import one_line_warnings  # the standard library alone
 from .training.loggers import check_loggers  # the standard library alone
 
-if TYPE_CHECKING:  # the command line parses without torch
-    from .methods import MethodOptions
-
 __all__ = ["main", "build_parser"]
-
-
-def _strategy_options(items: list[str] | None, methods: list[str]) -> dict[str, MethodOptions]:
-    """``--strategy-set [METHOD:]KEY=VALUE`` → each method's typed options
-    (:func:`~avalanche_sets.methods.check.strategy_set_options`)."""
-    from .methods.check import strategy_set_options
-
-    return strategy_set_options(items, methods)
 
 
 def _positive_int(text: str) -> int:
@@ -403,7 +391,9 @@ def _cmd_run(args) -> int:
     given = _given(args)
     preset = _preset_from_args(args)
     seeds = args.seeds or list(preset.seeds)
-    strategy_overrides = _strategy_options(args.strategy_set, [args.method])[args.method]
+    from .methods.check import strategy_set_options  # loads no torch
+
+    strategy_overrides = strategy_set_options(args.strategy_set, [args.method])[args.method]
     from .data.visualize import plot_episodes
     from .runs.experiment import build_benchmark, check_run, run_experiment
     from .runs.folder import RUN_FILES, is_finished
@@ -474,7 +464,9 @@ def _cmd_sweep(args) -> int:
             print("error: --ray-address needs Ray: pip install 'avalanche-sets[ray]' (or "
                   "scripts/install.sh, which installs it)", file=sys.stderr)  # fmt: skip
             return 2
-    strategy_overrides = _strategy_options(args.strategy_set, args.methods)
+    from .methods.check import strategy_set_options  # loads no torch
+
+    strategy_overrides = strategy_set_options(args.strategy_set, args.methods)
     grid = _grid(args)
     from .runs.sweep import RunSpec, check_specs, run_sweep
 

@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from avalanche_sets.cli import _strategy_options
 from avalanche_sets.data import Domain, EpisodeConfig, EpisodeSampler, sets_benchmark
 from avalanche_sets.data.packs import (
     CorruptImageError,
@@ -28,6 +27,7 @@ from avalanche_sets.data.packs import (
 )
 from avalanche_sets.data.paper import DatasetNotFoundError, PaperSplitWarning, load_paper_domain
 from avalanche_sets.methods import build_strategy, check_method, parse_options
+from avalanche_sets.methods.check import strategy_set_options
 from avalanche_sets.presets import PRESET_SCHEMA, PRESETS, resolve_preset, root_source, run_target
 
 CATALOGUE = Path(__file__).resolve().parents[1] / "docs" / "guide" / "bad-input.md"
@@ -470,15 +470,15 @@ CASES = [
          r"'synthetic'\), so the folder would be read by nothing; fix: point --root at a folder "
          r"of packs"),
     Case("method-option-given-twice",
-         lambda t: _strategy_options(["beta=0.1", "beta=0.2"], ["order"]), ValueError,
+         lambda t: strategy_set_options(["beta=0.1", "beta=0.2"], ["order"]), ValueError,
          r"--strategy-set gives option 'beta' of method 'order' twice \(beta=0\.1 and "
          r"beta=0\.2\); fix: give it once"),
     Case("method-option-not-for-every-method",
-         lambda t: _strategy_options(["lam=0.1"], ["order", "mskm"]), ValueError,
+         lambda t: strategy_set_options(["lam=0.1"], ["order", "mskm"]), ValueError,
          r"--strategy-set lam=0\.1 goes to every method, but \['mskm'\] take\(s\) no option "
          r"'lam'; fix: give it to the method\(s\) that take it: --strategy-set order:lam=0\.1"),
     Case("method-option-other-method",
-         lambda t: _strategy_options(["ordr:lam=0.1"], ["order", "mskm"]), ValueError,
+         lambda t: strategy_set_options(["ordr:lam=0.1"], ["order", "mskm"]), ValueError,
          r"--strategy-set ordr:lam=0\.1: method 'ordr' is not run by this command \(did you "
          r"mean 'order'\?\); fix: name one of \['order', 'mskm'\], or give key=value to every "
          r"method"),
