@@ -132,7 +132,8 @@ def strategy_set_options(
     """``--strategy-set [METHOD:]KEY=VALUE`` → each method's typed options.
 
     A plain ``KEY=VALUE`` goes to every method; ``METHOD:KEY=VALUE`` to that method only (the
-    ``:`` before the key is the last one, so ``pkg.module:Class:weight=0.5`` gives a method class's option).
+    ``:`` before the key is the last one, so ``pkg.module:Class:weight=0.5`` gives a method
+    class's option).
     The text is typed by the option's type (:func:`~avalanche_sets.methods.parse_options`),
     once: the run takes the typed options it gives
     (:class:`~avalanche_sets.methods.MethodOptions`) as they are.

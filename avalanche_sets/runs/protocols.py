@@ -19,7 +19,8 @@ something; runs of two protocols are never averaged together.
 * :func:`code_key` / :func:`code_label` — the code a record names;
 * :func:`check_setting_names` — a grouping key no record has, refused with "did you mean";
 * :func:`data_label` / :func:`numerics_label` / :func:`ood_label` / :func:`domain_order_label`
-  / :func:`shared_settings` — what a table says of the protocol all its rows share (its footer, its ``.json`` companion, its plots' captions).
+  / :func:`shared_settings` — what a table says of the protocol all its rows share (its
+  footer, its ``.json`` companion, its plots' captions).
 
 Standard library only (with :mod:`.folder`): the ``table`` command reads thousands of records
 in well under a second.

@@ -639,8 +639,12 @@ def write_table(
         out.parent.mkdir(parents=True, exist_ok=True)
         out.with_suffix(".md").write_text(text + "\n")
         _write_csv(rows, keys, domains, out.with_suffix(".csv"), named)
-        companion = {"csv": out.with_suffix(".csv").name, "protocol": table_protocol(rows),
-                     "footer": table_footer(rows), "rows": companion_rows(rows, labels)}  # fmt: skip
+        companion = {
+            "csv": out.with_suffix(".csv").name,
+            "protocol": table_protocol(rows),
+            "footer": table_footer(rows),
+            "rows": companion_rows(rows, labels),
+        }
         out.with_suffix(".json").write_text(json.dumps(companion, indent=2) + "\n")
     return text
 
@@ -649,7 +653,8 @@ def _write_csv(rows: list[dict], keys: list[str], domains: list[str], path: Path
                named: dict[str, list[str]]) -> None:  # fmt: skip
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow([*named, *keys, "accuracy", "ci95", "ci_over", "delta", "delta_ci95", "delta_seeds",
+        w.writerow([*named, *keys, "accuracy", "ci95", "ci_over",
+                    "delta", "delta_ci95", "delta_seeds",
                     "delta_per_seed", "delta_seeds_ci95", "delta_resolved",
                     "forgetting", "forgetting_ci95", "bwt", "bwt_ci95", *domains, "seeds",
                     "seed_list", "seconds", "codes"])  # fmt: skip
@@ -657,7 +662,8 @@ def _write_csv(rows: list[dict], keys: list[str], domains: list[str], path: Path
             dl = r.get("delta") or {}
             each = dl.get("per_seed", {})
             w.writerow([
-                *(names[i] for names in named.values()), *(r[k] for k in keys), r["accuracy"], r["ci95"], r["ci_over"],
+                *(names[i] for names in named.values()), *(r[k] for k in keys),
+                r["accuracy"], r["ci95"], r["ci_over"],
                 dl.get("delta", ""), dl.get("ci95", ""), " ".join(map(str, each)),
                 " ".join(map(str, each.values())), dl.get("seeds_ci95", ""),
                 dl.get("resolved", ""),

@@ -16,8 +16,16 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from ..suggest import did_you_mean
 
-__all__ = ["VALUE_FIELDS", "label_keys", "parse_labels", "row_method", "row_names", "check_labels", "label_column",
-           "companion_rows"]  # fmt: skip
+__all__ = [
+    "VALUE_FIELDS",
+    "check_labels",
+    "companion_rows",
+    "label_column",
+    "label_keys",
+    "parse_labels",
+    "row_method",
+    "row_names",
+]
 
 #: the fields of an aggregated row (:func:`.report.aggregate_results`) that are values, not the
 #: labels it is shown by

@@ -2,8 +2,8 @@
 :func:`check_loggers` (the command line checks ``--loggers`` while it parses, before torch
 loads), :func:`check_finished_loggers` (file loggers asked of a run that finished without
 them) and :func:`check_resumed_loggers` (history loggers added or removed when a run resumes;
-:func:`record_loggers` writes what it started with). This module loads with the standard library alone; the loggers themselves are in
-:mod:`avalanche_sets.training.run_loggers`.
+:func:`record_loggers` writes what it started with). This module loads with the standard
+library alone; the loggers themselves are in :mod:`avalanche_sets.training.run_loggers`.
 """
 
 from __future__ import annotations
