@@ -24,6 +24,7 @@ from avalanche_sets.runs.row_names import row_names
 from avalanche_sets.runs.row_plots import write_row_plots
 
 sys.path.insert(0, str(Path(__file__).parent))
+import test_row_plots  # noqa: E402
 from test_row_plots import record, runs  # noqa: E402  (the records of the picture tests)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,21 +32,7 @@ RUNS = ROOT / "benchmarks" / "results" / "runs"
 TABLE2 = ("protonet", "anil", "mskm", "lst", "tpn", "order-mi-only", "order")
 NAMES = ("ProtoNet", "ANIL", "MSKM", "LST", "TPN", "ORDER (only MI)", "ORDER")
 
-
-@pytest.fixture
-def drawn(monkeypatch):
-    """Every figure saved, by file name."""
-    from matplotlib.figure import Figure
-
-    seen = {}
-    savefig = Figure.savefig
-
-    def keep(fig, path, **kw):
-        seen[Path(path).name] = fig
-        return savefig(fig, path, **kw)
-
-    monkeypatch.setattr(Figure, "savefig", keep)
-    return seen
+drawn = test_row_plots.drawn  # the fixture: every figure saved, by file name
 
 
 def _three(root: Path) -> None:
